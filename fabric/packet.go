@@ -1,0 +1,56 @@
+package fabric
+
+import (
+	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// EndpointID names a NIC port attached to the network (dense, from 0).
+type EndpointID int32
+
+// Endpoint is a NIC port. The network calls Receive when the last bit of a
+// packet addressed to it has arrived. The endpoint then owns the packet and
+// must give it back with Network.Free when done.
+type Endpoint interface {
+	Receive(p *Packet)
+}
+
+// Packet is one RoCEv2 packet in flight. It carries the real transport header
+// fields (roce.Header) and, when the model carries data, the payload bytes.
+// Packets live in the Network's pool: get one with Network.NewPacket and
+// return it with Free; never keep a pointer after freeing it.
+type Packet struct {
+	ID      uint64     // unique within a run, in creation order
+	Src     EndpointID // sending NIC port
+	Dst     EndpointID // destination NIC port
+	SrcPort uint16     // UDP source port: the ECMP entropy of the flow
+	ECN     uint8      // IP ECN bits: 0 not-ECT, 2 ECT(0), 1 ECT(1), 3 CE
+	Corrupt bool       // bits flipped in flight: the receiver's ICRC check fails
+	Hdr     roce.Header
+	// PayloadLen is the payload size in bytes (excluding headers and pad).
+	PayloadLen uint32
+	// Payload holds PayloadLen bytes when the sender carries data, else nil.
+	// The slice belongs to the packet (see Network.NewPacket).
+	Payload []byte
+	// Tag is opaque to the network: the sender's own reference (a WQE index
+	// for tracing and pcap comments).
+	Tag  uint64
+	Born sim.Time // when the sender handed it to the network
+
+	// Network bookkeeping.
+	idx  int32 // index in the pool
+	at   int32 // device the packet is heading to or sitting at
+	port int32 // port it arrived on / leaves by
+	hops uint8
+	buf  []byte // owned payload buffer, reused across pool lifetimes
+}
+
+// Hops returns the number of links the packet has crossed.
+func (p *Packet) Hops() int { return int(p.hops) }
+
+// WireLen returns the bytes p occupies on an Ethernet link: the frame
+// (headers, payload, pad, ICRC, FCS, padded to the minimum frame) plus
+// preamble, start-of-frame delimiter and inter-frame gap.
+func (p *Packet) WireLen(ipv6 bool) sim.Bytes {
+	return sim.Bytes(roce.WireLen(ipv6, &p.Hdr, int(p.PayloadLen)))
+}
