@@ -1,0 +1,176 @@
+package traces
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Stats summarizes the routing of a trace (Inspect). Byte figures follow
+// DeepEP's bandwidth accounting (spec 1.9): low latency counts every valid
+// selection, local ones included, at the LL message size; high throughput
+// counts unique (token, node) pairs, local node included.
+type Stats struct {
+	Model        string `json:"model"`
+	EP           int    `json:"ep_ranks"`
+	RanksPerNode int    `json:"ranks_per_node"`
+	Nodes        int    `json:"nodes"`
+	Slots        int    `json:"expert_slots"`
+	TopK         int    `json:"top_k"`
+	Hidden       int    `json:"hidden"`
+	DeepEPHidden int    `json:"deepep_hidden"` // padded hidden used for sizes
+	Dispatch     string `json:"dispatch_dtype"`
+	// Per-message / per-record sizes in bytes at DeepEPHidden.
+	LLDispatchMsg    int         `json:"ll_dispatch_msg_bytes"`
+	LLCombineMsg     int         `json:"ll_combine_msg_bytes"`
+	HTDispatchRecord int         `json:"ht_dispatch_record_bytes"`
+	HTCombineRecord  int         `json:"ht_combine_record_bytes"`
+	Steps            []StepStats `json:"steps"`
+}
+
+// StepStats are the statistics of one (iteration, layer).
+type StepStats struct {
+	Iter       int   `json:"iter"`
+	Layer      int   `json:"layer"`
+	Exact      bool  `json:"exact"` // from route records only
+	Tokens     int64 `json:"tokens"`
+	Selections int64 `json:"selections"` // valid (token, expert) pairs
+	Masked     int64 `json:"masked"`
+	// RankLoad is the distribution of selections received per destination
+	// rank.
+	RankLoad Spread `json:"rank_load"`
+	// InterNode is the fraction of selections whose expert is on another
+	// node than the token.
+	InterNode float64 `json:"inter_node_fraction"`
+	// NodesPerToken and RanksPerToken are the mean distinct destination
+	// nodes and ranks per token (local included).
+	NodesPerToken float64 `json:"nodes_per_token"`
+	RanksPerToken float64 `json:"ranks_per_token"`
+	// Bytes sent per source rank.
+	LLDispatch RankBytes `json:"ll_dispatch_bytes"`
+	LLCombine  RankBytes `json:"ll_combine_bytes"`
+	HTDispatch RankBytes `json:"ht_dispatch_bytes"`
+	HTCombine  RankBytes `json:"ht_combine_bytes"`
+}
+
+// Spread summarizes a per-rank load vector.
+type Spread struct {
+	Min       int64   `json:"min"`
+	Mean      float64 `json:"mean"`
+	Max       int64   `json:"max"`
+	Imbalance float64 `json:"imbalance"` // max / mean (0 when mean is 0)
+}
+
+// RankBytes summarizes bytes per source rank.
+type RankBytes struct {
+	Mean float64 `json:"mean"`
+	Max  int64   `json:"max"`
+}
+
+func loadOf(v []int64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	l := Spread{Min: v[0], Max: v[0]}
+	sum := int64(0)
+	for _, x := range v {
+		l.Min, l.Max = min(l.Min, x), max(l.Max, x)
+		sum += x
+	}
+	l.Mean = float64(sum) / float64(len(v))
+	if l.Mean > 0 {
+		l.Imbalance = float64(l.Max) / l.Mean
+	}
+	return l
+}
+
+func bytesOf(v []int64) RankBytes {
+	l := loadOf(v)
+	return RankBytes{Mean: l.Mean, Max: l.Max}
+}
+
+// Inspect computes routing statistics for every (iteration, layer) of t.
+func Inspect(t *Trace) (Stats, error) {
+	h := t.Header()
+	prec, err := h.DispatchPrecision()
+	if err != nil {
+		return Stats{}, err
+	}
+	hid := Model{Hidden: h.Model.Hidden}.DeepEPHidden()
+	k := h.Model.TopK
+	s := Stats{
+		Model: h.Model.Name, EP: t.EP(), RanksPerNode: h.Parallel.RanksPerNode, Nodes: t.Nodes(),
+		Slots: t.Slots(), TopK: k, Hidden: h.Model.Hidden, DeepEPHidden: hid, Dispatch: prec.String(),
+		LLDispatchMsg: LLDispatchBytes(hid, prec), LLCombineMsg: LLCombineBytes(hid),
+		HTDispatchRecord: HTDispatchBytes(hid, k, prec), HTCombineRecord: HTCombineBytes(hid, k),
+	}
+	for _, it := range t.Iterations() {
+		for _, layer := range t.Layers() {
+			m, err := t.Step(it, layer)
+			if err != nil {
+				continue // this (iter, layer) has no records
+			}
+			s.Steps = append(s.Steps, stepStats(t, m, hid, prec))
+		}
+	}
+	return s, nil
+}
+
+func stepStats(t *Trace, m *StepMatrix, hid int, prec Precision) StepStats {
+	st := StepStats{Iter: m.Iter, Layer: m.Layer, Exact: m.Exact}
+	recv := make([]int64, m.EP)
+	llD, llC, htD, htC := make([]int64, m.EP), make([]int64, m.EP), make([]int64, m.EP), make([]int64, m.EP)
+	var inter, nodePairs, rankPairs int64
+	for src := range m.EP {
+		st.Tokens += int64(m.Tokens[src])
+		st.Masked += int64(m.Masked[src])
+		var sel, tn int64
+		for dst, n := range m.Selections[src] {
+			recv[dst] += int64(n)
+			sel += int64(n)
+			if t.NodeOf(dst) != t.NodeOf(src) {
+				inter += int64(n)
+			}
+			rankPairs += int64(m.RankTokens[src][dst])
+		}
+		for _, n := range m.NodeTokens[src] {
+			tn += int64(n)
+		}
+		nodePairs += tn
+		st.Selections += sel
+		llD[src] = LLBandwidthBytes(sel, hid, prec)
+		llC[src] = LLCombineBandwidthBytes(sel, hid)
+		htD[src] = HTBandwidthBytes(tn, hid, prec)
+		htC[src] = HTBandwidthBytes(tn, hid, BF16)
+	}
+	st.RankLoad = loadOf(recv)
+	if st.Selections > 0 {
+		st.InterNode = float64(inter) / float64(st.Selections)
+	}
+	if st.Tokens > 0 {
+		st.NodesPerToken = float64(nodePairs) / float64(st.Tokens)
+		st.RanksPerToken = float64(rankPairs) / float64(st.Tokens)
+	}
+	st.LLDispatch, st.LLCombine = bytesOf(llD), bytesOf(llC)
+	st.HTDispatch, st.HTCombine = bytesOf(htD), bytesOf(htC)
+	return st
+}
+
+// WriteTable writes s as an aligned, human-readable table.
+func (s Stats) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "model %s  EP %d (%d nodes x %d)  slots %d  top-k %d  hidden %d (DeepEP %d)  dispatch %s\t\n",
+		s.Model, s.EP, s.Nodes, s.RanksPerNode, s.Slots, s.TopK, s.Hidden, s.DeepEPHidden, s.Dispatch)
+	fmt.Fprintf(tw, "msg bytes: LL dispatch %d, LL combine %d, HT dispatch record %d, HT combine record %d\t\n",
+		s.LLDispatchMsg, s.LLCombineMsg, s.HTDispatchRecord, s.HTCombineRecord)
+	fmt.Fprintln(tw, "iter\tlayer\ttokens\tselections\tmasked\tload min\tmean\tmax\timbalance\tinter-node\tnodes/tok\tranks/tok\tLL disp MB/rank\tLL comb MB/rank\tHT disp MB/rank\tHT comb MB/rank\texact\t")
+	mb := func(b RankBytes) string { return fmt.Sprintf("%.3f", b.Mean/1e6) }
+	for _, st := range s.Steps {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%v\t\n",
+			st.Iter, st.Layer, st.Tokens, st.Selections, st.Masked,
+			st.RankLoad.Min, st.RankLoad.Mean, st.RankLoad.Max, st.RankLoad.Imbalance,
+			st.InterNode, st.NodesPerToken, st.RanksPerToken,
+			mb(st.LLDispatch), mb(st.LLCombine), mb(st.HTDispatch), mb(st.HTCombine), st.Exact)
+	}
+	return tw.Flush()
+}
