@@ -66,6 +66,7 @@ type FrameSpec struct {
 	// when it is 0.
 	TTL       uint8
 	FlowLabel uint32 // IPv6 flow label, 20 bits; ignored for IPv4
+	ID        uint16 // IPv4 identification; ignored for IPv6
 }
 
 // FrameLen returns the length of the frame AppendFrame builds, as captured
@@ -83,8 +84,8 @@ func ipEnd(ipv6 bool, h *Header, payloadLen int) int {
 // AppendFrame appends a complete RoCEv2 frame (without FCS) carrying h and
 // payload to dst and returns the extended slice. It writes h.PadCount zero pad
 // bytes after the payload, fills in the IPv4 header checksum, the IP and UDP
-// lengths and the ICRC, and pads the frame to 60 bytes if it is shorter. The
-// IPv4 identification is 0 with Don't Fragment set, and the UDP checksum is 0
+// lengths and the ICRC, and pads the frame to 60 bytes if it is shorter. IPv4
+// packets have Don't Fragment set, and the UDP checksum is 0
 // (RoCEv2 relies on the ICRC) for both IP versions. DSCP, ECN and FlowLabel
 // are truncated to their field widths. It allocates only when dst lacks
 // capacity. If h does not Validate or the packet exceeds the IP length limit
@@ -128,7 +129,8 @@ func AppendFrame(dst []byte, spec *FrameSpec, h *Header, payload []byte) []byte 
 		ip[0] = 0x45
 		ip[1] = tc
 		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen))
-		binary.BigEndian.PutUint32(ip[4:], 0x4000) // ID 0, DF, offset 0
+		binary.BigEndian.PutUint16(ip[4:], spec.ID)
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF, offset 0
 		ip[8] = ttl
 		ip[9] = protoUDP
 		ip[10], ip[11] = 0, 0
@@ -214,6 +216,7 @@ func ParseFrame(b []byte) (Frame, error) {
 		ip = p[:n]
 		f.Spec.DSCP, f.Spec.ECN = p[1]>>2, p[1]&3
 		f.Spec.TTL = p[8]
+		f.Spec.ID = binary.BigEndian.Uint16(p[4:])
 		copy(f.Spec.SrcIP[:4], p[12:16])
 		copy(f.Spec.DstIP[:4], p[16:20])
 		udp = ip[IPv4HeaderLen:]

@@ -5,12 +5,25 @@ import (
 	"hash/crc32"
 )
 
-// ones supplies the all-ones bytes that stand in for masked fields.
-var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+// rawSeed is the raw (uninverted) CRC-32 register after the initial
+// 0xFFFFFFFF and 8 bytes of 0xFF, the seed Linux rxe starts from.
+const rawSeed = 0xdebb20e3
 
-// ipv6Masked is the first word of an IPv6 header with traffic class and flow
-// label masked.
-var ipv6Masked = [4]byte{0x6F, 0xFF, 0xFF, 0xFF}
+// maskV4 and maskV6 are ORed onto IP + UDP + BTH to set the variant fields to
+// all ones.
+var maskV4, maskV6 = func() (m4 [IPv4HeaderLen + UDPHeaderLen + BTHLen]byte, m6 [IPv6HeaderLen + UDPHeaderLen + BTHLen]byte) {
+	m4[1] = 0xFF                           // TOS: DSCP + ECN
+	m4[8] = 0xFF                           // TTL
+	m4[10], m4[11] = 0xFF, 0xFF            // header checksum
+	m6[0] = 0x0F                           // traffic class, high nibble
+	m6[1], m6[2], m6[3] = 0xFF, 0xFF, 0xFF // traffic class low nibble, flow label
+	m6[7] = 0xFF                           // hop limit
+	for _, m := range [][]byte{m4[IPv4HeaderLen:], m6[IPv6HeaderLen:]} {
+		m[6], m[7] = 0xFF, 0xFF  // UDP checksum
+		m[UDPHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
+	}
+	return m4, m6
+}()
 
 // ICRC returns the RoCEv2 invariant CRC of an Ethernet frame that carries a
 // RoCEv2 packet over IPv4 or IPv6. The IP header's length field delimits the
@@ -74,32 +87,17 @@ func ipPacket(frame []byte) (ip []byte, v6, ok bool) {
 }
 
 // icrcIP computes the ICRC of an IP packet that ends just before the ICRC
-// field. Masked fields are fed from ones, so nothing is copied or allocated.
+// field (at least IP + UDP + BTH long): the masked headers go through a
+// bytewise table loop, the rest through hash/crc32.
 func icrcIP(p []byte, v6 bool) uint32 {
-	t := crc32.IEEETable
-	c := crc32.Update(0, t, ones[:8])
-	var udp []byte
+	m := maskV4[:]
 	if v6 {
-		// Version nibble (6) kept; traffic class and flow label masked.
-		c = crc32.Update(c, t, ipv6Masked[:])
-		c = crc32.Update(c, t, p[4:7]) // payload length, next header
-		c = crc32.Update(c, t, ones[:1])
-		c = crc32.Update(c, t, p[8:40])
-		udp = p[40:]
-	} else {
-		c = crc32.Update(c, t, p[0:1])
-		c = crc32.Update(c, t, ones[:1]) // TOS
-		c = crc32.Update(c, t, p[2:8])
-		c = crc32.Update(c, t, ones[:1]) // TTL
-		c = crc32.Update(c, t, p[9:10])
-		c = crc32.Update(c, t, ones[:2]) // header checksum
-		c = crc32.Update(c, t, p[12:20])
-		udp = p[20:]
+		m = maskV6[:]
 	}
-	c = crc32.Update(c, t, udp[0:6])
-	c = crc32.Update(c, t, ones[:2]) // UDP checksum
-	bth := udp[UDPHeaderLen:]
-	c = crc32.Update(c, t, bth[0:4])
-	c = crc32.Update(c, t, ones[:1]) // FECN, BECN, Resv6
-	return crc32.Update(c, t, bth[5:])
+	tab := crc32.IEEETable
+	c := uint32(rawSeed)
+	for i, b := range p[:len(m)] {
+		c = tab[byte(c)^(b|m[i])] ^ c>>8
+	}
+	return crc32.Update(^c, tab, p[len(m):])
 }
