@@ -158,11 +158,13 @@ func stepStats(t *Trace, m *StepMatrix, hid int, prec Precision) StepStats {
 
 // WriteTable writes s as an aligned, human-readable table.
 func (s Stats) WriteTable(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "model %s  EP %d (%d nodes x %d)  slots %d  top-k %d  hidden %d (DeepEP %d)  dispatch %s\n"+
+		"msg bytes: LL dispatch %d, LL combine %d, HT dispatch record %d, HT combine record %d\n",
+		s.Model, s.EP, s.Nodes, s.RanksPerNode, s.Slots, s.TopK, s.Hidden, s.DeepEPHidden, s.Dispatch,
+		s.LLDispatchMsg, s.LLCombineMsg, s.HTDispatchRecord, s.HTCombineRecord); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "model %s  EP %d (%d nodes x %d)  slots %d  top-k %d  hidden %d (DeepEP %d)  dispatch %s\t\n",
-		s.Model, s.EP, s.Nodes, s.RanksPerNode, s.Slots, s.TopK, s.Hidden, s.DeepEPHidden, s.Dispatch)
-	fmt.Fprintf(tw, "msg bytes: LL dispatch %d, LL combine %d, HT dispatch record %d, HT combine record %d\t\n",
-		s.LLDispatchMsg, s.LLCombineMsg, s.HTDispatchRecord, s.HTCombineRecord)
 	fmt.Fprintln(tw, "iter\tlayer\ttokens\tselections\tmasked\tload min\tmean\tmax\timbalance\tinter-node\tnodes/tok\tranks/tok\tLL disp MB/rank\tLL comb MB/rank\tHT disp MB/rank\tHT comb MB/rank\texact\t")
 	mb := func(b RankBytes) string { return fmt.Sprintf("%.3f", b.Mean/1e6) }
 	for _, st := range s.Steps {
@@ -173,4 +175,25 @@ func (s Stats) WriteTable(w io.Writer) error {
 			mb(st.LLDispatch), mb(st.LLCombine), mb(st.HTDispatch), mb(st.HTCombine), st.Exact)
 	}
 	return tw.Flush()
+}
+
+// ExpectedGroups is the expected number of distinct groups a token's top-k
+// experts fall into under uniform routing, with experts spread evenly over
+// groups: G·(1 − C(E − E/G, k)/C(E, k)) (DeepEP V2's sizing model, spec
+// 3.2). Read groups as nodes for HT messages per token and as ranks for V2
+// direct messages. It returns 0 for invalid arguments.
+func ExpectedGroups(experts, topK, groups int) float64 {
+	if groups <= 0 || experts <= 0 || experts%groups != 0 || topK < 0 || topK > experts {
+		return 0
+	}
+	// C(E-E/G, k)/C(E, k) = Π_{i<k} (E-E/G-i)/(E-i).
+	p, out := 1.0, experts-experts/groups
+	for i := range topK {
+		p *= float64(out-i) / float64(experts-i)
+		if p <= 0 {
+			p = 0
+			break
+		}
+	}
+	return float64(groups) * (1 - p)
 }

@@ -207,8 +207,10 @@ func (r *Reader) decode(line []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return r.jsonError(err, line)
 	}
-	if off := dec.InputOffset(); len(bytes.TrimSpace(line[off:])) > 0 {
-		return &Error{File: r.name, Line: r.line, Column: int(off) + 1, Msg: "malformed JSON: data after the record object"}
+	off := int(dec.InputOffset())
+	if rest := bytes.TrimSpace(line[off:]); len(rest) > 0 {
+		col := len(line) - len(rest) + 1
+		return &Error{File: r.name, Line: r.line, Column: col, Msg: "malformed JSON: data after the record object"}
 	}
 	return nil
 }
@@ -226,6 +228,9 @@ func (r *Reader) jsonError(err error, line []byte) error {
 	case errors.As(err, &typ):
 		e.Column = int(typ.Offset)
 		e.Field = typ.Field
+		for _, emb := range []string{"Header.", "Placement.", "Route.", "Counts.", "Measure."} {
+			e.Field = strings.TrimPrefix(e.Field, emb)
+		}
 		e.Msg = fmt.Sprintf("cannot use JSON %s as %s", typ.Value, typ.Type)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		e.Column = len(line)
