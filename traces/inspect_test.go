@@ -13,8 +13,7 @@ import (
 func TestInspectTiny(t *testing.T) {
 	tr, err := Load(strings.NewReader(tinyTrace), "tiny.jsonl")
 	require.NoError(t, err)
-	s, err := Inspect(tr)
-	require.NoError(t, err)
+	s := Inspect(tr)
 	require.Len(t, s.Steps, 2)
 	assert.Equal(t, 2048, s.DeepEPHidden) // hidden 256 pads to the smallest DeepEP size
 	assert.Equal(t, LLDispatchBytes(2048, FP8), s.LLDispatchMsg)

@@ -38,6 +38,12 @@ func TestReadTiny(t *testing.T) {
 	assert.Equal(t, []int{3, 3, 2, 2, 1, 1, 0, 0}, tr.Placement(1))
 	require.NotNil(t, tr.Route(0, 0, 3))
 	assert.Nil(t, tr.Route(0, 0, 1))
+	sr := tr.StepRoutes(0, 0)
+	require.Len(t, sr, 4)
+	assert.Same(t, tr.Route(0, 0, 3), sr[3])
+	assert.Nil(t, sr[1])
+	assert.Equal(t, []int32{-1, 5}, sr[0].TopK[2])
+	assert.NotNil(t, tr.CountsFor(0, 1, 1))
 	require.Len(t, tr.Measures(), 1)
 	assert.InDelta(t, 160.8, tr.Measures()[0].US, 0)
 
@@ -216,8 +222,16 @@ func FuzzReader(f *testing.F) {
 		if err := tr2.Write(&b, false); err != nil || !bytes.Equal(a.Bytes(), b.Bytes()) {
 			t.Fatalf("canonical output not stable: %v", err)
 		}
-		if _, err := Inspect(tr); err != nil {
-			t.Fatalf("inspect: %v", err)
+		s := Inspect(tr)
+		for _, st := range s.Steps {
+			if st.Selections+st.Masked != st.Tokens*int64(tr.Header().Model.TopK) {
+				t.Fatalf("step %d/%d: selections %d + masked %d != tokens × k", st.Iter, st.Layer, st.Selections, st.Masked)
+			}
+		}
+		for _, l := range tr.Layers() {
+			if len(tr.Placement(l)) != tr.Slots() {
+				t.Fatalf("placement of layer %d has wrong length", l)
+			}
 		}
 	})
 }

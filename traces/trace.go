@@ -115,6 +115,17 @@ func (t *Trace) Measures() []*Measure { return t.measures }
 // Route returns the route record of (iter, layer, rank), or nil.
 func (t *Trace) Route(iter, layer, rank int) *Route { return t.routeIdx[stepKey{iter, layer, rank}] }
 
+// StepRoutes returns the route records of (iter, layer) indexed by source
+// rank; ranks without a route record are nil. Each route's TopK lists, per
+// token, its selected expert slots (-1 masked).
+func (t *Trace) StepRoutes(iter, layer int) []*Route {
+	out := make([]*Route, t.EP())
+	for rank := range out {
+		out[rank] = t.routeIdx[stepKey{iter, layer, rank}]
+	}
+	return out
+}
+
 // CountsFor returns the counts record of (iter, layer, rank), or nil.
 func (t *Trace) CountsFor(iter, layer, rank int) *Counts {
 	return t.countIdx[stepKey{iter, layer, rank}]
