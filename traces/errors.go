@@ -20,6 +20,7 @@ type Error struct {
 	Err    error // underlying error, if any
 }
 
+// Error formats the position, field and message.
 func (e *Error) Error() string {
 	s := e.File
 	if e.Line > 0 {

@@ -340,23 +340,18 @@ func (g *gen) hot(r *Route, rng *rand.Rand) {
 	}
 	for _, row := range r.TopK {
 		for j := range row {
+			hotFull := freeOn(row[:j], hot, per) == 0
 			for {
 				dst := hot
-				if rng.Float64() >= pHot {
+				if hotFull || rng.Float64() >= pHot {
 					dst = rng.IntN(ep - 1)
 					if dst >= hot {
 						dst++
 					}
 				}
-				// Experts of dst not yet chosen by this token.
-				free := per
-				for _, e := range row[:j] {
-					if int(e)/per == dst {
-						free--
-					}
-				}
+				free := freeOn(row[:j], dst, per)
 				if free == 0 {
-					continue
+					continue // another rank still has room: k <= slots
 				}
 				idx := rng.IntN(free)
 				for e := int32(dst * per); ; e++ {
@@ -373,6 +368,18 @@ func (g *gen) hot(r *Route, rng *rand.Rand) {
 			}
 		}
 	}
+}
+
+// freeOn counts the experts of rank dst (contiguous, per experts per rank)
+// not in chosen.
+func freeOn(chosen []int32, dst, per int) int {
+	free := per
+	for _, e := range chosen {
+		if int(e)/per == dst {
+			free--
+		}
+	}
+	return free
 }
 
 // zipf samples expert slots with power-law popularity.

@@ -104,6 +104,15 @@ func TestHotRankRatio(t *testing.T) {
 		others /= 15
 		assert.InDelta(t, tc.ratio, load[tc.hot]/others, tc.ratio*0.03, tc.spec)
 	}
+	// A saturated hot rank (1 expert per rank) caps the ratio but terminates.
+	tr := genOK(t, GenConfig{Model: dsv3, EP: 256, TokensPerRank: 4, Routing: "hot:1e300", Seed: 1})
+	m, err := tr.Step(0, 3)
+	require.NoError(t, err)
+	hotLoad := 0
+	for src := range 256 {
+		hotLoad += m.Selections[src][0]
+	}
+	assert.Equal(t, 256*4, hotLoad, "every token picks the hot rank's only expert")
 }
 
 // zipfSlope fits log(frequency) against log(rank) over ranks [lo, hi)
