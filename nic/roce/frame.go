@@ -85,8 +85,10 @@ func ipEnd(ipv6 bool, h *Header, payloadLen int) int {
 // payload to dst and returns the extended slice. It writes h.PadCount zero pad
 // bytes after the payload, fills in the IPv4 header checksum, the IP and UDP
 // lengths and the ICRC, and pads the frame to 60 bytes if it is shorter. IPv4
-// packets have Don't Fragment set, and the UDP checksum is 0
-// (RoCEv2 relies on the ICRC) for both IP versions. DSCP, ECN and FlowLabel
+// packets have Don't Fragment set and a UDP checksum of 0, as RoCEv2 NICs send
+// them (the ICRC protects the packet); IPv6 packets get a computed UDP
+// checksum, since RFC 8200 forbids 0 and Wireshark flags it (RoCEv2
+// receivers ignore the field either way). DSCP, ECN and FlowLabel
 // are truncated to their field widths. It allocates only when dst lacks
 // capacity. If h does not Validate or the packet exceeds the IP length limit
 // it returns dst unchanged; callers that build headers from untrusted input
@@ -150,8 +152,47 @@ func AppendFrame(dst []byte, spec *FrameSpec, h *Header, payload []byte) []byte 
 	pad := t[hl+len(payload) : len(t)-ICRCLen]
 	clear(pad)
 	binary.LittleEndian.PutUint32(t[len(t)-ICRCLen:], icrcIP(ip[:len(ip)-ICRCLen], v6))
+	if v6 {
+		binary.BigEndian.PutUint16(udp[6:], udp6Checksum(ip))
+	}
 	clear(b[end:])
 	return dst
+}
+
+// udp6Checksum returns the UDP checksum of an IPv6 packet whose UDP checksum
+// field is zero (RFC 8200 pseudo-header; 0 is sent as 0xFFFF).
+func udp6Checksum(ip []byte) uint16 {
+	udp := ip[IPv6HeaderLen:]
+	s := sum16(ip[8:40]) + uint32(len(udp)) + protoUDP + sum16(udp)
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	if c := ^uint16(s); c != 0 {
+		return c
+	}
+	return 0xFFFF
+}
+
+// sum16 returns the (unfolded) sum of b as big-endian 16-bit words, with a
+// trailing odd byte padded with zero.
+func sum16(b []byte) uint32 {
+	var s uint64
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return uint32(s)
 }
 
 // ipv4Checksum returns the Internet checksum of an IPv4 header whose checksum
@@ -184,7 +225,8 @@ type Frame struct {
 // is allowed) carrying RoCEv2 over IPv4 or IPv6 to UDP port UDPPort. It
 // checks that the Ethernet, IP and UDP lengths agree and decodes the
 // transport headers with DecodeHeader. A wrong ICRC is reported in
-// Frame.ICRCValid, not as an error; the IPv4 header checksum is not checked.
+// Frame.ICRCValid, not as an error; the IPv4 header checksum and the UDP
+// checksum are not checked.
 // It does not allocate on success.
 func ParseFrame(b []byte) (Frame, error) {
 	var f Frame

@@ -88,6 +88,9 @@ func TestFrameRoundTrip(t *testing.T) {
 				ipStart := EthernetHeaderLen
 				if spec.IPv6 {
 					assert.Equal(t, uint16(0x86DD), binary.BigEndian.Uint16(fr[12:]))
+					ip := fr[ipStart : len(fr)-(len(fr)-ipEnd(true, &tc.h, len(payload)))]
+					assert.NotZero(t, binary.BigEndian.Uint16(ip[46:]), "IPv6 UDP checksum is mandatory")
+					assert.Equal(t, uint16(0xFFFF), refUDP6Sum(ip), "IPv6 UDP checksum")
 				} else {
 					assert.Equal(t, uint16(0x0800), binary.BigEndian.Uint16(fr[12:]))
 					assert.Equal(t, uint16(0xFFFF), ^ipv4Checksum(fr[ipStart:ipStart+20]), "IPv4 checksum")
@@ -278,4 +281,24 @@ func TestParseFrameErrors(t *testing.T) {
 	// ICRC of a non-RoCE frame is 0.
 	assert.Equal(t, uint32(0), ICRC(good[:20]))
 	assert.Equal(t, uint32(0), ICRC(mut(good, func(b []byte) { b[12] = 0x88 })))
+}
+
+// refUDP6Sum folds the one's complement sum of the IPv6 pseudo-header and the
+// UDP datagram (checksum included) the slow way; 0xFFFF means valid.
+func refUDP6Sum(ip []byte) uint16 {
+	udp := ip[40:]
+	var words []byte
+	words = append(words, ip[8:40]...)
+	words = binary.BigEndian.AppendUint32(words, uint32(len(udp)))
+	words = append(words, 0, 0, 0, 17)
+	words = append(words, udp...)
+	if len(words)%2 == 1 {
+		words = append(words, 0)
+	}
+	var s uint32
+	for i := 0; i < len(words); i += 2 {
+		s += uint32(words[i])<<8 | uint32(words[i+1])
+		s = s&0xFFFF + s>>16
+	}
+	return uint16(s)
 }
