@@ -3,6 +3,7 @@ package roce
 import (
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -181,4 +182,20 @@ func TestHeaderErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Header{Opcode: OpSendOnly, PKey: 0xFFFF, DestQP: 0x12, PSN: 1}, h)
 	assert.True(t, errors.Is(err, nil))
+}
+
+// TestHeaderIsPlainValue guards the contract the fabric relies on: Header is
+// copied inside every simulated packet, so it must stay a small comparable
+// value with no pointers, slices, maps or strings.
+func TestHeaderIsPlainValue(t *testing.T) {
+	typ := reflect.TypeOf(Header{})
+	assert.True(t, typ.Comparable())
+	assert.LessOrEqual(t, typ.Size(), uintptr(80))
+	for i := range typ.NumField() {
+		switch k := typ.Field(i).Type.Kind(); k {
+		case reflect.Bool, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			t.Errorf("field %s has kind %v", typ.Field(i).Name, k)
+		}
+	}
 }
