@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -17,15 +18,27 @@ func (h *holdModel) Handle(s *Sim, arg uint64) {
 	s.After(d, h, arg)
 }
 
-func BenchmarkHold(b *testing.B) {
-	const pending = 100_000
-	s := New(Config{Seed: 1})
-	h := &holdModel{r: s.Rand("hold"), mean: float64(Microsecond)}
+// tableHold is the hold model with its exponential delays drawn in advance,
+// so that the benchmark measures the kernel and queue alone.
+type tableHold struct {
+	d []Duration
+	i int
+}
+
+func (h *tableHold) Handle(s *Sim, arg uint64) {
+	h.i = (h.i + 1) & (len(h.d) - 1)
+	s.After(h.d[h.i], h, arg)
+}
+
+// runHold primes a simulation with pending events of handler h, warms it up
+// and then times single steps.
+func runHold(b *testing.B, pending int, h Handler, draw func() Duration) {
+	s := New(Config{Seed: 1, StallLimit: -1})
 	for i := range pending {
-		s.Schedule(Time(h.r.ExpFloat64()*h.mean), h, uint64(i))
+		s.Schedule(Time(draw()), h, uint64(i))
 	}
-	// Warm up so the free lists and the heap reach steady state.
-	for range pending {
+	// Warm up so the free lists and the tiers reach steady state.
+	for range 4 * pending {
 		s.Step()
 	}
 	b.ReportAllocs()
@@ -36,6 +49,48 @@ func BenchmarkHold(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
+// BenchmarkHold is the headline kernel figure: 100 000 pending events,
+// exponential delays of mean 1us drawn per event.
+func BenchmarkHold(b *testing.B) {
+	r := NewRand(1, "hold")
+	h := &holdModel{r: r, mean: float64(Microsecond)}
+	runHold(b, 100_000, h, func() Duration { return Duration(r.ExpFloat64() * h.mean) })
+}
+
+// BenchmarkHoldSizes is the hold model at several queue sizes.
+func BenchmarkHoldSizes(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r := NewRand(1, "hold")
+			h := &holdModel{r: r, mean: float64(Microsecond)}
+			runHold(b, n, h, func() Duration { return Duration(r.ExpFloat64() * h.mean) })
+		})
+	}
+}
+
+// BenchmarkHoldQueueOnly is BenchmarkHold without the cost of drawing the
+// delays: they come from a precomputed table of 64Ki exponential samples.
+func BenchmarkHoldQueueOnly(b *testing.B) {
+	r := NewRand(1, "hold")
+	h := &tableHold{d: make([]Duration, 1<<16)}
+	for i := range h.d {
+		h.d[i] = Duration(r.ExpFloat64() * float64(Microsecond))
+	}
+	runHold(b, 100_000, h, func() Duration { return Duration(r.ExpFloat64() * float64(Microsecond)) })
+}
+
+// BenchmarkExpFloat64 is the cost of one delay draw in BenchmarkHold.
+func BenchmarkExpFloat64(b *testing.B) {
+	r := NewRand(1, "hold")
+	var sum Duration
+	for b.Loop() {
+		sum += Duration(r.ExpFloat64() * float64(Microsecond))
+	}
+	_ = sum
+}
+
+// BenchmarkYield is one Sleep of a process: a coroutine switch to the
+// kernel, an event, and a switch back.
 func BenchmarkYield(b *testing.B) {
 	s := New(Config{})
 	n := b.N
@@ -50,4 +105,87 @@ func BenchmarkYield(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/yield")
+}
+
+// pingPong is two handlers that hand one token back and forth, one
+// nanosecond per hop: the callback style of BenchmarkPingPong.
+type pingPong struct {
+	peer *pingPong
+	left *int
+}
+
+func (p *pingPong) Handle(s *Sim, _ uint64) {
+	if *p.left == 0 {
+		return
+	}
+	*p.left--
+	s.After(Nanosecond, p.peer, 0)
+}
+
+// BenchmarkPingPong compares three ways to write two components that hand a
+// token back and forth, one hop per op: callbacks (Handler), processes
+// (Proc, Park/Wake) and goroutines with channels, the simgo style, for
+// reference only (the model packages do not use goroutines).
+func BenchmarkPingPong(b *testing.B) {
+	b.Run("callback", func(b *testing.B) {
+		s := New(Config{})
+		left := b.N
+		a, c := &pingPong{left: &left}, &pingPong{left: &left}
+		a.peer, c.peer = c, a
+		s.Schedule(0, a, 0)
+		b.ReportAllocs()
+		b.ResetTimer()
+		if err := s.Run(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("proc", func(b *testing.B) {
+		s := New(Config{})
+		n := b.N
+		var pa, pb *Proc
+		turn := 0
+		body := func(me int, peer **Proc) func(p *Proc) {
+			return func(p *Proc) {
+				for {
+					for turn != me {
+						p.Park("token")
+					}
+					if n == 0 {
+						(*peer).Wake()
+						return
+					}
+					n--
+					p.Sleep(Nanosecond)
+					turn = 1 - me
+					(*peer).Wake()
+				}
+			}
+		}
+		pa = s.Spawn("a", body(0, &pb))
+		pb = s.Spawn("b", body(1, &pa))
+		b.ReportAllocs()
+		b.ResetTimer()
+		if err := s.Run(); err != nil {
+			b.Fatal(err)
+		}
+		s.Shutdown()
+	})
+	b.Run("goroutine", func(b *testing.B) {
+		ab, ba := make(chan int), make(chan int)
+		done := make(chan struct{})
+		go func() {
+			for v := range ab {
+				ba <- v
+			}
+			close(done)
+		}()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			ab <- i
+			<-ba
+		}
+		close(ab)
+		<-done
+	})
 }

@@ -137,11 +137,11 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 	if h == nil {
 		panic("sim: schedule with nil handler")
 	}
-	i := s.q.alloc(h, arg)
+	slot, gen := s.q.alloc()
 	s.seq++
-	s.q.push(entry{at: at, seq: s.seq, slot: i})
+	s.q.insert(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
 	s.q.live++
-	return EventID(uint64(s.q.slots[i].gen)<<32 | uint64(uint32(i)))
+	return EventID(uint64(gen)<<32 | uint64(slot))
 }
 
 // After schedules h.Handle(s, arg) at Now()+d; d must not be negative.
@@ -162,19 +162,13 @@ func (f funcHandler) Handle(*Sim, uint64) { f.f() }
 // Cancel removes a pending event. It returns ErrNotPending if the event has
 // already fired or was cancelled before.
 func (s *Sim) Cancel(id EventID) error {
-	i := int32(uint32(id))
-	gen := uint32(id >> 32)
-	if i < 0 || int(i) >= len(s.q.slots) {
+	i := uint32(id)
+	if int(i) >= len(s.q.gen) || s.q.gen[i] != uint32(id>>32) || !s.q.isPending(i) {
 		return ErrNotPending
 	}
-	sl := &s.q.slots[i]
-	if sl.gen != gen || sl.h == nil {
-		return ErrNotPending
-	}
-	// Lazy cancellation: the heap entry stays and is skipped when popped;
-	// bumping gen now makes the id stale at once.
-	sl.h = nil
-	sl.gen++
+	// Lazy cancellation: the entry stays queued and is dropped when it
+	// reaches the front.
+	s.q.cancel(i)
 	s.q.live--
 	return nil
 }
@@ -194,16 +188,18 @@ func (s *Sim) Stop() { s.stopped = true }
 
 // Step fires the next event. It returns false if no event is pending.
 func (s *Sim) Step() bool {
-	for len(s.q.heap) > 0 {
-		e := s.q.pop()
-		sl := &s.q.slots[e.slot]
-		h := sl.h
-		if h == nil { // cancelled
-			s.q.free = append(s.q.free, e.slot)
+	for {
+		top := s.q.top()
+		if top == nil {
+			return false
+		}
+		if !s.q.isPending(top.slot) { // cancelled
+			s.q.free = append(s.q.free, top.slot)
+			s.q.pop()
 			continue
 		}
-		arg := sl.arg
-		s.q.release(e.slot)
+		e := s.q.pop()
+		s.q.retire(e.slot)
 		s.q.live--
 		if e.at == s.now {
 			s.stalled++
@@ -213,27 +209,28 @@ func (s *Sim) Step() bool {
 		s.now = e.at
 		s.fired++
 		r := &s.hist[s.fired%historyLen]
-		r.At, r.Seq, r.Handler, r.Arg = e.at, e.seq, h, arg
+		r.At, r.Seq, r.Handler, r.Arg = e.at, e.seq, e.h, e.arg
 		if s.tracer != nil {
 			s.tracer(*r)
 		}
-		h.Handle(s, arg)
+		e.h.Handle(s, e.arg)
 		return true
 	}
-	return false
 }
 
 // peek returns the time of the next live event, discarding cancelled ones.
 func (s *Sim) peek() (Time, bool) {
-	for len(s.q.heap) > 0 {
-		e := &s.q.heap[0]
-		if s.q.slots[e.slot].h != nil {
-			return e.at, true
+	for {
+		top := s.q.top()
+		if top == nil {
+			return 0, false
 		}
-		i := s.q.pop().slot
-		s.q.free = append(s.q.free, i)
+		if s.q.isPending(top.slot) {
+			return top.at, true
+		}
+		s.q.free = append(s.q.free, top.slot)
+		s.q.pop()
 	}
-	return 0, false
 }
 
 // Run fires events until none is pending (quiescence), the model calls Stop

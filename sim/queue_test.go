@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// refEvent is one pending event of the reference queue.
+type refEvent struct {
+	at  Time
+	ord int // scheduling order
+	id  EventID
+	tag uint64
+}
+
+// refQueue is the dumb reference: a slice searched for the minimum
+// (time, scheduling order) on every pop.
+type refQueue struct{ ev []refEvent }
+
+func (r *refQueue) popMin() refEvent {
+	m := 0
+	for i := range r.ev {
+		a, b := &r.ev[i], &r.ev[m]
+		if a.at < b.at || (a.at == b.at && a.ord < b.ord) {
+			m = i
+		}
+	}
+	e := r.ev[m]
+	r.ev = append(r.ev[:m], r.ev[m+1:]...)
+	return e
+}
+
+// diffModel drives a Sim with random schedules and cancellations from inside
+// its handlers and checks every firing against refQueue.
+type diffModel struct {
+	t     *testing.T
+	r     *rand.Rand
+	ref   refQueue
+	ord   int
+	tag   uint64
+	delay func(r *rand.Rand) Duration
+	left  int // events still to schedule
+}
+
+func (m *diffModel) schedule(s *Sim) {
+	d := m.delay(m.r)
+	if s.Now() > MaxTime-Time(d) {
+		d = Duration(MaxTime - s.Now())
+	}
+	m.tag++
+	id := s.After(d, m, m.tag)
+	m.ref.ev = append(m.ref.ev, refEvent{at: s.Now().Add(d), ord: m.ord, id: id, tag: m.tag})
+	m.ord++
+	m.left--
+}
+
+func (m *diffModel) Handle(s *Sim, tag uint64) {
+	want := m.ref.popMin()
+	if want.tag != tag || want.at != s.Now() {
+		m.t.Fatalf("fired tag %d at %v, reference says tag %d at %v", tag, s.Now(), want.tag, want.at)
+	}
+	// Schedule 0-2 new events and sometimes cancel a random pending one.
+	for n := m.r.IntN(3); n > 0 && m.left > 0; n-- {
+		m.schedule(s)
+	}
+	if len(m.ref.ev) > 0 && m.r.IntN(4) == 0 {
+		i := m.r.IntN(len(m.ref.ev))
+		if err := s.Cancel(m.ref.ev[i].id); err != nil {
+			m.t.Fatalf("cancel pending event: %v", err)
+		}
+		if err := s.Cancel(m.ref.ev[i].id); !errors.Is(err, ErrNotPending) {
+			m.t.Fatalf("second cancel: got %v, want ErrNotPending", err)
+		}
+		m.ref.ev = append(m.ref.ev[:i], m.ref.ev[i+1:]...)
+	}
+	if s.Pending() != len(m.ref.ev) {
+		m.t.Fatalf("Pending() = %d, reference holds %d", s.Pending(), len(m.ref.ev))
+	}
+}
+
+// TestQueueAgainstReference runs random workloads with many ties,
+// cancellations and delay scales from picoseconds to near MaxTime, and
+// checks the firing order is exactly (time, scheduling order).
+func TestQueueAgainstReference(t *testing.T) {
+	delays := map[string]func(r *rand.Rand) Duration{
+		"ties":  func(r *rand.Rand) Duration { return Duration(r.IntN(4)) },
+		"exp":   func(r *rand.Rand) Duration { return Duration(r.ExpFloat64() * float64(Microsecond)) },
+		"mixed": func(r *rand.Rand) Duration { return Duration(r.Int64N(int64(1) << r.IntN(50))) },
+		"bimodal": func(r *rand.Rand) Duration {
+			if r.IntN(10) == 0 {
+				return Millisecond + Duration(r.IntN(3))
+			}
+			return Duration(r.IntN(2000))
+		},
+		"huge": func(r *rand.Rand) Duration { return Duration(r.Int64N(int64(MaxTime/4)) * int64(r.IntN(2))) },
+	}
+	for _, name := range []string{"ties", "exp", "mixed", "bimodal", "huge"} {
+		for seed := range uint64(4) {
+			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
+				s := New(Config{Seed: seed})
+				m := &diffModel{t: t, r: NewRand(seed, name), delay: delays[name], left: 6000}
+				// Start with a burst large enough to build a calendar.
+				for range 500 {
+					m.schedule(s)
+				}
+				if err := s.Run(); err != nil {
+					t.Fatal(err)
+				}
+				if len(m.ref.ev) != 0 || s.Pending() != 0 {
+					t.Fatalf("run ended with %d reference events, Pending()=%d", len(m.ref.ev), s.Pending())
+				}
+			})
+		}
+	}
+}
+
+func TestCancel(t *testing.T) {
+	s := New(Config{})
+	fired := 0
+	f := HandlerFunc(func(*Sim, uint64) { fired++ })
+	a := s.Schedule(10, f, 0)
+	b := s.Schedule(20, f, 0)
+	if err := s.Cancel(a); err != nil {
+		t.Fatalf("Cancel pending: %v", err)
+	}
+	if err := s.Cancel(a); !errors.Is(err, ErrNotPending) {
+		t.Fatalf("Cancel twice: got %v, want ErrNotPending", err)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if fired != 1 || s.Now() != 20 {
+		t.Fatalf("fired %d events, now %v; want 1 at 20ps", fired, s.Now())
+	}
+	if err := s.Cancel(b); !errors.Is(err, ErrNotPending) {
+		t.Fatalf("Cancel fired event: got %v, want ErrNotPending", err)
+	}
+	// A stale id must not cancel the event that reuses its slot.
+	c := s.Schedule(30, f, 0)
+	if err := s.Cancel(b); !errors.Is(err, ErrNotPending) {
+		t.Fatalf("stale id: got %v, want ErrNotPending", err)
+	}
+	if err := s.Cancel(EventID(1<<40 | 12345)); !errors.Is(err, ErrNotPending) {
+		t.Fatalf("unknown id: got %v, want ErrNotPending", err)
+	}
+	if s.Pending() != 1 {
+		t.Fatalf("Pending() = %d, want 1", s.Pending())
+	}
+	_ = c
+}
+
+func TestScheduleInThePastPanics(t *testing.T) {
+	s := New(Config{})
+	s.Schedule(100, HandlerFunc(func(s *Sim, _ uint64) {
+		defer func() {
+			msg := fmt.Sprint(recover())
+			for _, want := range []string{"past", "at=50ps", "now=100ps", "arg=0x7"} {
+				if !contains(msg, want) {
+					t.Errorf("panic %q does not mention %q", msg, want)
+				}
+			}
+		}()
+		s.Schedule(50, HandlerFunc(func(*Sim, uint64) {}), 7)
+	}), 0)
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
