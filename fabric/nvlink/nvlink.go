@@ -1,0 +1,174 @@
+package nvlink
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// Config holds the NVLink timing parameters. DefaultConfig is an HGX H100
+// node: NVLink 4 through third-generation NVSwitch.
+type Config struct {
+	// PortRate is one GPU's NVLink bandwidth per direction: H100 has 18
+	// NVLink 4 links of 25 GB/s each way, 450 GB/s = 3.6 Tb/s.
+	PortRate sim.BitRate
+	// MaxPayload is the data carried by one NVLink packet: 256 B, the
+	// largest NVLink write/response payload.
+	MaxPayload sim.Bytes
+	// PacketOverhead is the header and CRC bytes of one packet (a 16 B
+	// header flit), so a 256 B store moves 272 B.
+	PacketOverhead sim.Bytes
+	// Latency is one traversal from the sending GPU's port through the
+	// NVSwitch to the receiving GPU's memory system: about 250 ns, half of
+	// the ~0.8-1 µs measured for a remote load round trip minus the HBM
+	// access.
+	Latency sim.Duration
+	// MemReadLatency is the target GPU's HBM access time for a remote read
+	// or atomic: about 300 ns.
+	MemReadLatency sim.Duration
+}
+
+// DefaultConfig returns the H100 NVLink 4 configuration.
+func DefaultConfig() Config {
+	return Config{
+		PortRate:       sim.GBps(450),
+		MaxPayload:     256,
+		PacketOverhead: 16,
+		Latency:        250 * sim.Nanosecond,
+		MemReadLatency: 300 * sim.Nanosecond,
+	}
+}
+
+// Validate reports the first invalid parameter.
+func (c Config) Validate() error {
+	switch {
+	case c.PortRate <= 0:
+		return fmt.Errorf("nvlink: PortRate %v must be positive", c.PortRate)
+	case c.MaxPayload <= 0:
+		return fmt.Errorf("nvlink: MaxPayload %d must be positive", c.MaxPayload)
+	case c.PacketOverhead < 0:
+		return fmt.Errorf("nvlink: PacketOverhead %d must not be negative", c.PacketOverhead)
+	case c.Latency < 0 || c.MemReadLatency < 0:
+		return fmt.Errorf("nvlink: latencies must not be negative")
+	}
+	return nil
+}
+
+// Domain is the NVSwitch domain of one node: a non-blocking switch with one
+// egress and one ingress pipe per GPU.
+type Domain struct {
+	s   *sim.Sim
+	cfg Config
+	out []fabric.Pipe // GPU -> NVSwitch
+	in  []fabric.Pipe // NVSwitch -> GPU
+}
+
+// NewDomain returns a domain of gpus GPUs, numbered from 0. It panics on an
+// invalid configuration (check user input with Config.Validate).
+func NewDomain(s *sim.Sim, cfg Config, gpus int) *Domain {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	d := &Domain{s: s, cfg: cfg, out: make([]fabric.Pipe, gpus), in: make([]fabric.Pipe, gpus)}
+	for i := range gpus {
+		g := strconv.Itoa(i)
+		d.out[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/tx", Rate: cfg.PortRate, Latency: cfg.Latency}
+		d.in[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/rx", Rate: cfg.PortRate}
+	}
+	return d
+}
+
+// Config returns the domain's parameters.
+func (d *Domain) Config() Config { return d.cfg }
+
+// GPUs returns the number of GPUs in the domain.
+func (d *Domain) GPUs() int { return len(d.out) }
+
+func (d *Domain) check(at sim.Time, a, b int, what string) {
+	if at < d.s.Now() {
+		panic(fmt.Sprintf("nvlink: t=%v: %s issued in the past (at=%v)", d.s.Now(), what, at))
+	}
+	if a < 0 || a >= len(d.out) || b < 0 || b >= len(d.out) {
+		panic(fmt.Sprintf("nvlink: t=%v: %s between GPUs %d and %d of a %d-GPU domain", d.s.Now(), what, a, b, len(d.out)))
+	}
+}
+
+// packets returns the wire bytes of the first packet, of all and of the
+// last for n bytes of data.
+func (d *Domain) packets(n sim.Bytes) (first, total, last sim.Bytes, count int64) {
+	o, m := d.cfg.PacketOverhead, d.cfg.MaxPayload
+	if n <= 0 {
+		return o, o, o, 1
+	}
+	count = int64((n + m - 1) / m)
+	return min(n, m) + o, n + sim.Bytes(count)*o, n - sim.Bytes(count-1)*m + o, count
+}
+
+// move streams a packet train from GPU a to GPU b: egress, switch, ingress.
+func (d *Domain) move(at, lastReady sim.Time, a, b int, first, total, last sim.Bytes) sim.Time {
+	eg, ig := &d.out[a], &d.in[b]
+	start, end := eg.ReserveStream(at, total, lastReady.Add(eg.Rate.TxTime(last)))
+	ready := start.Add(eg.Rate.TxTime(first) + d.cfg.Latency)
+	_, end = ig.ReserveStream(ready, total, end.Add(d.cfg.Latency+ig.Rate.TxTime(last)))
+	return end
+}
+
+// Write issues a store or copy of n bytes from GPU from into GPU to's memory
+// at time at (>= now) and returns when the last byte has landed. A write to
+// the GPU itself does not use NVLink and lands at once.
+func (d *Domain) Write(at sim.Time, from, to int, n sim.Bytes) sim.Time {
+	d.check(at, from, to, "write")
+	if from == to {
+		return at
+	}
+	first, total, last, _ := d.packets(n)
+	return d.move(at, at, from, to, first, total, last)
+}
+
+// Read issues a read by GPU requester of n bytes of GPU target's memory at
+// time at (>= now): one request packet per MaxPayload bytes goes out, the
+// target answers after its memory latency. It returns when the last byte
+// has arrived at the requester.
+func (d *Domain) Read(at sim.Time, requester, target int, n sim.Bytes) sim.Time {
+	d.check(at, requester, target, "read")
+	if requester == target {
+		return at
+	}
+	o := d.cfg.PacketOverhead
+	_, _, _, count := d.packets(n)
+	// The request train: its first packet arrives one packet time plus
+	// latency after it starts; the last one when the train has passed.
+	eg := &d.out[requester]
+	start, _ := eg.Reserve(at, sim.Bytes(count)*o)
+	ig := &d.in[target]
+	rs, re := ig.ReserveStream(start.Add(eg.Rate.TxTime(o)+d.cfg.Latency), sim.Bytes(count)*o, 0)
+	firstReq := rs.Add(ig.Rate.TxTime(o))
+	first, total, last, _ := d.packets(n)
+	return d.move(firstReq.Add(d.cfg.MemReadLatency), re.Add(d.cfg.MemReadLatency), target, requester, first, total, last)
+}
+
+// Atomic issues an 8-byte atomic by GPU requester on GPU target's memory at
+// time at (>= now). It returns when the operation is applied at the target
+// and when the response is back at the requester.
+func (d *Domain) Atomic(at sim.Time, requester, target int) (applied, done sim.Time) {
+	d.check(at, requester, target, "atomic")
+	if requester == target {
+		return at, at
+	}
+	p := 8 + d.cfg.PacketOverhead
+	arrive := d.move(at, at, requester, target, p, p, p)
+	applied = arrive.Add(d.cfg.MemReadLatency)
+	return applied, d.move(applied, applied, target, requester, p, p, p)
+}
+
+// Stats returns the accounting of every port: for each GPU its egress then
+// its ingress.
+func (d *Domain) Stats() []fabric.PipeStats {
+	out := make([]fabric.PipeStats, 0, 2*len(d.out))
+	for i := range d.out {
+		out = append(out, d.out[i].Stats(), d.in[i].Stats())
+	}
+	return out
+}
