@@ -1,0 +1,12 @@
+// Package machine describes and builds simulated GPU clusters: a Spec (nodes,
+// GPUs per node, NICs per GPU, link rates, topology, hardware profile) with a
+// YAML form whose errors name the file, line and field; named hardware
+// Profiles holding the per-device configurations (GPU, NIC, PCIe, NVLink,
+// fabric and CPU-proxy costs); built-in presets (h100-ib, h800-cx7,
+// h200-nvl); and Build, which wires a Spec into a running model on one sim.Sim:
+// the memory system, the packet network, per-node PCIe trees and NVLink
+// domains, GPUs, NICs and the gin.Rank of every GPU.
+//
+// A Spec is data and is validated without building anything; a Profile is the
+// set of documented timing constants that the Spec's profile name selects.
+package machine
