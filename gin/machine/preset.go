@@ -3,6 +3,9 @@ package machine
 import (
 	"slices"
 
+	"github.com/ginsim/ginsim/fabric/nvlink"
+	"github.com/ginsim/ginsim/fabric/pcie"
+
 	"github.com/ginsim/ginsim/sim"
 )
 
@@ -14,14 +17,23 @@ type Profile struct {
 	Name string
 	// Description says what hardware the profile stands for.
 	Description string
+	// PCIe is the configuration of every node's PCIe tree.
+	PCIe pcie.Config
+	// NVLink is the configuration of every node's NVLink domain; Build
+	// overrides its PortRate and Latency with the Spec's nvlink values.
+	NVLink nvlink.Config
 }
 
 // profiles returns the built-in hardware profiles.
 func profiles() []Profile {
+	gen5 := pcie.DefaultConfig()
+	nvl4 := nvlink.DefaultConfig()
 	return []Profile{
-		{Name: "h100", Description: "H100 SXM5 (132 SMs, 1.98 GHz boost), PCIe Gen5 x16 to a ConnectX-7"},
-		{Name: "h800", Description: "H800 SXM5 (H100 silicon with NVLink cut to 400 GB/s bidirectional), ConnectX-7"},
-		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7"},
+		{Name: "h100", Description: "H100 SXM5 (132 SMs, 1.98 GHz boost), PCIe Gen5 x16 to a ConnectX-7",
+			PCIe: gen5, NVLink: nvl4},
+		{Name: "h800", Description: "H800 SXM5 (H100 silicon with NVLink cut to 400 GB/s bidirectional), ConnectX-7",
+			PCIe: gen5, NVLink: nvl4},
+		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7", PCIe: gen5, NVLink: nvl4},
 	}
 }
 
@@ -55,8 +67,8 @@ const (
 	// node and its leaf, and between leaf and spine.
 	cableDelay = Duration(50 * sim.Nanosecond)
 	// nvlinkLatency is the one-way latency of a store crossing the
-	// NVSwitch to a peer's HBM (sub-microsecond on Hopper NVLink 4).
-	nvlinkLatency = Duration(700 * sim.Nanosecond)
+	// NVSwitch to a peer's memory system (nvlink.DefaultConfig's figure).
+	nvlinkLatency = Duration(250 * sim.Nanosecond)
 )
 
 // presets returns the built-in cluster specs.
