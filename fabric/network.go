@@ -2,17 +2,73 @@ package fabric
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 
 	"github.com/ginsim/ginsim/sim"
 )
 
-// Network is the packet-switched fabric between NIC ports: links with a rate
-// and a propagation delay, switches with output queues, and the routes
-// between endpoints. It owns the packet pool.
+// NodeID names a device of the network graph: an endpoint (NIC port) or a
+// switch.
+type NodeID int32
+
+// LinkID names a full-duplex link, in the order links were connected.
+type LinkID int32
+
+// PortID names one direction of a link: the egress port of the device it
+// leaves. Link l has ports 2l (from its first node to its second) and 2l+1.
+type PortID int32
+
+// Tap observes packets on a port; iface is the value given when the tap was
+// installed (a pcap interface index). The packet must not be kept or
+// modified.
+type Tap func(iface int, at sim.Time, p *Packet)
+
+// DropReason says why the network discarded a packet.
+type DropReason uint8
+
+// Reasons for drops.
+const (
+	DropBuffer   DropReason = iota + 1 // egress queue full (drop-tail)
+	DropLoss                           // lost on the wire (fault injection)
+	DropLinkDown                       // sent onto a link that is down
+	DropUnbound                        // destination endpoint has no NIC bound
+)
+
+var dropNames = [...]string{"", "buffer", "loss", "link-down", "unbound"}
+
+// String names the reason.
+func (r DropReason) String() string {
+	if int(r) < len(dropNames) && r != 0 {
+		return dropNames[r]
+	}
+	return "drop(" + strconv.Itoa(int(r)) + ")"
+}
+
+// DropHook is told about every packet the network discards, just before
+// the packet returns to the pool.
+type DropHook func(port PortID, at sim.Time, p *Packet, why DropReason)
+
+// PortStats counts what one port (link direction) carried.
+type PortStats struct {
+	Packets  uint64    // packets put on the wire
+	Bytes    sim.Bytes // their wire bytes
+	Drops    uint64    // packets dropped at this egress queue (buffer full)
+	Lost     uint64    // packets lost on this link (loss fault or link down)
+	ECNMarks uint64    // packets marked CE at this egress queue
+	MaxQueue sim.Bytes // largest egress backlog seen, counting the arriving packet
+}
+
+// Network is the packet-switched fabric between NIC ports: a graph of
+// endpoints and switches joined by full-duplex links. Switches are output
+// queued with finite drop-tail buffers, forward along shortest paths with
+// ECMP over equal-cost next hops (a salted hash of the RoCEv2 5-tuple) and
+// mark ECN. Links serialise packets at their rate, add propagation delay
+// and may carry seeded faults. One event fires per packet per hop; the
+// event argument is the packet's pool index.
 //
-// This first implementation is a single non-blocking switch with one
-// output-queued port per endpoint and unbounded buffers; topologies, ECMP,
-// finite buffers, ECN and faults build on the same API.
+// Build a network with New, AddEndpoint, AddSwitch, Connect and Build (or
+// use NewSingleSwitch or fabric/topo). It owns the packet pool.
 //
 // Not safe for concurrent use.
 type Network struct {
@@ -22,37 +78,260 @@ type Network struct {
 	free  []int32
 	ids   uint64
 	eps   []endpoint
+	nodes []node
+	sws   []swtch
+	ports []port
+	built bool
+
+	// route[sw*len(eps)+dst] is an offset into hops: hops[off] is the
+	// number of equal-cost egress ports, followed by the ports.
+	route []int32
+	hops  []int32
+
+	drop DropHook
 }
 
 type endpoint struct {
-	ep     Endpoint
-	rate   sim.BitRate
-	prop   sim.Duration
-	upFree sim.Time // uplink (NIC -> switch) busy until
-	dnFree sim.Time // downlink (switch -> NIC) busy until
+	ep    Endpoint
+	node  NodeID
+	up    PortID // the NIC port's transmit direction; -1 until connected
+	rxTap Tap
+	rxIf  int
+	ip    [4]byte
+	mac   [6]byte
+}
+
+type node struct {
+	name  string
+	ep    int32 // endpoint ID or -1
+	sw    int32 // switch index or -1
+	ports []PortID
+}
+
+type swtch struct {
+	cfg  SwitchConfig
+	node NodeID
+	salt uint64
+	rnd  *rand.Rand // ECN marking decisions
+}
+
+type port struct {
+	from, to NodeID
+	toEp     int32 // endpoint at the far end, or -1
+	rate     sim.BitRate
+	prop     sim.Duration
+	freeAt   sim.Time
+	// Set when the port is a switch egress.
+	buf    sim.Bytes
+	ecn    bool
+	kmin   sim.Bytes
+	kmax   sim.Bytes
+	pmax   float64
+	ecnRnd *rand.Rand
+	fromSw bool
+	// The device at the far end, when it is a switch.
+	nextLat sim.Duration
+	nextCut bool
+
+	down  bool
+	fault *faultState
+	tap   Tap
+	tapIf int
+	stats PortStats
+}
+
+type faultState struct {
+	f   Faults
+	rnd *rand.Rand
 }
 
 const chunkSize = 1024
 
-// Stage of a packet's trip through the single switch, kept in Packet.port.
-const (
-	stageAtSwitch = iota
-	stageAtNIC
-)
+// New returns an empty network.
+func New(s *sim.Sim, cfg Config) *Network {
+	return &Network{s: s, ipv6: cfg.IPv6}
+}
 
 // NewSingleSwitch builds a network of n endpoints, each attached to one
-// switch by a link of the given rate and propagation delay.
+// switch by a link of the given rate and propagation delay. The switch is
+// store-and-forward with no forwarding latency, unbounded buffers and no
+// ECN: an ideal non-blocking switch.
 func NewSingleSwitch(s *sim.Sim, n int, rate sim.BitRate, prop sim.Duration) *Network {
 	if rate <= 0 {
 		panic(fmt.Sprintf("fabric: link rate %v must be positive", rate))
 	}
-	nw := &Network{s: s}
-	nw.eps = make([]endpoint, n)
-	for i := range nw.eps {
-		nw.eps[i].rate = rate
-		nw.eps[i].prop = prop
+	nw := New(s, Config{})
+	sw := nw.AddSwitch("sw0", SwitchConfig{})
+	for i := range n {
+		ep := nw.AddEndpoint("ep" + strconv.Itoa(i))
+		if _, err := nw.Connect(nw.Node(ep), sw, LinkConfig{Rate: rate, Prop: prop}); err != nil {
+			panic(err)
+		}
+	}
+	if err := nw.Build(); err != nil {
+		panic(err)
 	}
 	return nw
+}
+
+// AddEndpoint adds a NIC port and returns its ID (dense, from 0). Its
+// default addresses are IPv4 10.x.y.z with x.y.z = ID+1 and a locally
+// administered MAC 02:00:xx:xx:xx:xx; SetAddr overrides them.
+func (n *Network) AddEndpoint(name string) EndpointID {
+	n.mustNotBeBuilt("AddEndpoint")
+	id := EndpointID(len(n.eps))
+	nid := NodeID(len(n.nodes))
+	n.nodes = append(n.nodes, node{name: name, ep: int32(id), sw: -1})
+	v := uint32(id) + 1
+	n.eps = append(n.eps, endpoint{
+		node: nid, up: -1,
+		ip:  [4]byte{10, byte(v >> 16), byte(v >> 8), byte(v)},
+		mac: [6]byte{0x02, 0, byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)},
+	})
+	return id
+}
+
+// AddSwitch adds a switch and returns its node. It panics on an invalid
+// configuration (validate user input with SwitchConfig.Validate).
+func (n *Network) AddSwitch(name string, cfg SwitchConfig) NodeID {
+	n.mustNotBeBuilt("AddSwitch")
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("fabric: switch %q: %v", name, err))
+	}
+	nid := NodeID(len(n.nodes))
+	n.nodes = append(n.nodes, node{name: name, ep: -1, sw: int32(len(n.sws))})
+	sw := swtch{cfg: cfg, node: nid, salt: n.s.Rand("fabric/switch/" + name + "/ecmp").Uint64()}
+	if cfg.ECN.Enabled {
+		sw.rnd = n.s.Rand("fabric/switch/" + name + "/ecn")
+	}
+	n.sws = append(n.sws, sw)
+	return nid
+}
+
+// Connect joins a and b with a full-duplex link. An endpoint takes exactly
+// one link.
+func (n *Network) Connect(a, b NodeID, cfg LinkConfig) (LinkID, error) {
+	n.mustNotBeBuilt("Connect")
+	if err := cfg.Validate(); err != nil {
+		return -1, err
+	}
+	if a < 0 || int(a) >= len(n.nodes) || b < 0 || int(b) >= len(n.nodes) || a == b {
+		return -1, fmt.Errorf("fabric: cannot connect nodes %d and %d (%d nodes)", a, b, len(n.nodes))
+	}
+	for _, x := range [2]NodeID{a, b} {
+		if e := n.nodes[x].ep; e >= 0 && n.eps[e].up >= 0 {
+			return -1, fmt.Errorf("fabric: endpoint %q already has a link", n.nodes[x].name)
+		}
+	}
+	l := LinkID(len(n.ports) / 2)
+	n.addPort(a, b, cfg)
+	n.addPort(b, a, cfg)
+	return l, nil
+}
+
+func (n *Network) addPort(from, to NodeID, cfg LinkConfig) {
+	id := PortID(len(n.ports))
+	p := port{from: from, to: to, toEp: n.nodes[to].ep, rate: cfg.Rate, prop: cfg.Prop}
+	if s := n.nodes[from].sw; s >= 0 {
+		sw := &n.sws[s]
+		p.fromSw = true
+		p.buf = sw.cfg.PortBuffer
+		if sw.cfg.ECN.Enabled {
+			p.ecn, p.kmin, p.kmax, p.pmax, p.ecnRnd = true, sw.cfg.ECN.Kmin, sw.cfg.ECN.Kmax, sw.cfg.ECN.Pmax, sw.rnd
+		}
+	}
+	if s := n.nodes[to].sw; s >= 0 {
+		p.nextLat = n.sws[s].cfg.Latency
+		p.nextCut = n.sws[s].cfg.CutThrough
+	}
+	n.ports = append(n.ports, p)
+	n.nodes[from].ports = append(n.nodes[from].ports, id)
+	if e := n.nodes[from].ep; e >= 0 {
+		n.eps[e].up = id
+	}
+}
+
+func (n *Network) mustNotBeBuilt(what string) {
+	if n.built {
+		panic("fabric: " + what + " after Build")
+	}
+}
+
+// Build checks the graph and computes the routes: from every switch to
+// every endpoint, the egress ports on shortest paths (ECMP groups). Packets
+// never transit an endpoint.
+func (n *Network) Build() error {
+	if n.built {
+		return nil
+	}
+	for i := range n.eps {
+		if n.eps[i].up < 0 {
+			return fmt.Errorf("fabric: endpoint %q has no link", n.nodes[n.eps[i].node].name)
+		}
+	}
+	ne := len(n.eps)
+	n.route = make([]int32, len(n.sws)*ne)
+	groups := map[string]int32{}
+	dist := make([]int32, len(n.nodes))
+	queue := make([]NodeID, 0, len(n.nodes))
+	var set []int32
+	var key []byte
+	for d := range n.eps {
+		for i := range dist {
+			dist[i] = -1
+		}
+		src := n.eps[d].node
+		dist[src] = 0
+		queue = append(queue[:0], src)
+		for k := 0; k < len(queue); k++ {
+			x := queue[k]
+			if x != src && n.nodes[x].ep >= 0 {
+				continue // endpoints do not forward
+			}
+			for _, pi := range n.nodes[x].ports {
+				y := n.ports[pi].to
+				if dist[y] < 0 {
+					dist[y] = dist[x] + 1
+					queue = append(queue, y)
+				}
+			}
+		}
+		for si := range n.sws {
+			x := n.sws[si].node
+			if dist[x] < 0 {
+				n.route[si*ne+d] = -1
+				continue
+			}
+			set = set[:0]
+			for _, pi := range n.nodes[x].ports {
+				y := n.ports[pi].to
+				if dist[y] == dist[x]-1 && (n.nodes[y].ep < 0 || y == src) {
+					set = append(set, int32(pi))
+				}
+			}
+			key = key[:0]
+			for _, v := range set {
+				key = strconv.AppendInt(key, int64(v), 10)
+				key = append(key, ',')
+			}
+			off, ok := groups[string(key)]
+			if !ok {
+				off = int32(len(n.hops))
+				n.hops = append(n.hops, int32(len(set)))
+				n.hops = append(n.hops, set...)
+				groups[string(key)] = off
+			}
+			n.route[si*ne+d] = off
+		}
+		// Every other endpoint must reach d.
+		for e := range n.eps {
+			if dist[n.eps[e].node] < 0 {
+				return fmt.Errorf("fabric: endpoint %q cannot reach %q", n.nodes[n.eps[e].node].name, n.nodes[src].name)
+			}
+		}
+	}
+	n.built = true
+	return nil
 }
 
 // Sim returns the simulation the network runs on.
@@ -64,11 +343,159 @@ func (n *Network) IPv6() bool { return n.ipv6 }
 // Endpoints returns the number of endpoints.
 func (n *Network) Endpoints() int { return len(n.eps) }
 
+// Switches returns the number of switches.
+func (n *Network) Switches() int { return len(n.sws) }
+
+// Links returns the number of links.
+func (n *Network) Links() int { return len(n.ports) / 2 }
+
+// Nodes returns the number of nodes (endpoints and switches).
+func (n *Network) Nodes() int { return len(n.nodes) }
+
+// Node returns the graph node of endpoint id.
+func (n *Network) Node(id EndpointID) NodeID { return n.eps[id].node }
+
+// NodeName returns the name given to a node.
+func (n *Network) NodeName(x NodeID) string { return n.nodes[x].name }
+
 // Bind attaches the NIC port ep to endpoint id.
 func (n *Network) Bind(id EndpointID, ep Endpoint) { n.eps[id].ep = ep }
 
 // LinkRate returns the rate of endpoint id's link.
-func (n *Network) LinkRate(id EndpointID) sim.BitRate { return n.eps[id].rate }
+func (n *Network) LinkRate(id EndpointID) sim.BitRate { return n.ports[n.eps[id].up].rate }
+
+// SetAddr sets endpoint id's IPv4 address and MAC (for ECMP hashing and
+// captures). In IPv6 mode the IP is carried as fd00::a.b.c.d.
+func (n *Network) SetAddr(id EndpointID, ip [4]byte, mac [6]byte) {
+	n.eps[id].ip, n.eps[id].mac = ip, mac
+}
+
+// IPv4 returns endpoint id's IPv4 address.
+func (n *Network) IPv4(id EndpointID) [4]byte { return n.eps[id].ip }
+
+// IP returns endpoint id's address as 16 bytes: IPv4-mapped
+// (::ffff:a.b.c.d) for IPv4 networks, fd00::a.b.c.d for IPv6 networks.
+func (n *Network) IP(id EndpointID) [16]byte {
+	var a [16]byte
+	if n.ipv6 {
+		a[0], a[1] = 0xfd, 0
+	} else {
+		a[10], a[11] = 0xff, 0xff
+	}
+	copy(a[12:], n.eps[id].ip[:])
+	return a
+}
+
+// MAC returns endpoint id's MAC address.
+func (n *Network) MAC(id EndpointID) [6]byte { return n.eps[id].mac }
+
+// LinkPorts returns the two directions of link l: from its first node to
+// its second and back.
+func (n *Network) LinkPorts(l LinkID) (ab, ba PortID) { return PortID(2 * l), PortID(2*l + 1) }
+
+// EndpointPort returns the transmit port of endpoint id's NIC port.
+func (n *Network) EndpointPort(id EndpointID) PortID { return n.eps[id].up }
+
+// PortEnds returns the nodes a port leaves and enters.
+func (n *Network) PortEnds(p PortID) (from, to NodeID) { return n.ports[p].from, n.ports[p].to }
+
+// PortName returns "from->to" with the node names.
+func (n *Network) PortName(p PortID) string {
+	return n.nodes[n.ports[p].from].name + "->" + n.nodes[n.ports[p].to].name
+}
+
+// Ports returns the number of ports (twice the links).
+func (n *Network) Ports() int { return len(n.ports) }
+
+// PortStats returns port p's counters.
+func (n *Network) PortStats(p PortID) PortStats { return n.ports[p].stats }
+
+// Backlog returns the bytes queued at port p's transmitter at the current
+// time: rate × (freeAt − now).
+func (n *Network) Backlog(p PortID) sim.Bytes {
+	pt := &n.ports[p]
+	now := n.s.Now()
+	if pt.freeAt <= now {
+		return 0
+	}
+	return pt.rate.BytesIn(pt.freeAt.Sub(now))
+}
+
+// SetTap installs fn on port p (nil removes it): it sees every packet put
+// on the link, at the time its first bit leaves, including packets the
+// link then loses.
+func (n *Network) SetTap(p PortID, iface int, fn Tap) {
+	n.ports[p].tap, n.ports[p].tapIf = fn, iface
+}
+
+// TapEndpoint taps both directions of endpoint id's NIC port with fn: its
+// transmissions when their first bit leaves the NIC, and its receptions
+// when their last bit has arrived (just before Endpoint.Receive). nil
+// removes the taps.
+func (n *Network) TapEndpoint(id EndpointID, iface int, fn Tap) {
+	n.SetTap(n.eps[id].up, iface, fn)
+	n.eps[id].rxTap, n.eps[id].rxIf = fn, iface
+}
+
+// SetDropHook installs a hook told about every dropped packet (nil removes it).
+func (n *Network) SetDropHook(h DropHook) { n.drop = h }
+
+// SetFaults sets the impairments of port p; the zero Faults removes them.
+// The random stream is named after the port, so results do not depend on
+// the order faults are installed.
+func (n *Network) SetFaults(p PortID, f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if !f.Active() {
+		n.ports[p].fault = nil
+		return nil
+	}
+	n.ports[p].fault = &faultState{f: f, rnd: n.s.Rand("fabric/port/" + n.PortName(p) + "/faults")}
+	return nil
+}
+
+// SetLinkFaults sets the impairments of both directions of link l.
+func (n *Network) SetLinkFaults(l LinkID, f Faults) error {
+	ab, ba := n.LinkPorts(l)
+	if err := n.SetFaults(ab, f); err != nil {
+		return err
+	}
+	return n.SetFaults(ba, f)
+}
+
+// SetGlobalFaults sets the same impairments on every port.
+func (n *Network) SetGlobalFaults(f Faults) error {
+	for p := range n.ports {
+		if err := n.SetFaults(PortID(p), f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetLinkDown takes link l down at time at (both directions) and, if up is
+// after at, brings it back at up; pass sim.MaxTime to leave it down.
+// Packets put on a down link are dropped; packets already on the wire
+// arrive. Routes do not change: ECMP keeps hashing flows onto the dead link,
+// as before a routing protocol reconverges.
+func (n *Network) SetLinkDown(l LinkID, at, up sim.Time) {
+	ab, ba := n.LinkPorts(l)
+	set := func(v bool) func() {
+		return func() { n.ports[ab].down, n.ports[ba].down = v, v }
+	}
+	if at <= n.s.Now() {
+		set(true)()
+	} else {
+		n.s.At(at, set(true))
+	}
+	if up > at && up != sim.MaxTime {
+		n.s.At(up, set(false))
+	}
+}
+
+// LinkUp reports whether link l is up now.
+func (n *Network) LinkUp(l LinkID) bool { return !n.ports[2*l].down }
 
 // NewPacket returns a zeroed packet from the pool with a fresh ID. If
 // payload > 0 and withData, p.Payload is a slice of payload bytes owned by the
@@ -80,15 +507,10 @@ func (n *Network) NewPacket(payload uint32, withData bool) *Packet {
 		n.free = n.free[:k-1]
 		p = &n.chunk[i/chunkSize][i%chunkSize]
 	} else {
-		total := int32(len(n.chunk) * chunkSize)
-		if len(n.chunk) == 0 || int(total) == 0 {
+		if len(n.chunk) == 0 || len(n.chunk[len(n.chunk)-1]) == chunkSize {
 			n.chunk = append(n.chunk, make([]Packet, 0, chunkSize))
 		}
 		last := len(n.chunk) - 1
-		if len(n.chunk[last]) == chunkSize {
-			n.chunk = append(n.chunk, make([]Packet, 0, chunkSize))
-			last++
-		}
 		n.chunk[last] = append(n.chunk[last], Packet{})
 		p = &n.chunk[last][len(n.chunk[last])-1]
 		p.idx = int32(last*chunkSize + len(n.chunk[last]) - 1)
@@ -118,43 +540,172 @@ func (n *Network) pkt(i int32) *Packet { return &n.chunk[i/chunkSize][i%chunkSiz
 // PortFreeAt returns when endpoint id's transmitter finishes the packets
 // already handed to it.
 func (n *Network) PortFreeAt(id EndpointID) sim.Time {
-	return max(n.eps[id].upFree, n.s.Now())
+	return max(n.ports[n.eps[id].up].freeAt, n.s.Now())
 }
 
 // Send hands p to its source port for transmission and returns the time its
 // last bit leaves the port; a NIC pacing itself sends the next packet then.
+// The NIC's transmitter has no buffer limit: a NIC paces with PortFreeAt.
 func (n *Network) Send(p *Packet) sim.Time {
+	if !n.built {
+		panic("fabric: Send before Build")
+	}
 	now := n.s.Now()
 	p.Born = now
-	e := &n.eps[p.Src]
-	start := max(now, e.upFree)
-	done := start.Add(e.rate.TxTime(p.WireLen(n.ipv6)))
-	e.upFree = done
-	p.hops = 1
-	p.port = stageAtSwitch
-	n.s.Schedule(done.Add(e.prop), n, uint64(p.idx))
-	return done
+	p.wire = int32(p.WireLen(n.ipv6))
+	p.flow = n.flowHash(p)
+	p.hops = 0
+	p.tin = now
+	return n.transmit(p, n.eps[p.Src].up, now, false)
 }
 
-// Handle moves a packet one hop: the switch queues it on the destination's
-// port; the destination NIC receives it.
+// flowHash hashes the RoCEv2 5-tuple: source and destination IP, UDP
+// source port, UDP destination port 4791, protocol 17.
+func (n *Network) flowHash(p *Packet) uint64 {
+	s, d := n.eps[p.Src].ip, n.eps[p.Dst].ip
+	h := uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+		uint64(d[0])<<24 | uint64(d[1])<<16 | uint64(d[2])<<8 | uint64(d[3])
+	h = mix64(h ^ (uint64(p.SrcPort)<<32|4791<<8|17)*0x9e3779b97f4a7c15)
+	return h
+}
+
+// mix64 is the SplitMix64 finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// transmit queues p on port pi at time now and schedules its arrival at the
+// far end. It returns when the last bit leaves the port (or now if the
+// packet was dropped at the queue).
+func (n *Network) transmit(p *Packet, pi PortID, now sim.Time, isCopy bool) sim.Time {
+	pt := &n.ports[pi]
+	wire := sim.Bytes(p.wire)
+	if pt.fromSw {
+		var backlog sim.Bytes
+		if pt.freeAt > now {
+			backlog = pt.rate.BytesIn(pt.freeAt.Sub(now))
+		}
+		if pt.buf > 0 && backlog+wire > pt.buf {
+			pt.stats.Drops++
+			n.discard(pi, now, p, DropBuffer)
+			return now
+		}
+		if q := backlog + wire; q > pt.stats.MaxQueue {
+			pt.stats.MaxQueue = q
+		}
+		if pt.ecn && (p.ECN == 1 || p.ECN == 2) && backlog > pt.kmin {
+			if backlog >= pt.kmax || pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
+				p.ECN = 3
+				pt.stats.ECNMarks++
+			}
+		}
+	}
+	start := max(now, pt.freeAt)
+	end := max(start.Add(pt.rate.TxTime(wire)), p.tin)
+	pt.freeAt = end
+	pt.stats.Packets++
+	pt.stats.Bytes += wire
+	if pt.tap != nil {
+		pt.tap(pt.tapIf, start, p)
+	}
+	if pt.down {
+		pt.stats.Lost++
+		n.discard(pi, start, p, DropLinkDown)
+		return end
+	}
+	head, last := start.Add(pt.prop), end.Add(pt.prop)
+	if f := pt.fault; f != nil {
+		if f.f.Loss > 0 && f.rnd.Float64() < f.f.Loss {
+			pt.stats.Lost++
+			n.discard(pi, start, p, DropLoss)
+			return end
+		}
+		if f.f.Corrupt > 0 && f.rnd.Float64() < f.f.Corrupt {
+			p.Corrupt = true
+		}
+		if f.f.Jitter > 0 {
+			j := sim.Duration(f.rnd.Int64N(int64(f.f.Jitter) + 1))
+			head, last = head.Add(j), last.Add(j)
+		}
+		if !isCopy && f.f.Duplicate > 0 && f.rnd.Float64() < f.f.Duplicate {
+			defer n.duplicate(p, pi, now)
+		}
+	}
+	p.hops++
+	p.at = pt.to
+	switch {
+	case pt.toEp >= 0:
+		p.tin = last
+		n.s.Schedule(last, n, uint64(p.idx))
+	case pt.nextCut:
+		p.tin = last.Add(pt.nextLat)
+		n.s.Schedule(head.Add(pt.nextLat), n, uint64(p.idx))
+	default:
+		p.tin = last.Add(pt.nextLat)
+		n.s.Schedule(p.tin, n, uint64(p.idx))
+	}
+	return end
+}
+
+// duplicate sends a copy of p (as it was when it left port pi) right
+// behind it on the same port.
+func (n *Network) duplicate(p *Packet, pi PortID, now sim.Time) {
+	c := n.NewPacket(p.PayloadLen, p.Payload != nil)
+	idx, buf, id, payload := c.idx, c.buf, c.ID, c.Payload
+	*c = *p
+	c.idx, c.buf, c.ID, c.Payload = idx, buf, id, payload
+	copy(c.Payload, p.Payload)
+	c.hops--
+	c.at = n.ports[pi].from
+	c.tin = now
+	n.transmit(c, pi, now, true)
+}
+
+func (n *Network) discard(pi PortID, at sim.Time, p *Packet, why DropReason) {
+	if n.drop != nil {
+		n.drop(pi, at, p, why)
+	}
+	n.Free(p)
+}
+
+// Handle moves a packet one hop: a switch queues it on an egress port
+// towards its destination; the destination endpoint receives it.
 func (n *Network) Handle(s *sim.Sim, arg uint64) {
 	p := n.pkt(int32(arg))
-	switch p.port {
-	case stageAtSwitch:
-		e := &n.eps[p.Dst]
-		start := max(s.Now(), e.dnFree)
-		done := start.Add(e.rate.TxTime(p.WireLen(n.ipv6)))
-		e.dnFree = done
-		p.hops++
-		p.port = stageAtNIC
-		s.Schedule(done.Add(e.prop), n, arg)
-	case stageAtNIC:
-		ep := n.eps[p.Dst].ep
-		if ep == nil {
-			n.Free(p)
+	nd := &n.nodes[p.at]
+	if nd.ep >= 0 {
+		if EndpointID(nd.ep) != p.Dst {
+			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, p.Dst, nd.name))
+		}
+		e := &n.eps[nd.ep]
+		if e.rxTap != nil {
+			e.rxTap(e.rxIf, s.Now(), p)
+		}
+		if e.ep == nil {
+			n.discard(-1, s.Now(), p, DropUnbound)
 			return
 		}
-		ep.Receive(p)
+		e.ep.Receive(p)
+		return
 	}
+	sw := &n.sws[nd.sw]
+	off := n.route[int(nd.sw)*len(n.eps)+int(p.Dst)]
+	k := uint64(n.hops[off])
+	pi := n.hops[off+1]
+	if k > 1 {
+		h := mix64(p.flow ^ sw.salt)
+		pi = n.hops[off+1+int32((h>>32)*k>>32)]
+	}
+	n.transmit(p, PortID(pi), s.Now(), false)
+}
+
+// EventName names a packet event for traces.
+func (n *Network) EventName(arg uint64) string {
+	p := n.pkt(int32(arg))
+	return "fabric:pkt" + strconv.FormatUint(p.ID, 10) + "@" + n.nodes[p.at].name
 }

@@ -38,11 +38,13 @@ type Packet struct {
 	Born sim.Time // when the sender handed it to the network
 
 	// Network bookkeeping.
-	idx  int32 // index in the pool
-	at   int32 // device the packet is heading to or sitting at
-	port int32 // port it arrived on / leaves by
-	hops uint8
-	buf  []byte // owned payload buffer, reused across pool lifetimes
+	idx  int32    // index in the pool
+	at   NodeID   // device the packet is heading to or sitting at
+	wire int32    // WireLen, fixed at Send
+	hops uint8    // links crossed
+	flow uint64   // unsalted 5-tuple hash, fixed at Send
+	tin  sim.Time // earliest instant its last bit can leave the device it is at
+	buf  []byte   // owned payload buffer, reused across pool lifetimes
 }
 
 // Hops returns the number of links the packet has crossed.
