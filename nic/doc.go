@@ -1,0 +1,31 @@
+// Package nic models a ConnectX-7-class RDMA NIC running the InfiniBand
+// Reliable Connection (RC) transport over RoCEv2, with a verbs-shaped API.
+//
+// Every step is a timed event driven by a mechanism, never a bandwidth
+// formula: a doorbell arrives (MMIO, or a BlueFlame write that carries the
+// WQE), the NIC fetches WQEs from the send queue ring by DMA read over PCIe
+// (batched), reads each WQE's payload by DMA read per MTU chunk (a bounded
+// prefetch window per QP), segments the message into MTU packets with real
+// BTH/RETH/AtomicETH/ImmDt fields and PSNs, and hands them to the fabric
+// paced by the port, arbitrating between QPs round-robin. The responder
+// checks PSNs (duplicate: re-ACK; gap: one PSN-sequence NAK per gap), R_Keys,
+// bounds and access rights, DMA-writes payload into the target region over
+// PCIe (Region.Write at the landed time), executes atomics as a PCIe
+// read-modify-write at the target (FetchAdd64/CompareSwap64 at the applied
+// time), streams READ responses and coalesces ACKs. The requester completes
+// WQEs in order on ACKs and responses, retransmits go-back-N from a NAKed or
+// timed-out PSN, honours RNR NAKs, limits outstanding READs/atomics and
+// writes 64-byte CQEs into a CQ ring by DMA write, so that pollers watching
+// the ring's words wake when a CQE has landed.
+//
+// Two producers drive a QP: a GPU (GDAKI) writes WQEs with WriteWQE and rings
+// Doorbell when its MMIO arrives; a CPU proxy uses PostSend. Errors a user
+// can cause (bad keys, bounds, states) complete with typed Status values and
+// move the QP to the error state; nothing panics on a bad work request.
+//
+// Not modelled: DCQCN congestion control (the NP/RP state machines), SRQs,
+// UD/UC/XRC transports, memory windows, on-NIC address translation misses
+// and the RQ WQE fetch (receive WQEs are visible to the NIC when posted).
+//
+// Not safe for concurrent use.
+package nic

@@ -1,0 +1,423 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Errors returned by the verbs-shaped API (wrapped with details; test with
+// errors.Is).
+var (
+	ErrInvalid  = errors.New("nic: invalid argument")
+	ErrQPState  = errors.New("nic: operation not allowed in this QP state")
+	ErrSQFull   = errors.New("nic: send queue full")
+	ErrRQFull   = errors.New("nic: receive queue full")
+	ErrBusy     = errors.New("nic: resource in use")
+	ErrTransit  = errors.New("nic: illegal QP state transition")
+	ErrOverrun  = errors.New("nic: completion queue overrun")
+	ErrNotOwned = errors.New("nic: object belongs to another NIC")
+)
+
+// Event kinds, in the top byte of an event argument; the rest is an index.
+const (
+	evKick uint64 = iota
+	evFetchIssue
+	evFetchDone
+	evRx
+	evLand
+	evCQE
+	evTimer
+	evRNR
+)
+
+const evShift = 56
+
+// NIC is one RDMA NIC port: its QPs, CQs and memory registrations, its
+// transmit scheduler and receive pipeline. It is a fabric.Endpoint and a
+// sim.Handler. Several NICs may share a PCIe tree and a network.
+//
+// Not safe for concurrent use.
+type NIC struct {
+	s    *sim.Sim
+	cfg  Config
+	name string
+	net  *fabric.Network
+	ep   fabric.EndpointID
+	bus  *pcie.Tree
+	dev  pcie.DevID
+
+	mrs []*MR
+	cqs []*CQ
+	qps []*QP
+
+	// Transmit scheduler.
+	act         []*QP // QPs that may have something to send, in round-robin order
+	rr          int
+	txFree      sim.Time // transmit pipeline free (TxPacketCost occupancy)
+	kickAt      sim.Time
+	kickPending bool
+
+	// Receive pipeline: packets in processing order.
+	rxq    []*fabric.Packet
+	rxHead int
+	rxFree sim.Time
+
+	// In-flight DMA effects (payload writes, atomics) by slot.
+	lands    []landing
+	landFree []int32
+
+	// Tap, if set, sees every packet this NIC sends, just before Send.
+	tap func(p *fabric.Packet)
+	// rxHook, if set (tests), sees every arriving packet first; when it
+	// returns false it has taken the packet (dropped, delayed, duplicated).
+	rxHook func(p *fabric.Packet) bool
+}
+
+// New creates a NIC called name attached to endpoint ep of net and to PCIe
+// device dev of bus, and binds it to the endpoint. cfg must Validate; an
+// invalid configuration panics (it is a programming error of the caller
+// that builds the machine, checked by Config.Validate beforehand).
+func New(s *sim.Sim, cfg Config, name string, net *fabric.Network, ep fabric.EndpointID, bus *pcie.Tree, dev pcie.DevID) *NIC {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	n := &NIC{s: s, cfg: cfg, name: name, net: net, ep: ep, bus: bus, dev: dev}
+	net.Bind(ep, n)
+	return n
+}
+
+// Name returns the NIC's name.
+func (n *NIC) Name() string { return n.name }
+
+// Config returns the NIC's configuration.
+func (n *NIC) Config() Config { return n.cfg }
+
+// Endpoint returns the NIC's network endpoint.
+func (n *NIC) Endpoint() fabric.EndpointID { return n.ep }
+
+// Dev returns the NIC's PCIe device.
+func (n *NIC) Dev() pcie.DevID { return n.dev }
+
+// Sim returns the simulation the NIC runs on.
+func (n *NIC) Sim() *sim.Sim { return n.s }
+
+// SetTap installs f to see every packet the NIC hands to the network (nil
+// removes it). f must not keep the packet.
+func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
+
+// EventName names an event for traces.
+func (n *NIC) EventName(arg uint64) string {
+	names := [...]string{"kick", "fetch-issue", "fetch-done", "rx", "land", "cqe", "timer", "rnr"}
+	k := arg >> evShift
+	if int(k) < len(names) {
+		return fmt.Sprintf("%s/%s[%d]", n.name, names[k], arg&(1<<evShift-1))
+	}
+	return n.name
+}
+
+// Handle dispatches the NIC's events.
+func (n *NIC) Handle(s *sim.Sim, arg uint64) {
+	i := int(arg & (1<<evShift - 1))
+	switch arg >> evShift {
+	case evKick:
+		if !n.kickPending || s.Now() != n.kickAt {
+			return // superseded by an earlier kick
+		}
+		n.kickPending = false
+		n.transmit()
+	case evFetchIssue:
+		n.qps[i].issueFetches()
+	case evFetchDone:
+		n.qps[i].fetchDone()
+	case evRx:
+		p := n.rxq[n.rxHead]
+		n.rxq[n.rxHead] = nil
+		n.rxHead++
+		if n.rxHead == len(n.rxq) {
+			n.rxq, n.rxHead = n.rxq[:0], 0
+		}
+		n.process(p)
+	case evLand:
+		n.land(int32(i))
+	case evCQE:
+		n.cqs[i].landOne()
+	case evTimer:
+		n.qps[i].timerFired()
+	case evRNR:
+		n.qps[i].rnrFired()
+	}
+}
+
+// kick makes the transmit scheduler run at time t (or earlier if already
+// due earlier).
+func (n *NIC) kick(t sim.Time) {
+	if now := n.s.Now(); t < now {
+		t = now
+	}
+	if n.kickPending && n.kickAt <= t {
+		return
+	}
+	n.kickPending, n.kickAt = true, t
+	n.s.Schedule(t, n, evKick<<evShift)
+}
+
+// activate puts qp on the transmit scheduler's list and kicks it.
+func (n *NIC) activate(qp *QP) {
+	if !qp.active {
+		qp.active = true
+		n.act = append(n.act, qp)
+	}
+	n.kick(n.s.Now())
+}
+
+// transmit sends at most one packet now, choosing among active QPs
+// round-robin, and schedules itself for the next one.
+func (n *NIC) transmit() {
+	now := n.s.Now()
+	if free := max(n.net.PortFreeAt(n.ep), n.txFree); free > now {
+		n.kick(free)
+		return
+	}
+	next := sim.MaxTime
+	k := len(n.act)
+	sent := false
+	for j := 0; j < k && !sent; j++ {
+		idx := (n.rr + j) % k
+		qp := n.act[idx]
+		ok, wake := qp.trySend(now)
+		if ok {
+			sent = true
+			n.rr = idx
+			if n.cfg.TxArb == ArbPacket || !qp.midMessage() {
+				n.rr = idx + 1
+			}
+			break
+		}
+		if wake < next {
+			next = wake
+		}
+		if wake == sim.MaxTime {
+			qp.active = false // an event that makes it sendable activates it again
+		}
+	}
+	// Drop inactive QPs, keeping the round-robin order.
+	w := 0
+	for j, qp := range n.act {
+		if qp.active {
+			n.act[w] = qp
+			w++
+		} else if j < n.rr {
+			n.rr--
+		}
+	}
+	clear(n.act[w:])
+	n.act = n.act[:w]
+	if len(n.act) > 0 {
+		n.rr %= len(n.act)
+	} else {
+		n.rr = 0
+	}
+	if sent {
+		n.txFree = now.Add(n.cfg.TxPacketCost)
+		n.kick(max(n.txFree, n.net.PortFreeAt(n.ep)))
+		return
+	}
+	if next != sim.MaxTime {
+		n.kick(next)
+	}
+}
+
+// send hands a built packet to the network.
+func (n *NIC) send(p *fabric.Packet) {
+	if n.tap != nil {
+		n.tap(p)
+	}
+	n.net.Send(p)
+}
+
+// Receive is called by the network when a packet's last bit has arrived.
+func (n *NIC) Receive(p *fabric.Packet) {
+	if n.rxHook != nil && !n.rxHook(p) {
+		return
+	}
+	n.deliver(p)
+}
+
+// deliver enters p into the receive pipeline.
+func (n *NIC) deliver(p *fabric.Packet) {
+	now := n.s.Now()
+	start := max(now, n.rxFree)
+	n.rxFree = start.Add(n.cfg.RxPacketCost)
+	n.rxq = append(n.rxq, p)
+	n.s.Schedule(start.Add(n.cfg.RxLatency), n, evRx<<evShift)
+}
+
+// process handles one received packet after the receive pipeline.
+func (n *NIC) process(p *fabric.Packet) {
+	qpn := p.Hdr.DestQP
+	var qp *QP
+	if i := int(qpn) - qpnBase; i >= 0 && i < len(n.qps) {
+		qp = n.qps[i]
+	}
+	if qp == nil || p.Corrupt || p.Dst != n.ep || p.Hdr.Opcode.IsCNP() {
+		n.net.Free(p) // ICRC failure, unknown QP or CNP (no DCQCN): silently dropped
+		return
+	}
+	if qp.remoteEP != p.Src {
+		n.net.Free(p)
+		return
+	}
+	if p.Hdr.Opcode.IsRequest() {
+		qp.handleRequest(p)
+	} else {
+		qp.handleResponse(p)
+	}
+}
+
+// landing is one DMA effect waiting for its landed/applied time.
+type landing struct {
+	kind  uint8
+	qp    *QP
+	r     *mem.Region
+	off   uint64
+	n     uint64
+	pkt   *fabric.Packet
+	a, b  uint64 // atomic operands / value to store
+	op    WROpcode
+	entry uint64 // atomic: responder queue entry; cache slot in low bits
+	psn   uint32
+}
+
+const (
+	landWrite  uint8 = iota // payload write from pkt (or unknown content when pkt has no data)
+	landAtomic              // responder atomic at target memory
+	landStore               // requester stores an 8-byte atomic result locally
+)
+
+func (n *NIC) schedLand(at sim.Time, l landing) {
+	var i int32
+	if k := len(n.landFree); k > 0 {
+		i = n.landFree[k-1]
+		n.landFree = n.landFree[:k-1]
+		n.lands[i] = l
+	} else {
+		i = int32(len(n.lands))
+		n.lands = append(n.lands, l)
+	}
+	n.s.Schedule(at, n, evLand<<evShift|uint64(i))
+}
+
+func (n *NIC) land(i int32) {
+	l := n.lands[i]
+	n.lands[i] = landing{}
+	n.landFree = append(n.landFree, i)
+	switch l.kind {
+	case landWrite:
+		var src []byte
+		if l.pkt != nil && l.pkt.Payload != nil {
+			src = l.pkt.Payload
+		}
+		l.r.Write(l.off, src, l.n, l.qp.name)
+		if l.pkt != nil {
+			n.net.Free(l.pkt)
+		}
+	case landAtomic:
+		var old uint64
+		if l.op == WRFetchAdd {
+			old = l.r.FetchAdd64(l.off, l.a, l.qp.name)
+		} else {
+			old = l.r.CompareSwap64(l.off, l.a, l.b, l.qp.name)
+		}
+		l.qp.atomicApplied(l.entry, l.psn, old)
+	case landStore:
+		l.r.Store64(l.off, l.a, l.qp.name)
+	}
+}
+
+// MR is a memory registration: [VA, VA+Len) maps to Region bytes
+// [Off, Off+Len), which the NIC reaches over PCIe at device Where.
+type MR struct {
+	LKey, RKey  uint32
+	VA          uint64
+	Len         uint64
+	Region      *mem.Region
+	Off         uint64
+	Access      Access
+	Where       pcie.DevID
+	StrictOrder bool // payload writes into the region land in the order the NIC issued them
+
+	nic   *NIC
+	valid bool
+}
+
+// RegMR registers region bytes [off, off+length) at virtual address va.
+func (n *NIC) RegMR(r *mem.Region, off, length, va uint64, access Access, where pcie.DevID, strictOrder bool) (*MR, error) {
+	if r == nil || length == 0 || !r.InBounds(off, length) || va+length < va {
+		return nil, fmt.Errorf("%w: RegMR of [%d,+%d) in %v", ErrInvalid, off, length, r)
+	}
+	idx := len(n.mrs) + 1
+	if idx >= 1<<24 {
+		return nil, fmt.Errorf("%w: too many memory regions", ErrInvalid)
+	}
+	key := uint32(idx)<<8 | uint32(idx*37)&0xff
+	mr := &MR{LKey: key, RKey: key, VA: va, Len: length, Region: r, Off: off, Access: access, Where: where,
+		StrictOrder: strictOrder, nic: n, valid: true}
+	n.mrs = append(n.mrs, mr)
+	return mr, nil
+}
+
+// DeregMR invalidates mr: later local uses complete with StatusLocProtErr and
+// remote uses are NAKed with a remote access error.
+func (n *NIC) DeregMR(mr *MR) error {
+	if mr == nil || mr.nic != n {
+		return fmt.Errorf("%w: DeregMR", ErrNotOwned)
+	}
+	if !mr.valid {
+		return fmt.Errorf("%w: MR already deregistered", ErrInvalid)
+	}
+	mr.valid = false
+	return nil
+}
+
+// lookupRKey returns the valid MR with the given R_Key, or nil.
+func (n *NIC) lookupRKey(key uint32) *MR {
+	i := int(key>>8) - 1
+	if i < 0 || i >= len(n.mrs) {
+		return nil
+	}
+	mr := n.mrs[i]
+	if mr.RKey != key || !mr.valid {
+		return nil
+	}
+	return mr
+}
+
+// remote checks a remote access of n bytes at va and returns the region
+// offset, or false.
+func (mr *MR) remote(va, n uint64, need Access) (uint64, bool) {
+	if mr == nil || mr.Access&need == 0 || va < mr.VA || va-mr.VA > mr.Len || n > mr.Len-(va-mr.VA) {
+		return 0, false
+	}
+	return mr.Off + (va - mr.VA), true
+}
+
+// local checks a local SGE of this NIC; it returns the status to complete
+// with on failure.
+func (n *NIC) local(g *SGE, write bool) Status {
+	mr := g.MR
+	if mr == nil || mr.nic != n || !mr.valid {
+		return StatusLocProtErr
+	}
+	if g.Off > mr.Len || g.Len > mr.Len-g.Off {
+		return StatusLocProtErr
+	}
+	if write && mr.Access&AccessLocalWrite == 0 {
+		return StatusLocProtErr
+	}
+	return StatusSuccess
+}

@@ -1,0 +1,617 @@
+package nic
+
+import (
+	"encoding/binary"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// trySend sends one packet of qp if one is ready now. Otherwise it returns
+// the time one will be ready, or sim.MaxTime if that takes another event.
+func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
+	if qp.state == QPSReset {
+		return false, sim.MaxTime
+	}
+	ok, w1 := qp.trySendResp(now)
+	if ok {
+		return true, 0
+	}
+	ok, w2 := qp.trySendReq(now)
+	if ok {
+		return true, 0
+	}
+	return false, min(w1, w2)
+}
+
+// newPacket returns a packet of this QP's connection.
+func (qp *QP) newPacket(op roce.Opcode, psn uint32, ln uint32, data bool) *fabric.Packet {
+	n := qp.n
+	p := n.net.NewPacket(ln, data)
+	p.Src, p.Dst, p.SrcPort = n.ep, qp.remoteEP, qp.srcPort
+	if n.cfg.ECT {
+		p.ECN = 2
+	}
+	p.Hdr.Opcode = op
+	p.Hdr.PKey = roce.DefaultPKey
+	p.Hdr.DestQP = qp.rqpn
+	p.Hdr.PSN = psn
+	p.Hdr.PadCount = uint8(-ln & 3)
+	return p
+}
+
+func (qp *QP) depth() uint64 { return uint64(len(qp.sq)) }
+
+// trySendReq sends the next request packet of the send queue if ready.
+func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
+	n := qp.n
+	if qp.state != QPSRTS || qp.rnrArmed {
+		return false, sim.MaxTime
+	}
+	var w *swqe
+	for {
+		if qp.sw >= qp.fetched {
+			return false, sim.MaxTime
+		}
+		w = &qp.sq[qp.sw%qp.depth()]
+		if t := w.readyAt.Add(n.cfg.TxLatency); t > now {
+			return false, t
+		}
+		if w.status != StatusSuccess {
+			qp.progress()
+			return false, sim.MaxTime
+		}
+		if qp.sw == qp.assigned {
+			w.firstPSN = qp.nextPSN
+			qp.nextPSN = psnAdd(qp.nextPSN, w.npsn)
+			qp.assigned++
+		}
+		switch w.wr.Op {
+		case WRNop:
+			qp.sw++
+			qp.progress()
+			if qp.state != QPSRTS {
+				return false, sim.MaxTime
+			}
+			continue
+		case WRWait:
+			if w.wr.WaitCQ.landed < w.wr.WaitIndex {
+				if !qp.waiting {
+					qp.waiting = true
+					w.wr.WaitCQ.waiters = append(w.wr.WaitCQ.waiters, qp)
+				}
+				return false, sim.MaxTime
+			}
+			w.done = true
+			qp.sw++
+			qp.progress()
+			if qp.state != QPSRTS {
+				return false, sim.MaxTime
+			}
+			continue
+		}
+		if qp.sp == 0 && (w.wr.Fence && qp.rdOut > 0 || w.wr.Op.isRdAtomic() && qp.rdOut >= qp.maxRd) {
+			return false, sim.MaxTime
+		}
+		break
+	}
+	qp.pumpReads(now)
+	if qp.rseq == qp.sseq {
+		return false, sim.MaxTime
+	}
+	if t := qp.rdy[qp.sseq%uint64(len(qp.rdy))].Add(n.cfg.TxLatency); t > now {
+		return false, t
+	}
+	qp.sseq++
+	wr := &w.wr
+	var p *fabric.Packet
+	switch op := wr.Op; {
+	case op.hasPayload():
+		L := wr.Local.Len
+		off := uint64(qp.sp) * uint64(qp.mtu)
+		ln := min(uint64(qp.mtu), L-off)
+		first, last := qp.sp == 0, qp.sp == w.npkt-1
+		var code roce.Opcode
+		write := op == WRWrite || op == WRWriteImm
+		imm := op == WRWriteImm || op == WRSendImm
+		switch {
+		case first && last && write && imm:
+			code = roce.OpWriteOnlyImm
+		case first && last && write:
+			code = roce.OpWriteOnly
+		case first && last && imm:
+			code = roce.OpSendOnlyImm
+		case first && last:
+			code = roce.OpSendOnly
+		case first && write:
+			code = roce.OpWriteFirst
+		case first:
+			code = roce.OpSendFirst
+		case last && write && imm:
+			code = roce.OpWriteLastImm
+		case last && write:
+			code = roce.OpWriteLast
+		case last && imm:
+			code = roce.OpSendLastImm
+		case last:
+			code = roce.OpSendLast
+		case write:
+			code = roce.OpWriteMiddle
+		default:
+			code = roce.OpSendMiddle
+		}
+		data := wr.Inline || ln > 0 && wr.Local.MR.Region.Backed()
+		p = qp.newPacket(code, psnAdd(w.firstPSN, qp.sp), uint32(ln), data)
+		if p.Payload != nil {
+			if wr.Inline {
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], wr.InlineData)
+				copy(p.Payload, b[:ln])
+			} else {
+				mr := wr.Local.MR
+				mr.Region.Read(mr.Off+wr.Local.Off+off, p.Payload)
+			}
+		}
+		if code.HasRETH() {
+			p.Hdr.VA, p.Hdr.RKey, p.Hdr.DMALen = wr.RemoteVA, wr.RKey, uint32(L)
+		}
+		if imm {
+			p.Hdr.Imm = wr.Imm
+		}
+		k := n.cfg.AckReqEvery
+		p.Hdr.AckReq = last || k > 0 && (qp.sp+1)%uint32(k) == 0
+		p.Hdr.SE = last && !write
+		qp.sp++
+		if qp.sp == w.npkt {
+			qp.sw++
+			qp.sp = 0
+		}
+	case op == WRRead:
+		off := uint64(qp.sp) * uint64(qp.mtu)
+		p = qp.newPacket(roce.OpReadRequest, psnAdd(w.firstPSN, qp.sp), 0, false)
+		p.Hdr.VA, p.Hdr.RKey, p.Hdr.DMALen = wr.RemoteVA+off, wr.RKey, uint32(wr.Local.Len-min(off, wr.Local.Len))
+		qp.rdOut++
+		qp.sw++
+		qp.sp = 0
+	default: // atomics
+		code := roce.OpFetchAdd
+		if op == WRCmpSwap {
+			code = roce.OpCmpSwap
+		}
+		p = qp.newPacket(code, w.firstPSN, 0, false)
+		p.Hdr.VA, p.Hdr.RKey = wr.RemoteVA, wr.RKey
+		if op == WRCmpSwap {
+			p.Hdr.Compare, p.Hdr.SwapAdd = wr.CompareAdd, wr.Swap
+		} else {
+			p.Hdr.SwapAdd = wr.CompareAdd
+		}
+		qp.rdOut++
+		qp.sw++
+		qp.sp = 0
+	}
+	p.Tag = uint64(qp.qpn)<<40 | (qp.sw-1)&(1<<40-1)
+	n.send(p)
+	qp.armTimer()
+	return true, 0
+}
+
+// pumpReads issues payload DMA reads ahead of the send cursor, one per
+// packet, up to PayloadPrefetch in flight or buffered.
+func (qp *QP) pumpReads(now sim.Time) {
+	n := qp.n
+	P := uint64(len(qp.rdy))
+	for qp.rseq-qp.sseq < P && qp.rw < qp.fetched {
+		w := &qp.sq[qp.rw%qp.depth()]
+		if w.readyAt > now || w.status != StatusSuccess {
+			return
+		}
+		if w.npkt == 0 {
+			if w.wr.Op == WRWait && qp.rw >= qp.sw {
+				return // do not read payload past an unpassed WAIT
+			}
+			qp.rw++
+			qp.rp = 0
+			continue
+		}
+		if w.wr.Fence && qp.rw > qp.sw {
+			return // a fenced WQE's payload may depend on earlier READs
+		}
+		t := now
+		wr := &w.wr
+		if wr.Op.hasPayload() && !wr.Inline && wr.Local.Len > 0 {
+			off := uint64(qp.rp) * uint64(qp.mtu)
+			ln := min(uint64(qp.mtu), wr.Local.Len-off)
+			t = n.bus.Read(now, n.dev, wr.Local.MR.Where, sim.Bytes(ln))
+		}
+		qp.rdy[qp.rseq%P] = t
+		qp.rseq++
+		qp.rp++
+		if qp.rp >= w.npkt {
+			qp.rw++
+			qp.rp = 0
+		}
+	}
+}
+
+// handleResponse processes an ACK, NAK, atomic ACK or READ response.
+func (qp *QP) handleResponse(p *fabric.Packet) {
+	n := qp.n
+	if qp.state != QPSRTS {
+		n.net.Free(p)
+		return
+	}
+	h := &p.Hdr
+	psn := h.PSN
+	switch op := h.Opcode; {
+	case op == roce.OpAck:
+		n.net.Free(p)
+		syn := h.Syndrome
+		switch {
+		case roce.IsAck(syn):
+			qp.ackUpTo(psn)
+		case roce.IsRNRNak(syn):
+			qp.ackUpTo(psnSub(psn, 1))
+			qp.rnrNak(psn, roce.RNRTimer(syn))
+		case roce.NakCode(syn) == roce.NakPSNSeqError:
+			qp.ackUpTo(psnSub(psn, 1))
+			qp.seqNak(psn)
+		default:
+			qp.ackUpTo(psnSub(psn, 1))
+			st := StatusRemOpErr
+			switch roce.NakCode(syn) {
+			case roce.NakRemoteAccessError:
+				st = StatusRemAccessErr
+			case roce.NakInvalidRequest:
+				st = StatusRemInvReqErr
+			}
+			qp.fail(psn, st)
+		}
+	case op == roce.OpAtomicAck:
+		orig := h.OrigData
+		n.net.Free(p)
+		w := qp.find(psn)
+		if w == nil || !w.wr.Op.isAtomic() || w.done || w.firstPSN != psn {
+			return // duplicate
+		}
+		w.done, w.result = true, orig
+		qp.rdOut--
+		g := &w.wr.Local
+		landed := max(n.bus.Write(n.s.Now(), n.dev, g.MR.Where, 8), qp.lastLand)
+		qp.lastLand = landed
+		n.schedLand(landed, landing{kind: landStore, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off, a: orig})
+		qp.ackUpTo(psn)
+		qp.progress()
+		n.activate(qp)
+	case op.IsReadResponse():
+		w := qp.find(psn)
+		if w == nil || w.wr.Op != WRRead || w.done {
+			n.net.Free(p)
+			return
+		}
+		want := psnAdd(w.firstPSN, w.rcvd)
+		if psn != want {
+			if psnCmp(psn, want) > 0 && qp.sw > qp.indexOf(w) {
+				qp.rewind(want) // a response was lost: re-request from it
+			}
+			n.net.Free(p)
+			return
+		}
+		ln := uint64(p.PayloadLen)
+		off := uint64(w.rcvd) * uint64(qp.mtu)
+		if ln > 0 {
+			g := &w.wr.Local
+			landed := max(n.bus.Write(n.s.Now(), n.dev, g.MR.Where, sim.Bytes(ln)), qp.lastLand)
+			qp.lastLand = landed
+			n.schedLand(landed, landing{kind: landWrite, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off + off, n: ln, pkt: p})
+		} else {
+			n.net.Free(p)
+		}
+		w.rcvd++
+		if w.rcvd == w.npsn {
+			w.done = true
+			qp.rdOut--
+			qp.ackUpTo(psn)
+			qp.progress()
+			n.activate(qp)
+		} else {
+			qp.ackUpTo(psnSub(psn, 1))
+		}
+	default:
+		n.net.Free(p)
+	}
+}
+
+// indexOf returns the absolute SQ index of w (which must be in [head, assigned)).
+func (qp *QP) indexOf(w *swqe) uint64 {
+	slot := uint64(0)
+	for i := range qp.sq {
+		if &qp.sq[i] == w {
+			slot = uint64(i)
+		}
+	}
+	d := qp.depth()
+	base := qp.head - qp.head%d + slot
+	if base < qp.head {
+		base += d
+	}
+	return base
+}
+
+// findIndex returns the index of the issued WQE whose PSN range holds psn.
+func (qp *QP) findIndex(psn uint32) (uint64, bool) {
+	for i := qp.head; i < qp.assigned; i++ {
+		w := &qp.sq[i%qp.depth()]
+		if w.npsn == 0 {
+			continue
+		}
+		if d := psnCmp(psn, w.firstPSN); d >= 0 && d < int32(w.npsn) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (qp *QP) find(psn uint32) *swqe {
+	i, ok := qp.findIndex(psn)
+	if !ok {
+		return nil
+	}
+	return &qp.sq[i%qp.depth()]
+}
+
+// ackUpTo records that every PSN up to psn has been acknowledged.
+func (qp *QP) ackUpTo(psn uint32) {
+	if psnCmp(psn, qp.ackedPSN) <= 0 || psnCmp(psn, qp.nextPSN) >= 0 {
+		return
+	}
+	qp.ackedPSN = psn
+	qp.retries, qp.rnrLeft = qp.retryCnt, qp.rnrRetry
+	qp.progress()
+	qp.restartTimer()
+}
+
+// progress completes WQEs in order from the head.
+func (qp *QP) progress() {
+	n := qp.n
+	for qp.state == QPSRTS && qp.head < qp.fetched {
+		w := &qp.sq[qp.head%qp.depth()]
+		if w.status != StatusSuccess {
+			if qp.head > qp.sw {
+				return
+			}
+			qp.complete(w, w.status)
+			qp.toErr()
+			return
+		}
+		if qp.head >= qp.sw {
+			return
+		}
+		switch op := w.wr.Op; {
+		case op.hasPayload():
+			if psnCmp(psnAdd(w.firstPSN, w.npsn-1), qp.ackedPSN) > 0 {
+				return
+			}
+		case op.isRdAtomic():
+			if !w.done {
+				if psnCmp(qp.ackedPSN, psnAdd(w.firstPSN, w.npsn-1)) >= 0 {
+					// A later PSN was acknowledged: the response was lost.
+					qp.rewind(psnAdd(w.firstPSN, w.rcvd))
+				}
+				return
+			}
+		}
+		qp.complete(w, StatusSuccess)
+		n.activate(qp)
+	}
+}
+
+// complete retires the head WQE with status st, writing a CQE if it is
+// signaled or failed.
+func (qp *QP) complete(w *swqe, st Status) {
+	i := qp.head
+	qp.head++
+	if st == StatusSuccess && !w.wr.Signaled {
+		return
+	}
+	var blen uint32
+	if w.wr.Op.isRdAtomic() || w.wr.Op.hasPayload() {
+		blen = uint32(w.wr.Local.Len)
+	}
+	qp.cfg.SendCQ.push(CQE{WRID: w.wr.ID, Status: st, Opcode: w.wr.Op.wc(), ByteLen: blen, QPN: qp.qpn, WQEIndex: uint32(i)}, qp.lastLand)
+}
+
+// fail marks the WQE holding psn to complete with st (a remote error).
+func (qp *QP) fail(psn uint32, st Status) {
+	w := qp.find(psn)
+	if w == nil {
+		return
+	}
+	w.status = st
+	qp.progress()
+}
+
+// rewind restarts transmission go-back-N from psn.
+func (qp *QP) rewind(psn uint32) {
+	i, ok := qp.findIndex(psn)
+	if !ok {
+		return
+	}
+	w := &qp.sq[i%qp.depth()]
+	qp.sw, qp.rw, qp.rp = i, i, 0
+	qp.sp = uint32(psnCmp(psn, w.firstPSN))
+	switch {
+	case w.wr.Op == WRRead:
+		w.rcvd = qp.sp
+	case w.wr.Op.isAtomic():
+		qp.sp = 0
+		w.done = false
+	default:
+		qp.rp = qp.sp
+	}
+	for j := i + 1; j < qp.assigned; j++ {
+		x := &qp.sq[j%qp.depth()]
+		if x.wr.Op.isRdAtomic() && x.status == StatusSuccess {
+			x.rcvd, x.done = 0, false
+		}
+	}
+	qp.sseq = qp.rseq
+	qp.rdOut = 0
+	for j := qp.head; j < qp.sw; j++ {
+		x := &qp.sq[j%qp.depth()]
+		if x.wr.Op.isRdAtomic() && !x.done {
+			qp.rdOut++
+		}
+	}
+	qp.n.activate(qp)
+}
+
+// outstanding reports whether requests await acknowledgement.
+func (qp *QP) outstanding() bool {
+	return psnCmp(qp.nextPSN, psnAdd(qp.ackedPSN, 1)) > 0 || qp.rdOut > 0
+}
+
+func (qp *QP) armTimer() {
+	if qp.timeout == 0 || qp.timerArmed {
+		return
+	}
+	qp.timerArmed = true
+	qp.timerAt = qp.n.s.Now().Add(qp.timeout)
+	qp.schedTimer()
+}
+
+func (qp *QP) schedTimer() {
+	if !qp.timerPending {
+		qp.timerPending = true
+		qp.n.s.Schedule(qp.timerAt, qp.n, evTimer<<evShift|uint64(qp.idx))
+	}
+}
+
+func (qp *QP) restartTimer() {
+	if qp.timeout == 0 {
+		return
+	}
+	if !qp.outstanding() {
+		qp.timerArmed = false
+		return
+	}
+	qp.timerArmed = true
+	qp.timerAt = qp.n.s.Now().Add(qp.timeout)
+	qp.schedTimer()
+}
+
+func (qp *QP) timerFired() {
+	qp.timerPending = false
+	if !qp.timerArmed || qp.state != QPSRTS {
+		return
+	}
+	now := qp.n.s.Now()
+	if now < qp.timerAt {
+		qp.schedTimer()
+		return
+	}
+	if !qp.outstanding() {
+		qp.timerArmed = false
+		return
+	}
+	psn := qp.oldestUnacked()
+	if qp.retries == 0 {
+		qp.fail(psn, StatusRetryExcErr)
+		return
+	}
+	qp.retries--
+	qp.timerAt = now.Add(qp.timeout)
+	qp.schedTimer()
+	qp.rewind(psn)
+}
+
+// oldestUnacked returns the first PSN whose acknowledgement or response is
+// missing.
+func (qp *QP) oldestUnacked() uint32 {
+	for i := qp.head; i < qp.assigned; i++ {
+		w := &qp.sq[i%qp.depth()]
+		switch {
+		case w.npsn == 0:
+			continue
+		case w.wr.Op.isRdAtomic():
+			if !w.done {
+				return psnAdd(w.firstPSN, w.rcvd)
+			}
+		default:
+			last := psnAdd(w.firstPSN, w.npsn-1)
+			if psnCmp(last, qp.ackedPSN) > 0 {
+				if psnCmp(psnAdd(qp.ackedPSN, 1), w.firstPSN) > 0 {
+					return psnAdd(qp.ackedPSN, 1)
+				}
+				return w.firstPSN
+			}
+		}
+	}
+	return psnAdd(qp.ackedPSN, 1)
+}
+
+func (qp *QP) seqNak(psn uint32) {
+	if qp.retries == 0 {
+		qp.fail(psn, StatusRetryExcErr)
+		return
+	}
+	qp.retries--
+	qp.rewind(psn)
+}
+
+func (qp *QP) rnrNak(psn uint32, code uint8) {
+	if qp.rnrArmed {
+		return
+	}
+	if qp.rnrLeft == 0 {
+		qp.fail(psn, StatusRNRRetryExcErr)
+		return
+	}
+	if qp.rnrRetry != 7 {
+		qp.rnrLeft--
+	}
+	qp.rnrArmed, qp.rnrPSN = true, psn
+	qp.timerArmed = false
+	qp.n.s.Schedule(qp.n.s.Now().Add(RNRTimer(code)), qp.n, evRNR<<evShift|uint64(qp.idx))
+}
+
+func (qp *QP) rnrFired() {
+	if !qp.rnrArmed {
+		return
+	}
+	qp.rnrArmed = false
+	if qp.state != QPSRTS {
+		return
+	}
+	qp.rewind(qp.rnrPSN)
+	qp.armTimer()
+}
+
+// toErr moves the QP to the error state and flushes its queues.
+func (qp *QP) toErr() {
+	if qp.state == QPSErr {
+		return
+	}
+	qp.state = QPSErr
+	qp.timerArmed = false
+	qp.rnrArmed = false
+	qp.inWrite, qp.inSend = false, false
+	qp.flush()
+}
+
+// flush completes every doorbelled send WQE and every receive WQE with
+// StatusWRFlushErr.
+func (qp *QP) flush() {
+	for qp.head < qp.db {
+		w := &qp.sq[qp.head%qp.depth()]
+		qp.complete(w, StatusWRFlushErr)
+	}
+	qp.sw, qp.sp, qp.rw, qp.rp = qp.head, 0, qp.head, 0
+	qp.fetched, qp.fetchIss, qp.assigned = qp.head, qp.head, qp.head
+	qp.sseq, qp.rdOut = qp.rseq, 0
+	for qp.rqHead < qp.rqTail {
+		r := &qp.rq[qp.rqHead%uint64(len(qp.rq))]
+		qp.cfg.RecvCQ.push(CQE{WRID: r.ID, Status: StatusWRFlushErr, Opcode: WCRecv, QPN: qp.qpn, WQEIndex: uint32(qp.rqHead)}, 0)
+		qp.rqHead++
+	}
+}
