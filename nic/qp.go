@@ -141,6 +141,9 @@ type QP struct {
 	active    bool
 	waiting   bool // registered on a WAIT's CQ
 
+	impliedSet bool   // an implied NAK (ACK beyond an unanswered READ/atomic) was acted on
+	impliedPSN uint32 //   at this acknowledged PSN
+
 	timerArmed   bool
 	timerAt      sim.Time
 	timerPending bool
@@ -161,6 +164,7 @@ type QP struct {
 	rqTail   uint64
 	resp     respQueue
 	atom     []atomEntry
+	atomNext uint64
 	respLand sim.Time // latest responder DMA write landing (ordering of atomics)
 	rrdy     []sim.Time
 	rri      uint64 // responder read cursor: entry

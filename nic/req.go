@@ -384,24 +384,37 @@ func (qp *QP) progress() {
 			qp.toErr()
 			return
 		}
-		if qp.head >= qp.sw {
-			return
-		}
 		switch op := w.wr.Op; {
 		case op.hasPayload():
-			if psnCmp(psnAdd(w.firstPSN, w.npsn-1), qp.ackedPSN) > 0 {
+			// Complete once acknowledged, even if a rewind put the send
+			// cursor back behind it (a late ACK covers it).
+			if qp.head >= qp.assigned || psnCmp(psnAdd(w.firstPSN, w.npsn-1), qp.ackedPSN) > 0 {
 				return
 			}
 		case op.isRdAtomic():
+			if qp.head >= qp.assigned {
+				return
+			}
 			if !w.done {
-				if psnCmp(qp.ackedPSN, psnAdd(w.firstPSN, w.npsn-1)) >= 0 {
+				if qp.head < qp.sw && psnCmp(qp.ackedPSN, psnAdd(w.firstPSN, w.npsn-1)) >= 0 &&
+					(!qp.impliedSet || psnCmp(qp.ackedPSN, qp.impliedPSN) > 0) {
 					// A later PSN was acknowledged: the response was lost.
+					qp.impliedSet, qp.impliedPSN = true, qp.ackedPSN
 					qp.rewind(psnAdd(w.firstPSN, w.rcvd))
 				}
 				return
 			}
+		default: // NOP, WAIT: executed by the send cursor
+			if qp.head >= qp.sw {
+				return
+			}
 		}
 		qp.complete(w, StatusSuccess)
+		if qp.sw < qp.head {
+			// Acknowledged beyond a rewound send cursor: skip what is done.
+			qp.sw, qp.sp = qp.head, 0
+			qp.rw, qp.rp, qp.sseq = qp.head, 0, qp.rseq
+		}
 		n.activate(qp)
 	}
 }
@@ -411,6 +424,7 @@ func (qp *QP) progress() {
 func (qp *QP) complete(w *swqe, st Status) {
 	i := qp.head
 	qp.head++
+	qp.impliedSet = false
 	if st == StatusSuccess && !w.wr.Signaled {
 		return
 	}

@@ -298,8 +298,8 @@ func (qp *QP) recvAtomic(p *fabric.Packet) {
 	}
 	qp.respLand = applied
 	qp.msn = psnAdd(qp.msn, 1)
-	slot := uint64(psnCmp(h.PSN, 0)&0x7fffffff) % uint64(len(qp.atom))
-	qp.atom[slot] = atomEntry{psn: h.PSN, valid: true}
+	qp.atom[qp.atomNext%uint64(len(qp.atom))] = atomEntry{psn: h.PSN, valid: true}
+	qp.atomNext++
 	e := qp.resp.push(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN, msn: qp.msn, ready: done})
 	l := landing{kind: landAtomic, qp: qp, r: mr.Region, off: off, entry: e, psn: h.PSN, op: WRFetchAdd, a: h.SwapAdd}
 	if h.Opcode == roce.OpCmpSwap {
@@ -318,11 +318,8 @@ func (qp *QP) atomicApplied(entry uint64, psn uint32, old uint64) {
 			e.orig, e.applied = old, true
 		}
 	}
-	if len(qp.atom) > 0 {
-		slot := uint64(psnCmp(psn, 0)&0x7fffffff) % uint64(len(qp.atom))
-		if a := &qp.atom[slot]; a.valid && a.psn == psn {
-			a.orig, a.done = old, true
-		}
+	if a := qp.atomFind(psn); a != nil {
+		a.orig, a.done = old, true
 	}
 }
 
@@ -341,8 +338,7 @@ func (qp *QP) duplicate(p *fabric.Packet) {
 			n.activate(qp)
 		}
 	case op.IsAtomic():
-		slot := uint64(psnCmp(h.PSN, 0)&0x7fffffff) % uint64(len(qp.atom))
-		if a := &qp.atom[slot]; a.valid && a.done && a.psn == h.PSN {
+		if a := qp.atomFind(h.PSN); a != nil && a.done {
 			qp.resp.push(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN,
 				msn: qp.msn, ready: n.s.Now().Add(n.cfg.AckDelay), orig: a.orig, applied: true})
 			n.activate(qp)
@@ -453,4 +449,15 @@ func (qp *QP) pumpRespReads(now sim.Time) {
 			qp.rrk = 0
 		}
 	}
+}
+
+// atomFind returns the cached result of the atomic with the given PSN (the
+// responder keeps the last MaxDestRdAtomic), or nil.
+func (qp *QP) atomFind(psn uint32) *atomEntry {
+	for i := range qp.atom {
+		if a := &qp.atom[i]; a.valid && a.psn == psn {
+			return a
+		}
+	}
+	return nil
 }
