@@ -5,6 +5,8 @@ import (
 
 	"github.com/ginsim/ginsim/fabric/nvlink"
 	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
 
 	"github.com/ginsim/ginsim/sim"
 )
@@ -17,6 +19,10 @@ type Profile struct {
 	Name string
 	// Description says what hardware the profile stands for.
 	Description string
+	// GPU is the configuration of every GPU.
+	GPU gpu.Config
+	// NIC is the configuration of every NIC port.
+	NIC nic.Config
 	// PCIe is the configuration of every node's PCIe tree.
 	PCIe pcie.Config
 	// NVLink is the configuration of every node's NVLink domain; Build
@@ -28,12 +34,14 @@ type Profile struct {
 func profiles() []Profile {
 	gen5 := pcie.DefaultConfig()
 	nvl4 := nvlink.DefaultConfig()
+	h100 := gpu.DefaultConfig()
+	cx7 := nic.DefaultConfig()
 	return []Profile{
 		{Name: "h100", Description: "H100 SXM5 (132 SMs, 1.98 GHz boost), PCIe Gen5 x16 to a ConnectX-7",
-			PCIe: gen5, NVLink: nvl4},
+			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
 		{Name: "h800", Description: "H800 SXM5 (H100 silicon with NVLink cut to 400 GB/s bidirectional), ConnectX-7",
-			PCIe: gen5, NVLink: nvl4},
-		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7", PCIe: gen5, NVLink: nvl4},
+			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
+		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7", GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
 	}
 }
 

@@ -3,6 +3,8 @@ package machine
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/ginsim/ginsim/sim"
 )
 
 // Topology kinds of Topology.Kind.
@@ -62,7 +64,8 @@ type Topology struct {
 	// Kind is one of TopologyKinds.
 	Kind string `yaml:"kind"`
 	// Spines is the spine switch count for rail-optimized and leaf-spine
-	// topologies (0: as many as leaves, i.e. non-blocking).
+	// topologies (0: one spine with a non-blocking number of uplinks per leaf;
+	// otherwise it must divide each leaf's uplink count).
 	Spines int `yaml:"spines,omitempty"`
 	// SwitchLatency is a switch's port-to-port (cut-through) latency.
 	SwitchLatency Duration `yaml:"switch_latency"`
@@ -108,8 +111,8 @@ func (s *Spec) Validate() error {
 	if s.NICsPerGPU < 1 || s.NICsPerGPU > MaxNICsPerGPU {
 		return fe("nics_per_gpu", "%d out of range [1, %d]", s.NICsPerGPU, MaxNICsPerGPU)
 	}
-	if s.LinkRate <= 0 {
-		return fe("link_rate", "must be positive")
+	if s.LinkRate <= 0 || int64(s.LinkRate)%int64(sim.Gbps) != 0 {
+		return fe("link_rate", "%v must be a positive whole number of Gb/s", s.LinkRate)
 	}
 	if s.NVLink.Bandwidth <= 0 {
 		return fe("nvlink.bandwidth", "must be positive")
