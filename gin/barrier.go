@@ -1,0 +1,154 @@
+package gin
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gpu"
+)
+
+// MemoryOrder is the cuda::memory_order of a barrier or wait.
+type MemoryOrder uint8
+
+// Memory orders.
+const (
+	OrderRelaxed MemoryOrder = iota
+	OrderAcquire
+	OrderRelease
+	OrderAcqRel
+)
+
+func (o MemoryOrder) String() string {
+	return [...]string{"relaxed", "acquire", "release", "acq_rel"}[o]
+}
+
+func (o MemoryOrder) release() bool { return o == OrderRelease || o == OrderAcqRel }
+
+// FenceLevel is ncclGinFenceLevel (2.30 bit flags).
+type FenceLevel uint32
+
+// Fence levels.
+const (
+	FenceNone FenceLevel = 0
+	FencePut  FenceLevel = 1 // puts others issued to me before the barrier are visible
+	FenceGet  FenceLevel = 2 // my gets issued before the barrier have landed
+)
+
+// BarrierKind says which barrier a session uses.
+type BarrierKind uint8
+
+// Barrier kinds.
+const (
+	BarrierRailGin  BarrierKind = iota // ncclGinBarrierSession(ncclTeamTagRail)
+	BarrierWorldGin                    // ncclGinBarrierSession(ncclTeamTagWorld)
+	BarrierLSA                         // ncclLsaBarrierSession (gin/lsa)
+	BarrierHybrid                      // ncclBarrierSession (gin/lsa)
+)
+
+func (k BarrierKind) String() string {
+	return [...]string{"rail_gin", "world_gin", "lsa", "hybrid"}[k]
+}
+
+// GinBarrier is ncclGinBarrierSession: barrier index of the rail or world
+// GIN barriers, run through GIN signals on the handle's context (or every
+// context with AllContexts), so it works over any backend.
+type GinBarrier struct {
+	g     *Gin
+	kind  BarrierKind
+	index int
+	all   bool
+	team  Team
+	set   barrierSet
+	slot  int // index into the 2.28 epochs
+}
+
+// GinBarrier opens a GIN barrier session on g's coop: kind is
+// BarrierRailGin or BarrierWorldGin, index the barrier instance,
+// allContexts the ncclGinAllContexts variant.
+func (g *Gin) GinBarrier(kind BarrierKind, index int, allContexts bool) *GinBarrier {
+	dc := g.dc
+	b := &GinBarrier{g: g, kind: kind, index: index, all: allContexts}
+	switch kind {
+	case BarrierRailGin:
+		b.team, b.set, b.slot = dc.Rail(g.rank), dc.railGin, index
+	case BarrierWorldGin:
+		b.team, b.set, b.slot = dc.World(g.rank), dc.worldGin, dc.railGin.count+index
+	default:
+		g.failf("gin_barrier", ErrInvalid, "barrier kind %v is not a GIN barrier", kind)
+		return b
+	}
+	if index < 0 || index >= b.set.count {
+		g.failf("gin_barrier", ErrInvalid, "%v barrier %d of %d", kind, index, b.set.count)
+	}
+	return b
+}
+
+// Sync is ncclGinBarrierSession::sync (spec 4.1). fence is ignored by the
+// 2.28 algorithm (Relaxed only).
+func (b *GinBarrier) Sync(ord MemoryOrder, fence FenceLevel) {
+	g := b.g
+	g.record(Call{Op: CallBarrier, Barrier: BarrierCall{Kind: b.kind, Index: b.index, AllContexts: b.all, Order: ord, Fence: fence}})
+	b.sync(ord, fence)
+}
+
+func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
+	g := b.g
+	dc := g.dc
+	t := g.t
+	ctxs := []int{g.ctx}
+	if b.all {
+		ctxs = make([]int, dc.nCtx)
+		for i := range ctxs {
+			ctxs[i] = i
+		}
+	}
+	// The signal's scopes: a release order makes the backend fence
+	// (given = thread); relaxed passes system (no fence). 2.28 swaps the
+	// arguments, so there the relaxed barrier fences (spec 2.5).
+	given := gpu.ScopeSystem
+	if ord.release() {
+		given = gpu.ScopeThread
+	}
+	n := b.team.NRanks
+	t.Sync()
+	if dc.c.prof.BarrierPerPeerSlots {
+		nPeer := n - 1
+		if fence&FencePut != 0 {
+			nPeer = n
+		}
+		base := b.set.base + b.index*b.set.width
+		t.Parallel(nPeer*len(ctxs), func(th *gpu.Group, i int) {
+			ctx := ctxs[i/nPeer]
+			peer := (b.team.Rank + 1 + i%nPeer) % n
+			h := &Gin{dc: dc, t: th, rank: g.rank, ctx: ctx, sharing: g.sharing, internal: true, given: given, required: gpu.ScopeDevice}
+			h.Signal(b.team, peer, SignalInc{Signal: base + b.team.Rank})
+			sh := &dc.shadows[g.rank][ctx*dc.signals+base+peer]
+			*sh = (*sh + 1) & mask(32)
+			h.waitSignal(base+peer, *sh, 32)
+		})
+		if fence&FenceGet != 0 {
+			for _, ctx := range ctxs {
+				h := &Gin{dc: dc, t: t, rank: g.rank, ctx: ctx, sharing: g.sharing, internal: true}
+				h.flush()
+			}
+		}
+	} else {
+		// 2.28: one signal per barrier, SignalInc to every other member,
+		// epoch += n-1, wait signal >= epoch (32 bits), per context.
+		sig := b.set.base + b.index
+		for _, ctx := range ctxs {
+			h := &Gin{dc: dc, t: t, rank: g.rank, ctx: ctx, sharing: g.sharing, internal: true, given: given, required: gpu.ScopeDevice}
+			t.Parallel(n-1, func(th *gpu.Group, i int) {
+				peer := (b.team.Rank + 1 + i) % n
+				hh := h.With(th)
+				hh.Signal(b.team, peer, SignalInc{Signal: sig})
+			})
+			ep := &dc.epochs28[g.rank][ctx*(dc.railGin.count+dc.worldGin.count)+b.slot]
+			*ep += uint64(n - 1)
+			h.waitSignal(sig, *ep&mask(32), 32)
+		}
+	}
+	t.Sync()
+}
+
+// String names the session.
+func (b *GinBarrier) String() string { return fmt.Sprintf("%v barrier %d", b.kind, b.index) }

@@ -1,0 +1,628 @@
+package gin
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Sharing is ncclGinResourceSharingMode (2.30.3+): who may use a context
+// concurrently, which sets the scope of the backend's index atomics.
+type Sharing uint8
+
+// Resource-sharing modes.
+const (
+	SharingGPU    Sharing = iota // any thread of the GPU: device-scope atomics (default)
+	SharingCTA                   // one CTA: block-scope atomics
+	SharingThread                // one thread: no atomics
+)
+
+func (m Sharing) String() string { return [...]string{"gpu", "cta", "thread"}[m] }
+
+// Scope returns the atomic scope the mode needs.
+func (m Sharing) Scope() Scope {
+	switch m {
+	case SharingCTA:
+		return gpu.ScopeBlock
+	case SharingThread:
+		return gpu.ScopeThread
+	}
+	return gpu.ScopeDevice
+}
+
+// Gin is ncclGin bound to the calling coop: one rank's handle on one GIN
+// context. Create it inside the coop's body with DevComm.Gin.
+type Gin struct {
+	dc       *DevComm
+	t        *gpu.Group
+	rank     int
+	ctx      int
+	sharing  Sharing
+	internal bool // barrier internals: no user-range checks, no recording
+	given    Scope
+	required Scope
+	op       Op
+	call     Call
+}
+
+// Gin returns the handle of world rank rank's coop t on context ctx, in the
+// default (GPU) resource-sharing mode.
+func (dc *DevComm) Gin(t *gpu.Group, rank, ctx int) *Gin {
+	return dc.GinShared(t, rank, ctx, SharingGPU)
+}
+
+// GinShared is Gin with a resource-sharing mode (2.30.3+).
+func (dc *DevComm) GinShared(t *gpu.Group, rank, ctx int, mode Sharing) *Gin {
+	g := &Gin{dc: dc, t: t, rank: rank, ctx: ctx, sharing: mode, given: gpu.ScopeThread, required: gpu.ScopeDevice}
+	switch {
+	case !dc.gin:
+		g.fail("ncclGin", ErrNoGin, "")
+	case ctx < 0 || ctx >= dc.nCtx:
+		g.fail("ncclGin", ErrContext, fmt.Sprintf("context %d of %d", ctx, dc.nCtx))
+	case mode != SharingGPU && !dc.c.prof.HasSharingModes:
+		g.fail("ncclGin", ErrUnsupported, "resource-sharing modes")
+	}
+	return g
+}
+
+// DevComm returns the handle's device communicator.
+func (g *Gin) DevComm() *DevComm { return g.dc }
+
+// Group returns the coop the handle is bound to.
+func (g *Gin) Group() *gpu.Group { return g.t }
+
+// Rank returns the handle's world rank.
+func (g *Gin) Rank() int { return g.rank }
+
+// Context returns the handle's context index.
+func (g *Gin) Context() int { return g.ctx }
+
+// Sharing returns the handle's resource-sharing mode.
+func (g *Gin) Sharing() Sharing { return g.sharing }
+
+// With returns a handle for the same rank and context bound to coop t
+// (another thread of the same kernel).
+func (g *Gin) With(t *gpu.Group) *Gin {
+	return &Gin{dc: g.dc, t: t, rank: g.rank, ctx: g.ctx, sharing: g.sharing, internal: g.internal, given: g.given, required: g.required}
+}
+
+// SetRelease sets the givenRelease and requiredRelease scopes that the
+// handle's later issue calls pass (defaults: thread, device). For 2.28 they
+// are the header's (alreadyReleased, expected_scope), which the
+// implementation receives swapped (spec 2.5).
+func (g *Gin) SetRelease(given, required Scope) {
+	g.given, g.required = given, required
+}
+
+// fail reports a user error and stops the coop: the run ends with err.
+func (g *Gin) fail(op string, kind error, detail string) {
+	name := ""
+	if g.t != nil {
+		name = g.t.Name()
+	}
+	err := &Error{At: g.dc.c.s.Now(), Rank: g.rank, Ctx: g.ctx, Coop: name, Op: op, Kind: kind, Detail: detail}
+	g.dc.c.s.Fail(err)
+	if g.t != nil {
+		g.t.Proc().Park("gin: failed: " + err.Error())
+	}
+}
+
+// failf is fail with a formatted detail.
+func (g *Gin) failf(op string, kind error, format string, args ...any) {
+	g.fail(op, kind, fmt.Sprintf(format, args...))
+}
+
+func mask(bits int) uint64 {
+	if bits >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<uint(bits) - 1
+}
+
+// RollingLessEq is NCCL's rollingLessEq(a, b, bits): a <= b on a circle of
+// 2^bits values, valid while the two are within half the range.
+func RollingLessEq(a, b uint64, bits int) bool {
+	m := mask(bits)
+	return (b-a)&m <= m>>1
+}
+
+// peer checks (team, peer) and returns the world rank.
+func (g *Gin) peer(op string, team Team, peer int) (int, bool) {
+	if peer < 0 || peer >= team.NRanks || team.Rank < 0 || team.Rank >= team.NRanks {
+		g.failf(op, ErrPeer, "peer %d of a team of %d ranks", peer, team.NRanks)
+		return 0, false
+	}
+	w := TeamRankToWorld(g.rank, team, peer)
+	if w < 0 || w >= len(g.dc.c.ranks) {
+		g.failf(op, ErrPeer, "team rank %d maps to world rank %d of %d", peer, w, len(g.dc.c.ranks))
+		return 0, false
+	}
+	if !g.dc.Connected(g.rank, w) {
+		g.failf(op, ErrNotConnected, "world rank %d from rank %d", w, g.rank)
+		return 0, false
+	}
+	return w, true
+}
+
+// window checks that [off, off+n) of w is valid.
+func (g *Gin) window(op, what string, w *Window, off, n uint64) bool {
+	if w == nil && n == 0 && what != "VA signal window" {
+		return true // a zero-byte put may name no window
+	}
+	if w == nil || w.c != g.dc.c || w.dead {
+		g.failf(op, ErrUnregistered, "%s %v", what, w)
+		return false
+	}
+	if off > uint64(w.size) || n > uint64(w.size)-off {
+		g.failf(op, ErrWindowBounds, "%s %v [%d,+%d) of %d bytes", what, w, off, n, w.size)
+		return false
+	}
+	return true
+}
+
+func (g *Gin) signalID(op string, id int) bool {
+	lim := g.dc.userSignals
+	if g.internal {
+		lim = g.dc.signals
+	}
+	if id < 0 || id >= lim {
+		g.failf(op, ErrSignalRange, "signal %d of %d", id, lim)
+		return false
+	}
+	return true
+}
+
+func (g *Gin) counterID(op string, id int) bool {
+	if id < 0 || id >= g.dc.counters {
+		g.failf(op, ErrCounterRange, "counter %d of %d", id, g.dc.counters)
+		return false
+	}
+	return true
+}
+
+func (g *Gin) bits(op string, bits int) bool {
+	if bits < 1 || bits > 64 {
+		g.failf(op, ErrInvalid, "bits %d", bits)
+		return false
+	}
+	return true
+}
+
+// options applies the flags and the handle's scopes to g.op.
+func (g *Gin) options(op string, opts []OptFlags) bool {
+	p := g.dc.c.prof
+	given, required := g.given, g.required
+	var flags OptFlags
+	for _, o := range opts {
+		flags |= o
+	}
+	if flags != 0 && !p.HasOptFlags {
+		g.fail(op, ErrUnsupported, "optFlags (2.29.7+)")
+		return false
+	}
+	if flags&^(OptAggregateRequests|OptMaySkipCreditCheck) != 0 {
+		g.failf(op, ErrInvalid, "unknown optFlags %#x", uint32(flags))
+		return false
+	}
+	if p.SwapScopes {
+		given, required = required, given
+	}
+	g.op.Flags, g.op.GivenRelease, g.op.RequiredRelease = flags, given, required
+	return true
+}
+
+// remote validates a remote action aimed at world rank peer.
+func (g *Gin) remote(op string, a RemoteAction, peer int) bool {
+	if a == nil {
+		return true
+	}
+	p := g.dc.c.prof
+	if IsWeak(a) && !p.HasWeakSignals {
+		g.fail(op, ErrUnsupported, "weak signals (2.30.5+)")
+		return false
+	}
+	if id, add, ok := SignalOf(a); ok {
+		if !g.signalID(op, id) {
+			return false
+		}
+		_, inc := a.(SignalInc)
+		return g.dc.noteUpdate(g, op, false, peer, id, inc, add)
+	}
+	w, off, _, _ := VASignalOf(a)
+	if !p.HasVASignals {
+		g.fail(op, ErrUnsupported, "VA signals (2.29.7+)")
+		return false
+	}
+	if !g.window(op, "VA signal window", w, off, 8) {
+		return false
+	}
+	if w.flags&WinStrictOrdering == 0 || off%8 != 0 {
+		g.failf(op, ErrInvalid, "VA signal at %v+%d needs an 8-byte aligned word of a NCCL_WIN_STRICT_ORDERING window", w, off)
+		return false
+	}
+	return true
+}
+
+func (g *Gin) local(op string, a LocalAction) bool {
+	if a == nil {
+		return true
+	}
+	c := a.(CounterInc)
+	if !g.counterID(op, c.Counter) {
+		return false
+	}
+	return g.dc.noteUpdate(g, op, true, g.rank, c.Counter, true, 1)
+}
+
+// issue runs the coop protocol around the backend: Sync, thread 0 issues,
+// Sync.
+func (g *Gin) issue() {
+	g.op.Ctx = g.ctx
+	g.op.Sharing = g.sharing
+	g.t.Sync()
+	g.dc.backend.Issue(g.t, g.dc, g.rank, &g.op)
+	g.t.Sync()
+}
+
+// Put is ncclGin::put: bytes from srcOff of src (this rank) to dstOff of dst
+// at team member peer, with an optional remote action at the peer and
+// local action here. It returns once the operation is enqueued.
+func (g *Gin) Put(team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64, bytes uint64, remote RemoteAction, local LocalAction, opts ...OptFlags) {
+	const op = "put"
+	w, ok := g.peer(op, team, peer)
+	if !ok || !g.window(op, "destination", dst, dstOff, bytes) || !g.window(op, "source", src, srcOff, bytes) ||
+		!g.options(op, opts) || !g.remote(op, remote, w) || !g.local(op, local) {
+		return
+	}
+	g.record(Call{Op: CallPut, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: bytes, Remote: remote, Local: local, Opts: g.op})
+	g.op = Op{Kind: OpPut, Peer: w, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: bytes, Remote: remote, Local: local,
+		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	g.issue()
+}
+
+// PutValue is ncclGin::putValue: size (1, 2, 4 or 8) bytes of value to
+// dstOff of dst at peer, with an optional remote action (no local action).
+func (g *Gin) PutValue(team Team, peer int, dst *Window, dstOff uint64, value uint64, size int, remote RemoteAction, opts ...OptFlags) {
+	const op = "put_value"
+	if size != 1 && size != 2 && size != 4 && size != 8 {
+		g.failf(op, ErrInvalid, "value size %d (sizeof(T) must be 1, 2, 4 or 8)", size)
+		return
+	}
+	w, ok := g.peer(op, team, peer)
+	if !ok || !g.window(op, "destination", dst, dstOff, uint64(size)) || !g.options(op, opts) || !g.remote(op, remote, w) {
+		return
+	}
+	value &= mask(8 * size)
+	g.record(Call{Op: CallPutValue, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Value: value, Size: size, Remote: remote, Opts: g.op})
+	g.op = Op{Kind: OpPutValue, Peer: w, Dst: dst, DstOff: dstOff, Value: value, ValueSize: size, Remote: remote,
+		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	g.issue()
+}
+
+// Signal is ncclGin::signal: the remote action alone, ordered like a
+// zero-byte put with that action.
+func (g *Gin) Signal(team Team, peer int, remote RemoteAction, opts ...OptFlags) {
+	const op = "signal"
+	if remote == nil {
+		g.fail(op, ErrInvalid, "signal without a remote action")
+		return
+	}
+	w, ok := g.peer(op, team, peer)
+	if !ok || !g.options(op, opts) || !g.remote(op, remote, w) {
+		return
+	}
+	g.record(Call{Op: CallSignal, Team: team, Peer: peer, Remote: remote, Opts: g.op})
+	g.op = Op{Kind: OpSignal, Peer: w, Remote: remote,
+		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	g.issue()
+}
+
+// Get is ncclGin::get (2.30.3+): bytes from remoteOff of rwin at peer to
+// localOff of lwin here; visible after Flush, FlushAsync+Wait or a barrier
+// with the Get fence.
+func (g *Gin) Get(team Team, peer int, rwin *Window, remoteOff uint64, lwin *Window, localOff uint64, bytes uint64, opts ...OptFlags) {
+	const op = "get"
+	if !g.dc.c.prof.HasGet {
+		g.fail(op, ErrUnsupported, "get (2.30.3+)")
+		return
+	}
+	w, ok := g.peer(op, team, peer)
+	if !ok || !g.window(op, "remote", rwin, remoteOff, bytes) || !g.window(op, "local", lwin, localOff, bytes) || !g.options(op, opts) {
+		return
+	}
+	g.record(Call{Op: CallGet, Team: team, Peer: peer, Src: rwin, SrcOff: remoteOff, Dst: lwin, DstOff: localOff, Bytes: bytes, Opts: g.op})
+	g.op = Op{Kind: OpGet, Peer: w, Dst: lwin, DstOff: localOff, Src: rwin, SrcOff: remoteOff, Bytes: bytes,
+		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	g.issue()
+}
+
+// Flush is ncclGin::flush: waits until everything issued on this context to
+// every connected peer is locally complete. Peers are spread over the
+// coop's threads (peer i on thread i % size); each thread snapshots and
+// waits per peer.
+func (g *Gin) Flush() {
+	g.record(Call{Op: CallFlush})
+	g.flush()
+}
+
+func (g *Gin) flush() {
+	if !g.dc.gin {
+		g.fail("flush", ErrNoGin, "")
+		return
+	}
+	peers := g.dc.peers(g.rank)
+	b, dc, rank, ctx := g.dc.backend, g.dc, g.rank, g.ctx
+	g.t.Sync()
+	g.t.Parallel(len(peers), func(th *gpu.Group, i int) {
+		r := b.FlushAsync(th, dc, rank, ctx, peers[i])
+		b.Wait(th, dc, rank, r)
+	})
+	g.t.Sync()
+}
+
+// FlushAsync is ncclGin::flushAsync (2.30.3+): snapshot what this context
+// issued to peer; Wait completes it.
+func (g *Gin) FlushAsync(team Team, peer int) Request {
+	const op = "flush_async"
+	if !g.dc.c.prof.HasFlushAsync {
+		g.fail(op, ErrUnsupported, "flushAsync (2.30.3+)")
+		return Request{}
+	}
+	w, ok := g.peer(op, team, peer)
+	if !ok {
+		return Request{}
+	}
+	g.record(Call{Op: CallFlushAsync, Team: team, Peer: peer})
+	g.t.Sync()
+	r := g.dc.backend.FlushAsync(g.t, g.dc, g.rank, g.ctx, w)
+	g.t.Sync()
+	return r
+}
+
+// Wait is ncclGin::wait on a FlushAsync request.
+func (g *Gin) Wait(r Request) {
+	const op = "wait"
+	if !g.dc.c.prof.HasFlushAsync {
+		g.fail(op, ErrUnsupported, "wait (2.30.3+)")
+		return
+	}
+	if r.Ctx != g.ctx || !g.dc.Connected(g.rank, r.Peer) {
+		g.failf(op, ErrInvalid, "request of ctx %d peer %d on a ctx %d handle", r.Ctx, r.Peer, g.ctx)
+		return
+	}
+	g.record(Call{Op: CallWait, Req: r})
+	g.t.Sync()
+	g.dc.backend.Wait(g.t, g.dc, g.rank, r)
+	g.t.Sync()
+}
+
+// signalWord returns the word of signal id of this context and its offset.
+func (g *Gin) signalWord(id int) (*mem.Region, uint64, uint64) {
+	r, off := g.dc.backend.SignalWord(g.dc, g.rank, g.ctx, id)
+	return r, off, g.dc.backend.SignalOffset(g.dc, g.rank, g.ctx, id)
+}
+
+// ReadSignal is ncclGin::readSignal: (raw - offset) & mask(bits).
+func (g *Gin) ReadSignal(id int, bits int) uint64 {
+	const op = "read_signal"
+	if !g.dc.gin {
+		g.fail(op, ErrNoGin, "")
+		return 0
+	}
+	if !g.signalID(op, id) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallReadSignal, Signal: id, Bits: bits})
+	r, off, o := g.signalWord(id)
+	return (g.t.Load64(r, off) - o) & mask(bits)
+}
+
+// WaitSignal is ncclGin::waitSignal: thread 0 spins until
+// rollingLessEq(least+offset, raw, bits), then the coop syncs. It returns
+// the value seen (raw - offset, masked).
+func (g *Gin) WaitSignal(id int, least uint64, bits int) uint64 {
+	const op = "wait_signal"
+	if !g.dc.gin {
+		g.fail(op, ErrNoGin, "")
+		return 0
+	}
+	if !g.signalID(op, id) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallWaitSignal, Signal: id, Value: least, Bits: bits})
+	return g.waitSignal(id, least, bits)
+}
+
+func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
+	r, off, o := g.signalWord(id)
+	d := g.dc.wait(g, "signal", id, least, bits, o, r, off)
+	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return RollingLessEq(least+o, v, bits) })
+	d.active = false
+	g.t.Sync()
+	return (v - o) & mask(bits)
+}
+
+// SignalShadow returns this context's shadow of signal id (a local scratch
+// word, getSignalShadowPtr).
+func (g *Gin) SignalShadow(id int) uint64 {
+	if !g.signalID("signal_shadow", id) {
+		return 0
+	}
+	return g.dc.shadows[g.rank][g.ctx*g.dc.signals+id]
+}
+
+// SetSignalShadow stores v into the shadow of signal id.
+func (g *Gin) SetSignalShadow(id int, v uint64) {
+	if g.signalID("signal_shadow", id) {
+		g.dc.shadows[g.rank][g.ctx*g.dc.signals+id] = v
+	}
+}
+
+// IncreaseSignalShadow is ncclGin::increaseSignalShadow (a CTA-scope
+// red.add on the shadow).
+func (g *Gin) IncreaseSignalShadow(id int, delta uint64) {
+	const op = "increase_signal_shadow"
+	if !g.signalID(op, id) {
+		return
+	}
+	g.record(Call{Op: CallIncreaseShadow, Signal: id, Value: delta})
+	g.dc.shadows[g.rank][g.ctx*g.dc.signals+id] += delta
+	g.t.Compute(g.t.GPU().Config().AtomicBlock)
+}
+
+// WaitSignalMeetShadow is ncclGin::waitSignalMeetShadow: wait until the
+// signal reaches its shadow.
+func (g *Gin) WaitSignalMeetShadow(id int, bits int) uint64 {
+	const op = "wait_signal_meet_shadow"
+	if !g.dc.gin || !g.signalID(op, id) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallWaitMeetShadow, Signal: id, Bits: bits})
+	return g.waitSignal(id, g.dc.shadows[g.rank][g.ctx*g.dc.signals+id], bits)
+}
+
+// WaitSignalFollowShadow is ncclGin::waitSignalFollowShadow: wait until the
+// signal reaches shadow+leastDelta, set the shadow to the value seen, and
+// return the old shadow and the increase.
+func (g *Gin) WaitSignalFollowShadow(id int, leastDelta uint64, bits int) (before, delta uint64) {
+	const op = "wait_signal_follow_shadow"
+	if !g.dc.gin || !g.signalID(op, id) || !g.bits(op, bits) {
+		return 0, 0
+	}
+	g.record(Call{Op: CallWaitFollowShadow, Signal: id, Value: leastDelta, Bits: bits})
+	sh := &g.dc.shadows[g.rank][g.ctx*g.dc.signals+id]
+	before = *sh
+	v := g.waitSignal(id, before+leastDelta, bits)
+	*sh = v
+	return before, (v - before) & mask(bits)
+}
+
+// ResetSignal is ncclGin::resetSignal: the signal and its shadow become 0
+// (a store of 0, or the proxy v2 offset). It must not race with updates:
+// a reset while an update issued before it has not landed, or an update
+// landing between the reset and the reset's store landing, is reported
+// (ErrResetRace).
+func (g *Gin) ResetSignal(id int) {
+	const op = "reset_signal"
+	if !g.dc.gin || !g.signalID(op, id) {
+		return
+	}
+	g.record(Call{Op: CallResetSignal, Signal: id})
+	g.dc.shadows[g.rank][g.ctx*g.dc.signals+id] = 0
+	tr := g.dc.beginReset(g, op, false, id)
+	g.dc.backend.ResetSignal(g.t, g.dc, g.rank, g.ctx, id)
+	r, off, o := g.signalWord(id)
+	g.dc.endReset(tr, r, off, o)
+}
+
+// counterWord returns the word of counter id.
+func (g *Gin) counterWord(id int) (*mem.Region, uint64) {
+	return g.dc.backend.CounterWord(g.dc, g.rank, g.ctx, id)
+}
+
+// ReadCounter is ncclGin::readCounter (bits: 56 by default).
+func (g *Gin) ReadCounter(id int, bits int) uint64 {
+	const op = "read_counter"
+	if !g.dc.gin || !g.counterID(op, id) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallReadCounter, Counter: id, Bits: bits})
+	r, off := g.counterWord(id)
+	return g.t.Load64(r, off) & mask(bits)
+}
+
+// WaitCounter is ncclGin::waitCounter: spin until the counter reaches least
+// (rolling compare on bits; 64 bits in 2.28, spec 2.5), then sync.
+func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
+	const op = "wait_counter"
+	if !g.dc.gin || !g.counterID(op, id) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallWaitCounter, Counter: id, Value: least, Bits: bits})
+	cb := bits
+	if g.dc.c.prof.WaitCounter64 {
+		cb = 64
+	}
+	r, off := g.counterWord(id)
+	d := g.dc.wait(g, "counter", id, least, cb, 0, r, off)
+	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return RollingLessEq(least, v, cb) })
+	d.active = false
+	g.t.Sync()
+	return v & mask(bits)
+}
+
+// ResetCounter is ncclGin::resetCounter: a plain store of 0; no update may
+// be in flight (ErrResetRace).
+func (g *Gin) ResetCounter(id int) {
+	const op = "reset_counter"
+	if !g.dc.gin || !g.counterID(op, id) {
+		return
+	}
+	g.record(Call{Op: CallResetCounter, Counter: id})
+	tr := g.dc.beginReset(g, op, true, id)
+	r, off := g.counterWord(id)
+	g.t.Store64(r, off, 0)
+	g.dc.endReset(tr, r, off, 0)
+}
+
+// ReadVASignal reads the VA signal at off of this rank's part of w.
+func (g *Gin) ReadVASignal(w *Window, off uint64, bits int) uint64 {
+	const op = "read_va_signal"
+	if !g.dc.c.prof.HasVASignals {
+		g.fail(op, ErrUnsupported, "VA signals (2.29.7+)")
+		return 0
+	}
+	if !g.window(op, "VA signal window", w, off, 8) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallReadVASignal, Dst: w, DstOff: off, Bits: bits})
+	return g.t.Load64(w.regions[g.rank], off) & mask(bits)
+}
+
+// WaitVASignal waits until the VA signal at off of this rank's part of w
+// reaches least.
+func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64 {
+	const op = "wait_va_signal"
+	if !g.dc.c.prof.HasVASignals {
+		g.fail(op, ErrUnsupported, "VA signals (2.29.7+)")
+		return 0
+	}
+	if !g.window(op, "VA signal window", w, off, 8) || !g.bits(op, bits) {
+		return 0
+	}
+	g.record(Call{Op: CallWaitVASignal, Dst: w, DstOff: off, Value: least, Bits: bits})
+	r := w.regions[g.rank]
+	d := g.dc.wait(g, "va signal "+w.name, int(off), least, bits, 0, r, off)
+	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
+	d.active = false
+	g.t.Sync()
+	return v & mask(bits)
+}
+
+// ResetVASignal stores 0 into the VA signal at off of this rank's part of w.
+func (g *Gin) ResetVASignal(w *Window, off uint64) {
+	const op = "reset_va_signal"
+	if !g.dc.c.prof.HasVASignals {
+		g.fail(op, ErrUnsupported, "VA signals (2.29.7+)")
+		return
+	}
+	if !g.window(op, "VA signal window", w, off, 8) {
+		return
+	}
+	g.record(Call{Op: CallResetVASignal, Dst: w, DstOff: off})
+	g.t.Store64(w.regions[g.rank], off, 0)
+}
+
+// Compute spends d of SM time in the coop (recorded as a program op).
+func (g *Gin) Compute(d sim.Duration) {
+	g.record(Call{Op: CallCompute, Duration: d})
+	g.t.Compute(d)
+}
+
+// Sleep suspends the coop for d (recorded as a program op).
+func (g *Gin) Sleep(d sim.Duration) {
+	g.record(Call{Op: CallSleep, Duration: d})
+	g.t.Sleep(d)
+}

@@ -1,0 +1,24 @@
+// Package gin is the NCCL GIN protocol core: the host API (communicators
+// over ranks, symmetric windows, device communicators with their resource
+// layout, teams, GIN type selection and the 2.28/2.30 version profiles),
+// the device API front end (put, putValue, signal, get, flush,
+// flushAsync/wait, signal and counter reads, waits and resets, shadows,
+// GIN barriers) with NCCL's coop semantics, and the Backend interface that
+// carries operations out through a real mechanism: gin/gdaki (WQEs and
+// doorbells), gin/proxy (GFD rings and a CPU thread), gin/lsa (NVLink
+// stores inside the LSA team).
+//
+// The front end validates every call and reports a user's mistake as a
+// typed *Error through sim.Fail, naming rank, context, coop, operation and
+// simulated time: an access outside a window, an unregistered window, a
+// peer outside the team, an out-of-range signal or counter, SignalInc mixed
+// with SignalAdd on a signal between resets, a reset racing an update, and
+// calls that the version profile lacks. At quiescence, Comm.CheckDeadlock
+// names every coop still waiting and what for.
+//
+// Coop semantics (spec 2.1): every issue call is Sync, thread 0 issues
+// through the backend, Sync; flush spreads peers over the coop's threads;
+// waits poll on thread 0, then Sync.
+//
+// Nothing here is safe for concurrent use: one sim.Sim drives it all.
+package gin

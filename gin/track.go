@@ -1,0 +1,258 @@
+package gin
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Per-signal and per-counter bookkeeping for the two rules NCCL states but
+// does not check:
+//
+//   - SignalInc may not be mixed with SignalAdd on one signal between
+//     resets: the front end remembers, per (target rank, context, signal),
+//     which operator updated it since the last reset (by simulated issue
+//     time) and reports the first call using the other one.
+//   - A reset may not race with updates. An update is issued when the
+//     front end passes it to the backend and lands when the signal (or
+//     counter) word changes; while a word has updates in flight the front
+//     end watches it and counts landings. A reset races when (a) updates
+//     issued before it have not all landed (they would land after the reset
+//     and count against the new epoch), or (b) an update lands after the
+//     reset was issued but before the reset's own store of 0 landed (it
+//     would be overwritten). Resets by offset (proxy v2) change no word, so
+//     only (a) applies to them.
+type trackKey struct {
+	rank, ctx, id int32
+	counter       bool
+}
+
+type tracker struct {
+	dc      *DevComm
+	key     trackKey
+	r       *mem.Region
+	off     uint64
+	mode    uint8 // 0 none, 1 inc, 2 add (since the last reset)
+	issued  uint64
+	landed  uint64
+	last    uint64
+	watch   bool
+	pending bool // a reset store issued, not landed
+	resetAt sim.Time
+}
+
+func (dc *DevComm) tracker(counter bool, rank, ctx, id int) *tracker {
+	k := trackKey{int32(rank), int32(ctx), int32(id), counter}
+	tr := dc.track[k]
+	if tr == nil {
+		tr = &tracker{dc: dc, key: k}
+		if counter {
+			tr.r, tr.off = dc.backend.CounterWord(dc, rank, ctx, id)
+		} else {
+			tr.r, tr.off = dc.backend.SignalWord(dc, rank, ctx, id)
+		}
+		dc.track[k] = tr
+	}
+	return tr
+}
+
+func (tr *tracker) what() string {
+	if tr.key.counter {
+		return fmt.Sprintf("counter %d of rank %d ctx %d", tr.key.id, tr.key.rank, tr.key.ctx)
+	}
+	return fmt.Sprintf("signal %d of rank %d ctx %d", tr.key.id, tr.key.rank, tr.key.ctx)
+}
+
+func (tr *tracker) startWatch() {
+	if !tr.watch {
+		tr.watch = true
+		tr.last = tr.r.Load64(tr.off)
+		tr.r.Watch(tr.off, tr)
+	}
+}
+
+func (tr *tracker) stopWatch() {
+	if tr.watch && !tr.pending && tr.landed >= tr.issued {
+		tr.watch = false
+		tr.r.Unwatch(tr.off, tr)
+	}
+}
+
+// noteUpdate records an update of (rank, ctx, id) issued now by g.
+func (dc *DevComm) noteUpdate(g *Gin, op string, counter bool, rank, id int, inc bool, add uint64) bool {
+	tr := dc.tracker(counter, rank, g.ctx, id)
+	if !counter {
+		m := uint8(2)
+		if inc {
+			m = 1
+		}
+		if tr.mode != 0 && tr.mode != m {
+			prev, now := "SignalInc", "SignalAdd"
+			if m == 1 {
+				prev, now = now, prev
+			}
+			g.failf(op, ErrMixedSignalOps, "%s on %s, which had %s since its last reset", now, tr.what(), prev)
+			return false
+		}
+		tr.mode = m
+	}
+	if add == 0 {
+		return true // changes nothing, cannot be seen landing
+	}
+	tr.startWatch()
+	tr.issued++
+	return true
+}
+
+// WordChanged implements mem.Watcher: an update or the reset store landed.
+func (tr *tracker) WordChanged(r *mem.Region, off uint64) {
+	v := r.Load64(off)
+	if tr.pending && v == 0 {
+		tr.pending = false
+		tr.last = 0
+		tr.stopWatch()
+		return
+	}
+	if v == tr.last {
+		return
+	}
+	tr.last = v
+	tr.landed++
+	if tr.pending {
+		s := tr.dc.c.s
+		s.Fail(&Error{At: s.Now(), Rank: int(tr.key.rank), Ctx: int(tr.key.ctx), Op: "update", Kind: ErrResetRace,
+			Detail: fmt.Sprintf("an update of %s landed at t=%v, after the reset issued at t=%v and before the reset's store landed", tr.what(), s.Now(), tr.resetAt)})
+		return
+	}
+	tr.stopWatch()
+}
+
+// beginReset checks a reset of (g.rank, g.ctx, id) against updates in flight.
+func (dc *DevComm) beginReset(g *Gin, op string, counter bool, id int) *tracker {
+	k := trackKey{int32(g.rank), int32(g.ctx), int32(id), counter}
+	tr := dc.track[k]
+	if tr == nil {
+		return nil
+	}
+	if tr.issued > tr.landed {
+		g.failf(op, ErrResetRace, "reset of %s while %d update(s) issued before it had not landed", tr.what(), tr.issued-tr.landed)
+		return nil
+	}
+	tr.mode = 0
+	return tr
+}
+
+// endReset arms the landing check of the reset's store, if it has one.
+func (dc *DevComm) endReset(tr *tracker, r *mem.Region, off, offset uint64) {
+	if tr == nil {
+		return
+	}
+	raw := r.Load64(off)
+	if raw == 0 || (offset != 0 && offset == raw) {
+		return // nothing to land (already 0, or reset by offset)
+	}
+	tr.startWatch()
+	tr.pending = true
+	tr.resetAt = dc.c.s.Now()
+}
+
+// waitDesc is what a coop waits for, for deadlock reports.
+type waitDesc struct {
+	rank, ctx int
+	what      string
+	id        int
+	least     uint64
+	bits      int
+	offset    uint64
+	r         *mem.Region
+	off       uint64
+	active    bool
+}
+
+func (dc *DevComm) wait(g *Gin, what string, id int, least uint64, bits int, offset uint64, r *mem.Region, off uint64) *waitDesc {
+	d := dc.waits[g.t]
+	if d == nil {
+		d = &waitDesc{}
+		dc.waits[g.t] = d
+	}
+	*d = waitDesc{rank: g.rank, ctx: g.ctx, what: what, id: id, least: least, bits: bits, offset: offset, r: r, off: off, active: true}
+	return d
+}
+
+func (d *waitDesc) String(coop string) string {
+	v := (d.r.Load64(d.off) - d.offset) & mask(d.bits)
+	return fmt.Sprintf("rank %d ctx %d coop %q waits %s %d >= %d (value %d)", d.rank, d.ctx, coop, d.what, d.id, d.least&mask(d.bits), v)
+}
+
+// peers returns the connected peers of rank (cached).
+func (dc *DevComm) peers(rank int) []int {
+	if dc.peerCache == nil {
+		dc.peerCache = make([][]int, len(dc.c.ranks))
+	}
+	if dc.peerCache[rank] == nil {
+		dc.peerCache[rank] = dc.Peers(rank)
+	}
+	return dc.peerCache[rank]
+}
+
+// CheckDeadlock reports, once the run is quiescent (no event pending), every
+// coop of the communicator's GPUs still waiting: on a GIN signal or counter
+// (with the value it waits for and the value it sees), on another word, or
+// parked for another reason (credits, a barrier). It returns nil when the
+// run is not quiescent or nobody waits.
+func (c *Comm) CheckDeadlock() error {
+	if c.s.Pending() != 0 {
+		return nil
+	}
+	var out []string
+	seen := make(map[*gpu.GPU]bool)
+	for i, r := range c.ranks {
+		if seen[r.GPU] {
+			continue
+		}
+		seen[r.GPU] = true
+		for _, t := range r.GPU.Groups() {
+			if t.Done() {
+				continue
+			}
+			if s := c.describe(i, t); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &DeadlockError{At: c.s.Now(), Waits: out}
+}
+
+func (c *Comm) describe(rank int, t *gpu.Group) string {
+	for _, dc := range c.devs {
+		if d := dc.waits[t]; d != nil && d.active {
+			return d.String(t.Name())
+		}
+	}
+	if w, ok := t.Waiting(); ok {
+		return fmt.Sprintf("rank %d coop %q waits %s at %s+%d (value %d)", rank, t.Name(), w.Reason, w.Region.Name(), w.Off, w.Region.Load64(w.Off))
+	}
+	if parked, why := t.Proc().Parked(); parked {
+		if why == "coop threads" {
+			return "" // its threads are listed
+		}
+		return fmt.Sprintf("rank %d coop %q parked: %s", rank, t.Name(), why)
+	}
+	return ""
+}
+
+// CheckDeadlock runs Comm.CheckDeadlock on every communicator and returns
+// the first report.
+func CheckDeadlock(comms ...*Comm) error {
+	for _, c := range comms {
+		if err := c.CheckDeadlock(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/sim"
+)
+
+// Scope is a CUDA memory scope (cuda::thread_scope). The values follow CUDA:
+// system (0) < device < block < thread, so "given > required" means the
+// caller released to a narrower scope than the operation needs.
+type Scope uint8
+
+// Memory scopes.
+const (
+	ScopeSystem Scope = iota // visible to the CPU and to devices over PCIe
+	ScopeDevice              // visible to every SM of the GPU
+	ScopeBlock               // visible to the threads of one CTA
+	ScopeThread              // the issuing thread only
+)
+
+var scopeNames = [...]string{"system", "device", "block", "thread"}
+
+func (s Scope) String() string {
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
+	}
+	return fmt.Sprintf("scope(%d)", uint8(s))
+}
+
+// Config holds a GPU's size and timing constants. DefaultConfig is an H100
+// SXM5; every field documents the hardware fact its default stands for.
+type Config struct {
+	// SMs is the number of streaming multiprocessors (H100 SXM5: 132).
+	SMs int
+	// Clock is the SM clock in Hz (H100 SXM5 boost: 1.98 GHz); Cycles
+	// converts with it.
+	Clock int64
+
+	// StoreLatency is the time from an SM issuing a store to local HBM to
+	// the store being visible at the L2 (the GPU's point of coherence),
+	// where other SMs and PCIe peers (NIC DMA reads) see it: about half an
+	// L2 round trip, ~100 ns.
+	StoreLatency sim.Duration
+	// StoreIssue is the SM time to issue one store instruction of a group
+	// (LSU issue, ~4 cycles); stores are posted, the group does not wait
+	// for them to land.
+	StoreIssue sim.Duration
+	// L2Latency is a load that hits L2: ~260 cycles on H100 (pointer-chase
+	// microbenchmarks), ~130 ns. Polled flags and signal words live in L2.
+	L2Latency sim.Duration
+	// HBMLatency is a load that misses L2 and reads HBM3: ~500 cycles,
+	// ~250 ns. Used by Load64 of words not recently touched (ReadHBM).
+	HBMLatency sim.Duration
+	// PollInterval is the period of a spin-wait loop on a word in local
+	// memory: one ld.acquire.gpu round trip to L2 plus the compare and
+	// branch, ~140 ns. A write landing at T is seen at the first poll
+	// instant >= T.
+	PollInterval sim.Duration
+
+	// FenceBlock is fence.acq_rel.cta: ordering within the SM, ~10 ns.
+	FenceBlock sim.Duration
+	// FenceGPU is fence.acq_rel.gpu (__threadfence): the SM waits for its
+	// outstanding stores to reach L2, ~one store latency plus issue, 150 ns.
+	FenceGPU sim.Duration
+	// FenceSys is the fixed cost of fence.sc.sys (__threadfence_system)
+	// with nothing outstanding: ~500 ns on H100 (it drains the SM's memory
+	// pipeline and waits for the system-level acknowledgement). The fence
+	// also waits until every posted write of the group (PCIe, NVLink) has
+	// landed.
+	FenceSys sim.Duration
+
+	// AtomicThread is an "atomic" on data private to one thread (resource
+	// sharing THREAD): a plain load-modify-store kept in registers or L1,
+	// ~4 cycles.
+	AtomicThread sim.Duration
+	// AtomicBlock is a relaxed CTA-scope atomic on global memory (resource
+	// sharing CTA): no cross-SM ordering to wait for, ~70 ns, half of a
+	// device-scope round trip.
+	AtomicBlock sim.Duration
+	// AtomicGPU is a device-scope atomic on local HBM: executed at the L2
+	// slice, one L2 round trip, ~140 ns.
+	AtomicGPU sim.Duration
+
+	// CoopSyncWarp is __syncwarp for a warp-sized group: ~10 cycles, 5 ns.
+	CoopSyncWarp sim.Duration
+	// CoopSyncCTA is bar.sync for a CTA-sized group: ~60 cycles including
+	// arrival skew, 30 ns.
+	CoopSyncCTA sim.Duration
+
+	// MMIOIssue is the SM time to issue an uncached MMIO store to a BAR
+	// mapping (a NIC doorbell): ~20 cycles, 10 ns; the store then travels
+	// the PCIe tree as a posted write.
+	MMIOIssue sim.Duration
+	// WTStoreBytes is the width of one write-through store to host memory:
+	// 16 B (st.global.wt.v4.u32), one PCIe write TLP each.
+	WTStoreBytes sim.Bytes
+	// SMStoreBytesPerCycle bounds how fast one group can issue bulk stores
+	// (LSA copies over NVLink): 32 B/cycle/SM ≈ 63 GB/s per SM, so ~8 SMs
+	// saturate one direction of NVLink 4 (450 GB/s), as DeepEP's NVLink
+	// kernels need.
+	SMStoreBytesPerCycle sim.Bytes
+}
+
+// DefaultConfig returns an H100 SXM5 configuration.
+func DefaultConfig() Config {
+	return Config{
+		SMs:                  132,
+		Clock:                1_980_000_000,
+		StoreLatency:         100 * sim.Nanosecond,
+		StoreIssue:           2 * sim.Nanosecond,
+		L2Latency:            130 * sim.Nanosecond,
+		HBMLatency:           250 * sim.Nanosecond,
+		PollInterval:         140 * sim.Nanosecond,
+		FenceBlock:           10 * sim.Nanosecond,
+		FenceGPU:             150 * sim.Nanosecond,
+		FenceSys:             500 * sim.Nanosecond,
+		AtomicThread:         2 * sim.Nanosecond,
+		AtomicBlock:          70 * sim.Nanosecond,
+		AtomicGPU:            140 * sim.Nanosecond,
+		CoopSyncWarp:         5 * sim.Nanosecond,
+		CoopSyncCTA:          30 * sim.Nanosecond,
+		MMIOIssue:            10 * sim.Nanosecond,
+		WTStoreBytes:         16,
+		SMStoreBytesPerCycle: 32,
+	}
+}
+
+// Validate reports the first invalid parameter.
+func (c Config) Validate() error {
+	switch {
+	case c.SMs <= 0:
+		return fmt.Errorf("gpu: SMs %d must be positive", c.SMs)
+	case c.Clock <= 0:
+		return fmt.Errorf("gpu: Clock %d Hz must be positive", c.Clock)
+	case c.PollInterval <= 0:
+		return fmt.Errorf("gpu: PollInterval %v must be positive", c.PollInterval)
+	case c.WTStoreBytes <= 0 || c.SMStoreBytesPerCycle <= 0:
+		return fmt.Errorf("gpu: store widths must be positive")
+	case c.StoreLatency < 0 || c.StoreIssue < 0 || c.L2Latency < 0 || c.HBMLatency < 0 ||
+		c.FenceBlock < 0 || c.FenceGPU < 0 || c.FenceSys < 0 || c.AtomicThread < 0 ||
+		c.AtomicBlock < 0 || c.AtomicGPU < 0 || c.CoopSyncWarp < 0 || c.CoopSyncCTA < 0 || c.MMIOIssue < 0:
+		return fmt.Errorf("gpu: latencies must not be negative")
+	}
+	return nil
+}

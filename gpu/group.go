@@ -1,0 +1,410 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Group is one cooperative thread group (ncclCoopThread, ncclCoopWarp or
+// ncclCoopCta) running device code as one sim process. Its methods must be
+// called from its own body.
+type Group struct {
+	g     *GPU
+	p     *sim.Proc
+	name  string
+	agent string
+	size  int
+	sm    int
+	child bool // a thread of a Parallel section
+
+	busy   sim.Duration
+	poll   sim.Duration
+	posted sim.Time // latest landing of the group's posted writes
+
+	// wait state (WaitWord)
+	wr     *mem.Region
+	woff   uint64
+	wbase  sim.Time
+	wper   sim.Duration
+	wsince sim.Time
+	why    string
+	armed  bool
+}
+
+// Launch starts a group of threads threads running body, now. name names
+// the group in traces and deadlock reports ("dispatch/w2"). threads must be
+// positive; a warp is 32, a CTA up to 1024.
+func (g *GPU) Launch(name string, threads int, body func(t *Group)) *Group {
+	if threads <= 0 || threads > 1024 {
+		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
+	}
+	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
+	g.groups = append(g.groups, t)
+	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) { body(t) })
+	return t
+}
+
+// GPU returns the group's GPU.
+func (t *Group) GPU() *GPU { return t.g }
+
+// Proc returns the group's process.
+func (t *Group) Proc() *sim.Proc { return t.p }
+
+// Size returns the number of threads.
+func (t *Group) Size() int { return t.size }
+
+// Name returns the group's name.
+func (t *Group) Name() string { return t.name }
+
+// Agent returns the name used for the group's memory effects ("gpu0/x").
+func (t *Group) Agent() string { return t.agent }
+
+// SM returns the SM the group was placed on (round robin at launch).
+func (t *Group) SM() int { return t.sm }
+
+// Now returns the current simulated time.
+func (t *Group) Now() sim.Time { return t.g.s.Now() }
+
+// Done reports whether the group's body has returned.
+func (t *Group) Done() bool { return t.p.Done() }
+
+// Busy returns the SM time charged to the group for work.
+func (t *Group) Busy() sim.Duration { return t.busy }
+
+// Polling returns the time the group spent spinning in WaitWord.
+func (t *Group) Polling() sim.Duration { return t.poll }
+
+// work charges d of SM-busy time.
+func (t *Group) work(d sim.Duration) {
+	if d > 0 {
+		t.busy += d
+		t.p.Sleep(d)
+	}
+}
+
+// Cycles spends n SM clock cycles.
+func (t *Group) Cycles(n int64) { t.work(t.g.Cycles(n)) }
+
+// Compute spends d of SM time (work modelled by duration).
+func (t *Group) Compute(d sim.Duration) { t.work(d) }
+
+// Sleep suspends the group for d without occupying the SM (__nanosleep).
+func (t *Group) Sleep(d sim.Duration) { t.p.Sleep(d) }
+
+// Sync is coop.sync(): free for one thread, __syncwarp for up to a warp,
+// bar.sync for a CTA.
+func (t *Group) Sync() {
+	switch {
+	case t.size == 1:
+	case t.size <= 32:
+		t.work(t.g.cfg.CoopSyncWarp)
+	default:
+		t.work(t.g.cfg.CoopSyncCTA)
+	}
+}
+
+// Fence is a memory fence of the given scope. A system-scope fence also
+// waits until every posted write the group issued (PCIe, NVLink) has landed.
+func (t *Group) Fence(scope Scope) {
+	c := &t.g.cfg
+	switch scope {
+	case ScopeThread:
+	case ScopeBlock:
+		t.work(c.FenceBlock)
+	case ScopeDevice:
+		t.work(c.FenceGPU)
+	default:
+		end := t.Now().Add(c.FenceSys)
+		if t.posted > end {
+			end = t.posted
+		}
+		t.work(end.Sub(t.Now()))
+	}
+}
+
+func (t *Group) noteposted(at sim.Time) {
+	if at > t.posted {
+		t.posted = at
+	}
+}
+
+// loadDone returns when a load of n bytes of r issued now completes.
+func (t *Group) loadDone(r *mem.Region, n sim.Bytes) sim.Time {
+	g := t.g
+	now := t.Now()
+	switch g.where(r) {
+	case local:
+		return now.Add(g.cfg.L2Latency)
+	case peer:
+		return g.nvl.Read(now, g.local, r.Loc().GPU, n)
+	default:
+		return g.bus.Read(now, g.dev, g.bus.Host(), n)
+	}
+}
+
+// Load64 loads the 8-byte word at off of r: an L2 hit for local HBM, an
+// NVLink read for a peer GPU, a PCIe read for host memory. The value is
+// read when the load completes.
+func (t *Group) Load64(r *mem.Region, off uint64) uint64 {
+	t.work(t.loadDone(r, 8).Sub(t.Now()))
+	return r.Load64(off)
+}
+
+// Read loads len(dst) bytes at off of r into dst, with the latency of its
+// location (the group's threads load in parallel: one round trip plus the
+// transfer).
+func (t *Group) Read(r *mem.Region, off uint64, dst []byte) {
+	t.work(t.loadDone(r, sim.Bytes(len(dst))).Sub(t.Now()))
+	r.Read(off, dst)
+}
+
+// Store64 stores v at off of r. It is posted: the group pays the issue cost
+// and the word changes when the store lands (local HBM: StoreLatency; peer
+// GPU: over NVLink; host memory: a PCIe write). It returns the landing time.
+func (t *Group) Store64(r *mem.Region, off uint64, v uint64) sim.Time {
+	g := t.g
+	now := t.Now()
+	var landed sim.Time
+	switch g.where(r) {
+	case local:
+		landed = now.Add(g.cfg.StoreLatency)
+	case peer:
+		landed = g.nvl.Write(now, g.local, r.Loc().GPU, 8)
+	default:
+		landed = g.bus.Write(now, g.dev, g.bus.Host(), 8)
+	}
+	g.later(landed, pending{r: r, off: off, v: v, op: pendStore, agent: t.agent})
+	t.noteposted(landed)
+	t.work(g.cfg.StoreIssue)
+	return landed
+}
+
+// Write stores n bytes of src (nil: unknown content) at off of r with the
+// group's threads, posted: the issue time is n over the group's store rate
+// (16 B per thread per cycle, at most SMStoreBytesPerCycle), the bytes land
+// together after the path (local: StoreLatency; NVLink; PCIe) has carried
+// them. It returns the landing time.
+func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	g := t.g
+	now := t.Now()
+	rate := min(sim.Bytes(t.size)*16, g.cfg.SMStoreBytesPerCycle)
+	issue := g.Cycles(int64((n + rate - 1) / rate))
+	var landed sim.Time
+	switch g.where(r) {
+	case local:
+		landed = now.Add(issue + g.cfg.StoreLatency)
+	case peer:
+		landed = g.nvl.Write(now, g.local, r.Loc().GPU, n)
+		if lo := now.Add(issue + g.nvl.Config().Latency); landed < lo {
+			landed = lo
+		}
+	default:
+		landed = g.bus.Write(now, g.dev, g.bus.Host(), n)
+		if lo := now.Add(issue); landed < lo {
+			landed = lo
+		}
+	}
+	g.later(landed, pending{r: r, off: off, n: uint64(n), op: pendWrite, data: src, has: src != nil, agent: t.agent})
+	t.noteposted(landed)
+	t.work(max(issue, g.cfg.StoreIssue))
+	return landed
+}
+
+// NVLinkWrite stores n bytes of src at off of r, a region of GPU peerLocal
+// of the same node, over NVLink (an LSA store through ncclGetLsaPointer).
+// It returns the landing time.
+func (t *Group) NVLinkWrite(peerLocal int, r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	if l := r.Loc(); l.Kind != mem.HBM || l.GPU != peerLocal || l.Node != t.g.node {
+		panic(fmt.Sprintf("gpu %s: t=%v: NVLinkWrite to GPU %d but region %v is at %v", t.g.name, t.Now(), peerLocal, r, l))
+	}
+	return t.Write(r, off, src, n)
+}
+
+// AtomicAdd64 adds v to the word at off of r and returns the old value. On
+// local HBM the scope sets the cost (THREAD: a private update; CTA; device
+// at L2). On host memory it is a system-scope PCIe AtomicOp round trip, on
+// a peer GPU an NVLink atomic. The add is applied when it reaches memory.
+func (t *Group) AtomicAdd64(r *mem.Region, off uint64, v uint64, scope Scope) uint64 {
+	g := t.g
+	now := t.Now()
+	var applied, done sim.Time
+	switch g.where(r) {
+	case local:
+		var d sim.Duration
+		switch scope {
+		case ScopeThread:
+			d = g.cfg.AtomicThread
+		case ScopeBlock:
+			d = g.cfg.AtomicBlock
+		default:
+			d = g.cfg.AtomicGPU
+		}
+		applied, done = now.Add(d/2), now.Add(d)
+	case peer:
+		applied, done = g.nvl.Atomic(now, g.local, r.Loc().GPU)
+	default:
+		applied, done = g.bus.Atomic(now, g.dev, g.bus.Host())
+	}
+	t.work(applied.Sub(now))
+	old := r.FetchAdd64(off, v, t.agent)
+	t.work(done.Sub(applied))
+	return old
+}
+
+// StoreWT writes n bytes at off of host region r as write-through 16-B
+// stores (a proxy GFD): one PCIe write TLP per store, each landing on its
+// own (a poller may see part of the descriptor). The content is unknown
+// (see WriteWT). It returns when the last store has landed.
+func (t *Group) StoreWT(r *mem.Region, off uint64, n sim.Bytes) sim.Time {
+	return t.WriteWT(r, off, nil, n)
+}
+
+// WriteWT is StoreWT with content src (nil: unknown).
+func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	g := t.g
+	w := g.cfg.WTStoreBytes
+	at := t.Now()
+	var last sim.Time
+	for k := sim.Bytes(0); k < n; k += w {
+		m := min(w, n-k)
+		var landed sim.Time
+		if g.where(r) == host {
+			landed = g.bus.Write(at, g.dev, g.bus.Host(), m)
+		} else {
+			landed = at.Add(g.cfg.StoreLatency)
+		}
+		p := pending{r: r, off: off + uint64(k), n: uint64(m), op: pendWrite, agent: t.agent}
+		if src != nil {
+			p.data, p.has = src[k:k+m], true
+		}
+		g.later(landed, p)
+		last = max(last, landed)
+		at = at.Add(g.cfg.StoreIssue)
+	}
+	t.noteposted(last)
+	t.work(at.Sub(t.Now()))
+	return last
+}
+
+// MMIO is a posted MMIO write of n bytes (a doorbell) to PCIe function dev.
+// The group pays the issue cost; MMIO returns when the write arrives at the
+// device (the caller schedules the device's reaction there).
+func (t *Group) MMIO(dev pcie.DevID, n sim.Bytes) (arrive sim.Time) {
+	g := t.g
+	arrive = g.bus.Write(t.Now(), g.dev, dev, n)
+	t.noteposted(arrive)
+	t.work(g.cfg.MMIOIssue)
+	return arrive
+}
+
+// WaitInfo describes what a group spinning in WaitWord waits for.
+type WaitInfo struct {
+	Region *mem.Region
+	Off    uint64
+	Reason string
+	Since  sim.Time
+}
+
+// Waiting reports whether the group is inside WaitWord, and on what.
+func (t *Group) Waiting() (WaitInfo, bool) {
+	if t.wr == nil {
+		return WaitInfo{}, false
+	}
+	return WaitInfo{Region: t.wr, Off: t.woff, Reason: t.why, Since: t.wsince}, true
+}
+
+// WaitWord spin-polls the 8-byte word at off of r until pred(value) holds
+// and returns the value seen. Polls happen every period (PollInterval for
+// local HBM, one read round trip for host or peer memory) from the call;
+// a poll at p sees every write landed at or before p. The group returns one
+// load latency after the successful poll. Between polls that fail, the
+// group parks on a watcher of the word (no event per iteration); reason
+// names the wait in deadlock reports.
+func (t *Group) WaitWord(r *mem.Region, off uint64, reason string, pred func(v uint64) bool) uint64 {
+	g := t.g
+	start := t.Now()
+	lat := t.loadDone(r, 8).Sub(start)
+	per := g.cfg.PollInterval
+	if g.where(r) != local {
+		per = max(per, lat)
+	}
+	v := r.Load64(off)
+	if !pred(v) {
+		t.wr, t.woff, t.why, t.wbase, t.wper, t.wsince = r, off, reason, start, per, start
+		for {
+			t.armed = true
+			r.Watch(off, t)
+			t.p.Park(reason)
+			v = r.Load64(off)
+			if pred(v) {
+				break
+			}
+		}
+		t.wr, t.why = nil, ""
+	}
+	t.poll += t.Now().Sub(start)
+	t.work(lat)
+	return v
+}
+
+// WordChanged implements mem.Watcher: the watched word changed now; the
+// spin loop sees it at its next poll instant.
+func (t *Group) WordChanged(r *mem.Region, off uint64) {
+	if !t.armed || r != t.wr || off != t.woff {
+		return
+	}
+	t.armed = false
+	r.Unwatch(off, t)
+	now := t.Now()
+	k := (now.Sub(t.wbase) + t.wper - 1) / t.wper
+	t.p.WakeAt(t.wbase.Add(k * t.wper))
+}
+
+// Parallel runs body for items 0..n-1 spread over the group's threads the
+// way NCCL loops do (for i = thread_rank; i < n; i += size): thread k runs
+// items k, k+size, ... in order, all threads concurrently, each as a
+// one-thread child group; the group waits for the last one. With one thread
+// or one item it runs inline. Children's SM time is not added to the
+// GPU's busy time: the parent is charged the elapsed time instead.
+func (t *Group) Parallel(n int, body func(th *Group, i int)) {
+	if n <= 0 {
+		return
+	}
+	if t.size == 1 || n == 1 {
+		for i := 0; i < n; i++ {
+			body(t, i)
+		}
+		return
+	}
+	g := t.g
+	k := min(n, t.size)
+	live := k
+	start := t.Now()
+	kids := make([]*Group, k)
+	for j := 0; j < k; j++ {
+		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
+		c.agent = g.name + "/" + c.name
+		g.groups = append(g.groups, c)
+		kids[j] = c
+		j := j
+		c.p = g.s.Spawn(c.agent, func(*sim.Proc) {
+			for i := j; i < n; i += k {
+				body(c, i)
+			}
+			live--
+			if live == 0 {
+				t.p.Wake()
+			}
+		})
+	}
+	for live > 0 {
+		t.p.Park("coop threads")
+	}
+	t.busy += t.Now().Sub(start)
+	for _, c := range kids {
+		t.posted = max(t.posted, c.posted)
+	}
+}
