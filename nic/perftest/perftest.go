@@ -1,0 +1,354 @@
+// Package perftest runs ib_write_lat and ib_write_bw style measurements on
+// two simulated nodes joined by a fabric/topo cluster, driving the nic
+// model the way the perftest tools drive a real HCA from a CPU: WQEs in a
+// host-memory send queue, a doorbell MMIO over PCIe, completions polled
+// from a CQ, and (for latency) a poll of the last byte of the peer's write.
+//
+// Not safe for concurrent use; each call builds and runs its own simulation.
+package perftest
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/fabric/topo"
+	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Options configures a run.
+type Options struct {
+	Sizes []int64 // message sizes in bytes
+	// Topo is the cluster; Nodes is forced to 2 and the first NIC of each
+	// node is used. The zero value is a single switch.
+	Topo topo.Spec
+	NIC  nic.Config
+	MTU  int // path MTU; 0 means 4096
+	// GPUMem places the buffers in GPU memory (perftest --use_cuda); else
+	// host memory.
+	GPUMem bool
+	// TxDepth is the number of outstanding WRITEs of the bandwidth test
+	// (perftest --tx-depth, default 128).
+	TxDepth int
+	// MaxVolume caps the bytes one size moves (iterations = MaxVolume/size,
+	// clamped to [MinIters, MaxIters]); 0 means 256 MiB.
+	MaxVolume          int64
+	MinIters, MaxIters int
+	// PollCost is the CPU's time to notice a changed word it spins on and
+	// PostCost its time to build WQEs before the doorbell store.
+	PollCost, PostCost sim.Duration
+	Seed               uint64
+	// Tap, if set, sees every packet sent by either NIC (node 0 or 1).
+	Tap func(node int, c *topo.Cluster, p *fabric.Packet)
+}
+
+// Row is one measured size.
+type Row struct {
+	Bytes         int64   `json:"bytes"`
+	Iters         int     `json:"iters"`
+	LatencyUs     float64 `json:"latency_us"`     // write_lat: half round trip; write_bw: time per message
+	BandwidthGBps float64 `json:"bandwidth_GBps"` // payload bytes per second / 1e9
+}
+
+func (o *Options) defaults() {
+	if o.MTU == 0 {
+		o.MTU = 4096
+	}
+	if o.TxDepth == 0 {
+		o.TxDepth = 128
+	}
+	if o.MaxVolume == 0 {
+		o.MaxVolume = 256 << 20
+	}
+	if o.MinIters == 0 {
+		o.MinIters = 4
+	}
+	if o.MaxIters == 0 {
+		o.MaxIters = 1000
+	}
+	if o.PollCost == 0 {
+		o.PollCost = 60 * sim.Nanosecond // a spin-loop iteration on a cached line after invalidation
+	}
+	if o.PostCost == 0 {
+		o.PostCost = 100 * sim.Nanosecond // ibv_post_send building a WQE and the write-combining flush
+	}
+	if o.NIC == (nic.Config{}) {
+		o.NIC = nic.DefaultConfig()
+	}
+	if o.Topo.Kind == "" {
+		o.Topo.Kind = topo.KindSingle
+	}
+	o.Topo.Nodes = 2
+	if o.Topo.GPUsPerNode == 0 {
+		o.Topo.GPUsPerNode = 1
+	}
+}
+
+func (o *Options) iters(size int64) int {
+	return int(max(int64(o.MinIters), min(int64(o.MaxIters), o.MaxVolume/max(size, 1))))
+}
+
+// side is one node: NIC, QP, CQ and buffers.
+type side struct {
+	s      *sim.Sim
+	n      *nic.NIC
+	bus    *pcie.Tree
+	host   pcie.DevID
+	qp     *nic.QP
+	cq     *nic.CQ
+	buf    *mem.Region
+	mr     *nic.MR
+	remote *nic.MR // the peer's buffer
+}
+
+type pair struct {
+	s   *sim.Sim
+	c   *topo.Cluster
+	sd  [2]*side
+	opt *Options
+}
+
+func build(o *Options, size int64) (*pair, error) {
+	s := sim.New(sim.Config{Seed: o.Seed, StallLimit: -1})
+	c, err := topo.Build(s, o.Topo)
+	if err != nil {
+		return nil, fmt.Errorf("perftest: %w", err)
+	}
+	ms := mem.NewSystem(s)
+	p := &pair{s: s, c: c, opt: o}
+	for i := range 2 {
+		bus := c.PCIe(i)
+		ep := c.Endpoint(i, 0)
+		n := nic.New(s, o.NIC, fmt.Sprintf("n%d/nic0", i), c.Net, ep, bus, c.NICDev(i, 0))
+		if o.Tap != nil {
+			node := i
+			n.SetTap(func(pk *fabric.Packet) { o.Tap(node, c, pk) })
+		}
+		host := bus.Host()
+		where, loc := host, mem.Loc{Node: i, Kind: mem.Host}
+		if o.GPUMem {
+			where, loc = c.GPUDev(i, 0), mem.Loc{Node: i, Kind: mem.HBM}
+		}
+		depth := o.TxDepth + 1
+		cqRing := ms.Alloc(fmt.Sprintf("n%d/cq", i), mem.Loc{Node: i, Kind: mem.Host}, sim.Bytes(4*depth)*o.NIC.CQEBytes, false)
+		cq, err := n.CreateCQ(4*depth, cqRing, host)
+		if err != nil {
+			return nil, err
+		}
+		sq := ms.Alloc(fmt.Sprintf("n%d/sq", i), mem.Loc{Node: i, Kind: mem.Host}, sim.Bytes(depth)*o.NIC.WQEBytes, false)
+		qp, err := n.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: depth, RQDepth: 16, SQRing: sq, SQWhere: host, MaxInline: 8})
+		if err != nil {
+			return nil, err
+		}
+		blen := uint64(max(size, 8))
+		buf := ms.Alloc(fmt.Sprintf("n%d/buf", i), loc, sim.Bytes(blen), false)
+		mr, err := n.RegMR(buf, 0, blen, 0x7f0000000000+uint64(i)<<32, nic.AccessLocalWrite|nic.AccessRemoteWrite, where, true)
+		if err != nil {
+			return nil, err
+		}
+		p.sd[i] = &side{s: s, n: n, bus: bus, host: host, qp: qp, cq: cq, buf: buf, mr: mr}
+	}
+	for i := range 2 {
+		a, b := p.sd[i], p.sd[1-i]
+		a.remote = b.mr
+		steps := []struct {
+			st nic.QPState
+			at nic.ModifyAttr
+		}{
+			{nic.QPSInit, nic.ModifyAttr{}},
+			{nic.QPSRTR, nic.ModifyAttr{RemoteEP: c.Endpoint(1-i, 0), RemoteQPN: b.qp.QPN(), RQPSN: 0, MTU: o.MTU, MinRNRTimer: 12}},
+			{nic.QPSRTS, nic.ModifyAttr{SQPSN: 0, Timeout: 14, RetryCnt: 7, RNRRetry: 7}},
+		}
+		for _, st := range steps {
+			if err := a.qp.Modify(st.st, st.at); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// post models the CPU: PostCost to build the WQEs, then the doorbell store
+// crosses PCIe to the NIC, which sees it on arrival.
+func (sd *side) post(wrs []nic.WR, onErr func(error)) {
+	at := sd.bus.Write(sd.s.Now(), sd.host, sd.n.Dev(), 64)
+	sd.s.At(at, func() {
+		if err := sd.qp.PostSend(wrs); err != nil {
+			onErr(err)
+		}
+	})
+}
+
+// wordWatcher calls f when a watched word changes.
+type wordWatcher struct{ f func() }
+
+func (w *wordWatcher) WordChanged(*mem.Region, uint64) { w.f() }
+
+// WriteLat runs the ib_write_lat ping-pong for each size: node 0 writes
+// size bytes into node 1's buffer; node 1 spins on the last byte and, on
+// seeing it, writes back; latency is half the round trip, averaged.
+func WriteLat(o Options) ([]Row, error) {
+	o.defaults()
+	var rows []Row
+	for _, size := range o.Sizes {
+		if size < 1 {
+			return nil, fmt.Errorf("perftest: size %d must be positive", size)
+		}
+		p, err := build(&o, size)
+		if err != nil {
+			return nil, err
+		}
+		iters := o.iters(size)
+		var runErr error
+		fail := func(err error) {
+			if runErr == nil {
+				runErr = err
+			}
+			p.s.Stop()
+		}
+		word := (uint64(size) - 1) &^ 7
+		count := [2]int{}
+		var start, end sim.Time
+		var send func(i int)
+		send = func(i int) {
+			sd := p.sd[i]
+			wr := nic.WR{ID: uint64(count[i]), Op: nic.WRWrite, Signaled: false,
+				Local: nic.SGE{MR: sd.mr, Len: uint64(size)}, RemoteVA: sd.remote.VA, RKey: sd.remote.RKey}
+			if size <= 8 {
+				wr.Inline, wr.Local.MR = true, nil
+			}
+			// Every 64th WR is signaled so the SQ drains (perftest uses cq_mod).
+			if count[i]%64 == 63 {
+				wr.Signaled = true
+			}
+			count[i]++
+			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, fail) })
+		}
+		for i := range 2 {
+			i := i
+			sd := p.sd[i]
+			sd.buf.Watch(word, &wordWatcher{func() {
+				p.s.At(p.s.Now().Add(o.PollCost), func() {
+					var drain [64]nic.CQE
+					sd.cq.Poll(drain[:])
+					if i == 0 && count[0] >= iters {
+						end = p.s.Now()
+						p.s.Stop()
+						return
+					}
+					send(i)
+				})
+			}})
+		}
+		start = p.s.Now()
+		send(0)
+		if err := p.s.Run(); err != nil {
+			return nil, err
+		}
+		if runErr != nil {
+			return nil, runErr
+		}
+		if end == 0 {
+			return nil, fmt.Errorf("perftest: write_lat size %d did not finish (QP %v)", size, p.sd[0].qp.State())
+		}
+		lat := end.Sub(start) / sim.Duration(2*iters)
+		rows = append(rows, Row{Bytes: size, Iters: iters, LatencyUs: lat.Us(),
+			BandwidthGBps: float64(size) / lat.Seconds() / 1e9})
+	}
+	return rows, nil
+}
+
+// WriteBW runs the ib_write_bw stream for each size: node 0 keeps TxDepth
+// signaled WRITEs outstanding, reposting as completions arrive, until
+// iterations are done; bandwidth is payload bytes over the time from the
+// first post to the last completion.
+func WriteBW(o Options) ([]Row, error) {
+	o.defaults()
+	var rows []Row
+	for _, size := range o.Sizes {
+		if size < 1 {
+			return nil, fmt.Errorf("perftest: size %d must be positive", size)
+		}
+		p, err := build(&o, size)
+		if err != nil {
+			return nil, err
+		}
+		iters := o.iters(size)
+		sd := p.sd[0]
+		var runErr error
+		fail := func(err error) {
+			if runErr == nil {
+				runErr = err
+			}
+			p.s.Stop()
+		}
+		posted, done := 0, 0
+		inflight := 0 // posted by the CPU, doorbell not yet at the NIC, or not completed
+		var end sim.Time
+		postMore := func() {
+			k := min(o.TxDepth-inflight, iters-posted)
+			if k <= 0 {
+				return
+			}
+			wrs := make([]nic.WR, k)
+			for j := range wrs {
+				wrs[j] = nic.WR{ID: uint64(posted + j), Op: nic.WRWrite, Signaled: true,
+					Local: nic.SGE{MR: sd.mr, Len: uint64(size)}, RemoteVA: sd.remote.VA, RKey: sd.remote.RKey}
+			}
+			posted += k
+			inflight += k
+			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post(wrs, fail) })
+		}
+		var cqes [256]nic.CQE
+		pollPending := false
+		w := &wordWatcher{func() {
+			if pollPending {
+				return
+			}
+			pollPending = true
+			p.s.At(p.s.Now().Add(o.PollCost), func() {
+				pollPending = false
+				for {
+					k := sd.cq.Poll(cqes[:])
+					if k == 0 {
+						break
+					}
+					for _, c := range cqes[:k] {
+						if c.Status != nic.StatusSuccess {
+							fail(fmt.Errorf("perftest: write_bw WR %d: %v", c.WRID, c.Status))
+							return
+						}
+					}
+					done += k
+					inflight -= k
+				}
+				if done >= iters {
+					end = p.s.Now()
+					p.s.Stop()
+					return
+				}
+				postMore()
+			})
+		}}
+		for i := range sd.cq.Depth() {
+			r, off := sd.cq.WordFor(uint64(i))
+			r.Watch(off, w)
+		}
+		postMore()
+		if err := p.s.Run(); err != nil {
+			return nil, err
+		}
+		if runErr != nil {
+			return nil, runErr
+		}
+		if end == 0 {
+			return nil, fmt.Errorf("perftest: write_bw size %d did not finish (QP %v, %d/%d done)", size, sd.qp.State(), done, iters)
+		}
+		d := end.Sub(0)
+		rows = append(rows, Row{Bytes: size, Iters: iters, LatencyUs: (d / sim.Duration(iters)).Us(),
+			BandwidthGBps: float64(size) * float64(iters) / d.Seconds() / 1e9})
+	}
+	return rows, nil
+}
