@@ -1,11 +1,55 @@
 // Package fabric models the packet-switched network between NIC ports and
 // the buses inside a node: links (rate, propagation delay, per-packet
 // serialisation), output-queued switches, routing, faults and taps, plus
-// PCIe and NVLink as serialising pipes.
+// PCIe (fabric/pcie) and NVLink (fabric/nvlink) as serialising pipes (Pipe).
+// fabric/topo builds whole clusters from a declarative spec.
 //
 // A NIC port is an Endpoint: it hands packets to the network with Send and
 // receives them through Receive. Packets carry real RoCEv2 header fields
 // (nic/roce) so that captures and checkers see what a wire would carry.
+//
+// # Network model
+//
+// The Network is a graph of endpoints and switches joined by full-duplex
+// links. Each link direction (a PortID) serialises packets FIFO at its rate
+// (Packet.WireLen bytes, preamble and inter-frame gap included) and adds its
+// propagation delay. Switches are output queued: a packet arriving at a
+// switch is routed and placed on an egress port at once, so one event fires
+// per packet per hop and no dequeue events exist; the egress backlog is
+// derived from the port's busy-until time (bytes = rate × (freeAt − now)).
+// Switches forward after their latency, cut-through (from the packet's head,
+// never letting its tail leave before it arrived) or store-and-forward.
+//
+// Routing is shortest-path, computed once by Build; among equal-cost next
+// hops a switch picks by a hash of the RoCEv2 5-tuple (source and
+// destination IP, UDP source port, UDP destination port 4791, protocol 17)
+// mixed with a per-switch salt drawn from s.Rand("fabric/switch/NAME/ecmp"),
+// so a flow (a QP's UDP source port) keeps its path and different seeds
+// give different placements.
+//
+// Egress queues have a finite buffer per port (drop-tail) and mark CE on
+// ECN-capable packets RED-style between Kmin and Kmax with probability up
+// to Pmax, drawn from s.Rand("fabric/switch/NAME/ecn") (DCQCN's marking).
+//
+// Faults per port or link (Faults: loss, corruption, duplication, jitter)
+// draw from s.Rand("fabric/port/FROM->TO/faults"); links go down and up at
+// given times (SetLinkDown) and drop what is sent onto them meanwhile.
+// Corrupted packets are delivered with Packet.Corrupt set: the receiving
+// NIC's ICRC check discards them. Taps (SetTap, TapEndpoint) and a drop
+// hook observe packets at no cost when not installed; PortStats counts
+// packets, bytes, drops, losses, ECN marks and the largest queue per port.
+//
+// # Not modelled
+//
+//   - PFC (priority flow control) is not implemented: queues never pause
+//     upstream senders; a full buffer drops. Lossless RoCE fabrics must be
+//     approximated with large buffers.
+//   - Switch buffers are per port, not a shared pool with dynamic
+//     thresholds.
+//   - Routes are static: after a link goes down ECMP keeps hashing flows
+//     onto it (as before a routing protocol reconverges).
+//   - NIC transmit queues are unbounded: a NIC paces itself with
+//     PortFreeAt.
 //
 // Not safe for concurrent use.
 package fabric

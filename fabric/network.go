@@ -75,6 +75,7 @@ type Network struct {
 	s     *sim.Sim
 	ipv6  bool
 	chunk [][]Packet
+	hot   []hot // per-hop state, indexed like the pool
 	free  []int32
 	ids   uint64
 	eps   []endpoint
@@ -122,13 +123,15 @@ type port struct {
 	prop     sim.Duration
 	freeAt   sim.Time
 	// Set when the port is a switch egress.
-	buf    sim.Bytes
-	ecn    bool
-	kmin   sim.Bytes
-	kmax   sim.Bytes
-	pmax   float64
-	ecnRnd *rand.Rand
-	fromSw bool
+	bufTime  sim.Duration // time to drain a full buffer; 0: unbounded
+	maxWait  sim.Duration // largest backlog seen, in time, counting the arriving packet
+	ecn      bool
+	kminTime sim.Duration // time to drain Kmin bytes
+	kmin     sim.Bytes
+	kmax     sim.Bytes
+	pmax     float64
+	ecnRnd   *rand.Rand
+	fromSw   bool
 	// The device at the far end, when it is a switch.
 	nextLat sim.Duration
 	nextCut bool
@@ -235,9 +238,10 @@ func (n *Network) addPort(from, to NodeID, cfg LinkConfig) {
 	if s := n.nodes[from].sw; s >= 0 {
 		sw := &n.sws[s]
 		p.fromSw = true
-		p.buf = sw.cfg.PortBuffer
+		p.bufTime = cfg.Rate.TxTime(sw.cfg.PortBuffer)
 		if sw.cfg.ECN.Enabled {
 			p.ecn, p.kmin, p.kmax, p.pmax, p.ecnRnd = true, sw.cfg.ECN.Kmin, sw.cfg.ECN.Kmax, sw.cfg.ECN.Pmax, sw.rnd
+			p.kminTime = cfg.Rate.TxTime(sw.cfg.ECN.Kmin)
 		}
 	}
 	if s := n.nodes[to].sw; s >= 0 {
@@ -408,7 +412,12 @@ func (n *Network) PortName(p PortID) string {
 func (n *Network) Ports() int { return len(n.ports) }
 
 // PortStats returns port p's counters.
-func (n *Network) PortStats(p PortID) PortStats { return n.ports[p].stats }
+func (n *Network) PortStats(p PortID) PortStats {
+	pt := &n.ports[p]
+	st := pt.stats
+	st.MaxQueue = pt.rate.BytesIn(pt.maxWait)
+	return st
+}
 
 // Backlog returns the bytes queued at port p's transmitter at the current
 // time: rate × (freeAt − now).
@@ -512,6 +521,7 @@ func (n *Network) NewPacket(payload uint32, withData bool) *Packet {
 		}
 		last := len(n.chunk) - 1
 		n.chunk[last] = append(n.chunk[last], Packet{})
+		n.hot = append(n.hot, hot{})
 		p = &n.chunk[last][len(n.chunk[last])-1]
 		p.idx = int32(last*chunkSize + len(n.chunk[last]) - 1)
 	}
@@ -552,11 +562,9 @@ func (n *Network) Send(p *Packet) sim.Time {
 	}
 	now := n.s.Now()
 	p.Born = now
-	p.wire = int32(p.WireLen(n.ipv6))
-	p.flow = n.flowHash(p)
 	p.hops = 0
-	p.tin = now
-	return n.transmit(p, n.eps[p.Src].up, now, false)
+	n.hot[p.idx] = hot{tin: now, flow: n.flowHash(p), at: n.eps[p.Src].node, dst: p.Dst, wire: int32(p.WireLen(n.ipv6))}
+	return n.transmit(p.idx, n.eps[p.Src].up, now, false)
 }
 
 // flowHash hashes the RoCEv2 5-tuple: source and destination IP, UDP
@@ -579,94 +587,108 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// transmit queues p on port pi at time now and schedules its arrival at the
-// far end. It returns when the last bit leaves the port (or now if the
-// packet was dropped at the queue).
-func (n *Network) transmit(p *Packet, pi PortID, now sim.Time, isCopy bool) sim.Time {
+// transmit queues packet i on port pi at time now and schedules its
+// arrival at the far end. It returns when the last bit leaves the port (or
+// now if the packet was dropped at the queue). It touches the Packet itself
+// only to mark ECN, tap, apply faults or drop.
+func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Time {
 	pt := &n.ports[pi]
-	wire := sim.Bytes(p.wire)
+	h := &n.hot[i]
+	wire := sim.Bytes(h.wire)
+	if h.txRate != pt.rate {
+		h.txRate, h.tx = pt.rate, pt.rate.TxTime(wire)
+	}
 	if pt.fromSw {
-		var backlog sim.Bytes
-		if pt.freeAt > now {
-			backlog = pt.rate.BytesIn(pt.freeAt.Sub(now))
-		}
-		if pt.buf > 0 && backlog+wire > pt.buf {
+		// The backlog is rate × (freeAt − now); compare in time to
+		// avoid a division per hop, convert to bytes only to mark ECN.
+		wait := max(pt.freeAt.Sub(now), 0)
+		if pt.bufTime > 0 && wait+h.tx > pt.bufTime {
 			pt.stats.Drops++
-			n.discard(pi, now, p, DropBuffer)
+			n.discard(pi, now, i, DropBuffer)
 			return now
 		}
-		if q := backlog + wire; q > pt.stats.MaxQueue {
-			pt.stats.MaxQueue = q
+		if q := wait + h.tx; q > pt.maxWait {
+			pt.maxWait = q
 		}
-		if pt.ecn && (p.ECN == 1 || p.ECN == 2) && backlog > pt.kmin {
-			if backlog >= pt.kmax || pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
-				p.ECN = 3
-				pt.stats.ECNMarks++
+		if pt.ecn && wait > pt.kminTime {
+			backlog := pt.rate.BytesIn(wait)
+			if p := n.pkt(i); p.ECN == 1 || p.ECN == 2 {
+				if backlog >= pt.kmax || pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
+					p.ECN = 3
+					pt.stats.ECNMarks++
+				}
 			}
 		}
 	}
 	start := max(now, pt.freeAt)
-	end := max(start.Add(pt.rate.TxTime(wire)), p.tin)
+	end := max(start.Add(h.tx), h.tin)
 	pt.freeAt = end
 	pt.stats.Packets++
 	pt.stats.Bytes += wire
 	if pt.tap != nil {
+		p := n.pkt(i)
+		p.hops = h.hops
 		pt.tap(pt.tapIf, start, p)
 	}
 	if pt.down {
 		pt.stats.Lost++
-		n.discard(pi, start, p, DropLinkDown)
+		n.discard(pi, start, i, DropLinkDown)
 		return end
 	}
 	head, last := start.Add(pt.prop), end.Add(pt.prop)
 	if f := pt.fault; f != nil {
 		if f.f.Loss > 0 && f.rnd.Float64() < f.f.Loss {
 			pt.stats.Lost++
-			n.discard(pi, start, p, DropLoss)
+			n.discard(pi, start, i, DropLoss)
 			return end
 		}
 		if f.f.Corrupt > 0 && f.rnd.Float64() < f.f.Corrupt {
-			p.Corrupt = true
+			n.pkt(i).Corrupt = true
 		}
 		if f.f.Jitter > 0 {
 			j := sim.Duration(f.rnd.Int64N(int64(f.f.Jitter) + 1))
 			head, last = head.Add(j), last.Add(j)
 		}
 		if !isCopy && f.f.Duplicate > 0 && f.rnd.Float64() < f.f.Duplicate {
-			defer n.duplicate(p, pi, now)
+			defer n.duplicate(i, pi, now)
 		}
 	}
-	p.hops++
-	p.at = pt.to
+	h.hops++
+	h.at = pt.to
 	switch {
 	case pt.toEp >= 0:
-		p.tin = last
-		n.s.Schedule(last, n, uint64(p.idx))
+		h.tin = last
+		n.s.Schedule(last, n, uint64(i))
 	case pt.nextCut:
-		p.tin = last.Add(pt.nextLat)
-		n.s.Schedule(head.Add(pt.nextLat), n, uint64(p.idx))
+		h.tin = last.Add(pt.nextLat)
+		n.s.Schedule(head.Add(pt.nextLat), n, uint64(i))
 	default:
-		p.tin = last.Add(pt.nextLat)
-		n.s.Schedule(p.tin, n, uint64(p.idx))
+		h.tin = last.Add(pt.nextLat)
+		n.s.Schedule(h.tin, n, uint64(i))
 	}
 	return end
 }
 
-// duplicate sends a copy of p (as it was when it left port pi) right
-// behind it on the same port.
-func (n *Network) duplicate(p *Packet, pi PortID, now sim.Time) {
+// duplicate sends a copy of packet i (as it was when it left port pi)
+// right behind it on the same port.
+func (n *Network) duplicate(i int32, pi PortID, now sim.Time) {
+	p := n.pkt(i)
 	c := n.NewPacket(p.PayloadLen, p.Payload != nil)
 	idx, buf, id, payload := c.idx, c.buf, c.ID, c.Payload
 	*c = *p
 	c.idx, c.buf, c.ID, c.Payload = idx, buf, id, payload
 	copy(c.Payload, p.Payload)
-	c.hops--
-	c.at = n.ports[pi].from
-	c.tin = now
-	n.transmit(c, pi, now, true)
+	h := n.hot[i]
+	h.hops--
+	h.at = n.ports[pi].from
+	h.tin = now
+	n.hot[idx] = h
+	n.transmit(idx, pi, now, true)
 }
 
-func (n *Network) discard(pi PortID, at sim.Time, p *Packet, why DropReason) {
+func (n *Network) discard(pi PortID, at sim.Time, i int32, why DropReason) {
+	p := n.pkt(i)
+	p.hops = n.hot[i].hops
 	if n.drop != nil {
 		n.drop(pi, at, p, why)
 	}
@@ -676,36 +698,38 @@ func (n *Network) discard(pi PortID, at sim.Time, p *Packet, why DropReason) {
 // Handle moves a packet one hop: a switch queues it on an egress port
 // towards its destination; the destination endpoint receives it.
 func (n *Network) Handle(s *sim.Sim, arg uint64) {
-	p := n.pkt(int32(arg))
-	nd := &n.nodes[p.at]
+	i := int32(arg)
+	h := &n.hot[i]
+	nd := &n.nodes[h.at]
 	if nd.ep >= 0 {
-		if EndpointID(nd.ep) != p.Dst {
-			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, p.Dst, nd.name))
+		p := n.pkt(i)
+		if EndpointID(nd.ep) != h.dst {
+			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, h.dst, nd.name))
 		}
+		p.hops = h.hops
 		e := &n.eps[nd.ep]
 		if e.rxTap != nil {
 			e.rxTap(e.rxIf, s.Now(), p)
 		}
 		if e.ep == nil {
-			n.discard(-1, s.Now(), p, DropUnbound)
+			n.discard(-1, s.Now(), i, DropUnbound)
 			return
 		}
 		e.ep.Receive(p)
 		return
 	}
-	sw := &n.sws[nd.sw]
-	off := n.route[int(nd.sw)*len(n.eps)+int(p.Dst)]
+	off := n.route[int(nd.sw)*len(n.eps)+int(h.dst)]
 	k := uint64(n.hops[off])
 	pi := n.hops[off+1]
 	if k > 1 {
-		h := mix64(p.flow ^ sw.salt)
-		pi = n.hops[off+1+int32((h>>32)*k>>32)]
+		x := mix64(h.flow ^ n.sws[nd.sw].salt)
+		pi = n.hops[off+1+int32((x>>32)*k>>32)]
 	}
-	n.transmit(p, PortID(pi), s.Now(), false)
+	n.transmit(i, PortID(pi), s.Now(), false)
 }
 
 // EventName names a packet event for traces.
 func (n *Network) EventName(arg uint64) string {
 	p := n.pkt(int32(arg))
-	return "fabric:pkt" + strconv.FormatUint(p.ID, 10) + "@" + n.nodes[p.at].name
+	return "fabric:pkt" + strconv.FormatUint(p.ID, 10) + "@" + n.nodes[n.hot[arg].at].name
 }

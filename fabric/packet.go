@@ -37,14 +37,10 @@ type Packet struct {
 	Tag  uint64
 	Born sim.Time // when the sender handed it to the network
 
-	// Network bookkeeping.
-	idx  int32    // index in the pool
-	at   NodeID   // device the packet is heading to or sitting at
-	wire int32    // WireLen, fixed at Send
-	hops uint8    // links crossed
-	flow uint64   // unsalted 5-tuple hash, fixed at Send
-	tin  sim.Time // earliest instant its last bit can leave the device it is at
-	buf  []byte   // owned payload buffer, reused across pool lifetimes
+	// Network bookkeeping; the per-hop state lives in Network.hot.
+	idx  int32  // index in the pool
+	hops uint8  // links crossed, updated when the packet is delivered or tapped
+	buf  []byte // owned payload buffer, reused across pool lifetimes
 }
 
 // Hops returns the number of links the packet has crossed.
@@ -55,4 +51,18 @@ func (p *Packet) Hops() int { return int(p.hops) }
 // preamble, start-of-frame delimiter and inter-frame gap.
 func (p *Packet) WireLen(ipv6 bool) sim.Bytes {
 	return sim.Bytes(roce.WireLen(ipv6, &p.Hdr, int(p.PayloadLen)))
+}
+
+// hot is the per-hop state of a packet in flight, kept apart from Packet
+// (same pool index) so that forwarding touches 32 bytes, not the header.
+type hot struct {
+	tin  sim.Time // earliest instant its last bit can leave the device it is at
+	flow uint64   // unsalted 5-tuple hash, fixed at Send
+	at   NodeID   // device the packet is heading to or sitting at
+	dst  EndpointID
+	wire int32 // WireLen, fixed at Send
+	hops uint8 // links crossed
+	// tx caches the serialisation time of the packet at rate txRate.
+	txRate sim.BitRate
+	tx     sim.Duration
 }
