@@ -74,9 +74,9 @@ type PhaseReport struct {
 	Messages int64 `json:"messages"`
 	// Signals counts the signal / flag / counter operations.
 	Signals int64 `json:"signals"`
-	// WireBytes counts the payload bytes that crossed the network (not
-	// NVLink, not loopback).
-	WireBytes int64 `json:"wire_bytes"`
+	// RDMABytes counts the payload bytes sent by RDMA (through a NIC,
+	// loopback included; not NVLink).
+	RDMABytes int64 `json:"rdma_bytes"`
 	// RecvDoneUS is, per rank, when its receive side finished, relative to
 	// the phase start.
 	RecvDoneUS []float64 `json:"recv_done_us"`
@@ -185,11 +185,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "mode %s  backend %s  %s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, r.Tokens, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\twire MB\t")
+	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\tRDMA MB\t")
 	for _, l := range r.Layers {
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t\n", l.Iter, l.Layer, l.Dispatch.US, l.Dispatch.GBps,
 			l.Combine.US, l.Combine.GBps, l.Dispatch.Messages+l.Combine.Messages,
-			float64(l.Dispatch.WireBytes+l.Combine.WireBytes)/1e6)
+			float64(l.Dispatch.RDMABytes+l.Combine.RDMABytes)/1e6)
 	}
 	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t\n", r.DispatchUS, r.DispatchGBps, r.CombineUS, r.CombineGBps)
 	if err := tw.Flush(); err != nil {

@@ -1,0 +1,309 @@
+package moe
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/traces"
+)
+
+// ctxsPerComm is DEEP_EP_NCCL_GIN_CTXS_PER_COMM in DeepEP PR #521: one GIN
+// context per local expert, four per communicator.
+const ctxsPerComm = 4
+
+// llWorkload is DeepEP V1 low-latency dispatch and combine as ported to
+// NCCL GIN by DeepEP PR #521 (spec moe-traffic 1.3, 1.4, 1.8), or, with
+// aggregate set, the NCCL EP / V2 flavour whose puts carry
+// OptAggregateRequests except the last one to each (context, peer).
+type llWorkload struct {
+	e   *env
+	agg bool
+
+	msg, comb uint64 // dispatch and combine message bytes
+	sms       int    // sending SMs: ceil(E / warp groups)
+	groups    int    // warp groups per SM
+	comms     []*gin.DevComm
+	// Per communicator: dispatch receive [4 experts][src][slot] × msg,
+	// dispatch staging [token] × msg, combine receive [home][4][token] ×
+	// 2H, combine staging [4][src][slot] × 2H.
+	dRecv, dSend, cRecv, cSend []*gin.Window
+	slotCtr, finish           []*memWord // per rank: per-expert slot and finish counters
+	flagsSeen                 []*memWord // per rank: combine flags seen (grid sync)
+}
+
+// memWord is a per-rank HBM array of 8-byte counters.
+type memWord = gpuArray
+
+func newLL(e *env, agg bool) *llWorkload {
+	return &llWorkload{e: e, agg: agg}
+}
+
+func (w *llWorkload) setup() error {
+	e, st := w.e, w.e.st
+	h := e.hdr
+	prec, err := h.DispatchPrecision()
+	if err != nil {
+		return err
+	}
+	hidden := e.hidden
+	w.msg = uint64(traces.LLDispatchBytes(hidden, prec))
+	w.comb = uint64(traces.LLCombineBytes(hidden))
+	w.groups = (st.slots + e.m.Profile.GPU.SMs - 1) / e.m.Profile.GPU.SMs
+	w.sms = (st.slots + w.groups - 1) / w.groups
+	if st.topK > 32/w.groups {
+		return fmt.Errorf("moe: top-%d needs more warps than the %d a warp group has", st.topK, 32/w.groups)
+	}
+	ep, T := uint64(st.ep), uint64(st.maxTokens)
+	nComm := (st.local + ctxsPerComm - 1) / ctxsPerComm
+	for c := range nComm {
+		ctxs := min(ctxsPerComm, st.local-c*ctxsPerComm)
+		comm, err := e.newComm()
+		if err != nil {
+			return err
+		}
+		dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * st.ep,
+			ConnectionType: gin.ConnFull, Type: e.ginType()})
+		if err != nil {
+			return fmt.Errorf("moe: communicator %d: %w", c, err)
+		}
+		w.comms = append(w.comms, dc)
+		for _, x := range []struct {
+			dst  *[]*gin.Window
+			name string
+			size uint64
+		}{
+			{&w.dRecv, "ll/dispatch-recv", ctxsPerComm * ep * T * w.msg},
+			{&w.dSend, "ll/dispatch-send", T * w.msg},
+			{&w.cRecv, "ll/combine-recv", ep * ctxsPerComm * T * w.comb},
+			{&w.cSend, "ll/combine-send", ctxsPerComm * ep * T * w.comb},
+		} {
+			win, err := comm.WindowRegister(x.name+strconv.Itoa(c), sim.Bytes(x.size), 0, false)
+			if err != nil {
+				return fmt.Errorf("moe: %s: %w", x.name, err)
+			}
+			*x.dst = append(*x.dst, win)
+		}
+	}
+	for r := range st.ep {
+		g := e.m.GPUs[r]
+		w.slotCtr = append(w.slotCtr, newGPUArray(g, "ll/slot", st.slots))
+		w.finish = append(w.finish, newGPUArray(g, "ll/finish", st.slots))
+		w.flagsSeen = append(w.flagsSeen, newGPUArray(g, "ll/flags", 1))
+	}
+	return nil
+}
+
+// gin returns the handle of local expert le's context for group t of rank.
+func (w *llWorkload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
+	dc := w.comms[le/ctxsPerComm]
+	return dc.Gin(t, rank, le%ctxsPerComm), dc
+}
+
+// nvl reports whether traffic from rank a to rank b goes over NVLink.
+func (w *llWorkload) nvl(a, b int) bool {
+	return w.e.opt.NVLink && w.e.m.Ranks[a].Node == w.e.m.Ranks[b].Node
+}
+
+// dispatch launches the dispatch kernel on every rank.
+func (w *llWorkload) dispatch() {
+	e, st := w.e, w.e.st
+	recv := make([]int, st.ep)
+	for r := range st.ep {
+		recv[r] = len(st.experts[r]) * st.ep
+	}
+	e.begin(&e.disp, "dispatch", recv)
+	for r := range st.ep {
+		w.launchDispatch(r)
+	}
+}
+
+func (w *llWorkload) launchDispatch(r int) {
+	e, st := w.e, w.e.st
+	g := e.m.GPUs[r]
+	ph := &e.disp
+	T := uint64(st.maxTokens)
+	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
+	for s := 0; s < w.sms && s < st.tokens[r]; s++ {
+		for i := range st.topK {
+			g.Launch("dispatch/sm"+strconv.Itoa(s)+"/w"+strconv.Itoa(i), 32, func(t *gpu.Group) {
+				for tok := s; tok < st.tokens[r]; tok += w.sms {
+					t.Cycles(e.p.CastCycles)
+					x := int(st.topk[r][tok][i])
+					if x < 0 {
+						continue
+					}
+					dst, le := st.home[x], st.localIdx[x]
+					slot := t.AtomicAdd64(w.slotCtr[r].r, w.slotCtr[r].off(x), 1, gpu.ScopeDevice)
+					off := ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(r))*T + slot) * w.msg
+					ph.msgs++
+					ph.bwBytes[r] += int64(w.msg)
+					switch {
+					case dst == r:
+						// NVSHMEM and GIN ports copy to the local rank
+						// with SM loads/stores (no loopback QP).
+						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.msg)))
+					case w.nvl(r, dst):
+						win := w.dRecv[le/ctxsPerComm]
+						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), win.Offset()+off, nil, sim.Bytes(w.msg))
+					default:
+						gn, dc := w.gin(t, r, le)
+						var opts []gin.OptFlags
+						if w.agg {
+							opts = append(opts, gin.OptAggregateRequests)
+						}
+						gn.Put(dc.World(r), dst, w.dRecv[le/ctxsPerComm], off, w.dSend[le/ctxsPerComm],
+							uint64(tok)*w.msg, w.msg, nil, nil, opts...)
+						ph.rdmaBytes += int64(w.msg)
+					}
+					t.AtomicAdd64(w.finish[r].r, w.finish[r].off(x), 1, gpu.ScopeDevice)
+				}
+			})
+		}
+	}
+	// Count senders: the warp group responsible for expert x waits until
+	// every put to x was issued, then sends the count (n+1) on x's
+	// context, behind the data (PR #521: a 0-byte put with SignalAdd).
+	for x := range st.slots {
+		n := uint64(st.count[r][x])
+		dst, le := st.home[x], st.localIdx[x]
+		g.Launch("dispatch/count"+strconv.Itoa(x), 32, func(t *gpu.Group) {
+			if n > 0 {
+				t.WaitWord(w.finish[r].r, w.finish[r].off(x), "ll finish counter", func(v uint64) bool { return v >= n })
+			}
+			ph.sigs++
+			w.signal(t, r, dst, le, r, n+1, &ph.last)
+		})
+	}
+	// Receivers: one warp group per (local expert, source rank).
+	for le, x := range st.experts[r] {
+		for src := range st.ep {
+			n := st.count[src][x]
+			g.Launch("dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), 32, func(t *gpu.Group) {
+				path := w.waitSignal(t, r, le, src, src)
+				t.Compute(e.p.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
+				e.receiverDone(r, path)
+			})
+		}
+	}
+}
+
+// signal adds v to signal id of local expert le's context at rank dst,
+// from rank r: a 0-byte put with SignalAdd (or an NVLink store).
+func (w *llWorkload) signal(t *gpu.Group, r, dst, le, id int, v uint64, _ *[]sigPath) {
+	e := w.e
+	start := t.Now()
+	gn, dc := w.gin(t, r, le)
+	if dst == r {
+		reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
+		e.noteIssue(dst, le, id, start, t.Now(), false)
+		return
+	}
+	if w.nvl(r, dst) {
+		reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+		var b [8]byte
+		putLE64(b[:], v)
+		t.NVLinkWrite(e.m.Ranks[dst].Local, reg, off, b[:], 8)
+		e.noteIssue(dst, le, id, start, t.Now(), false)
+		return
+	}
+	gn.Put(dc.World(r), dst, w.dRecv[le/ctxsPerComm], 0, w.dSend[le/ctxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
+	e.noteIssue(dst, le, id, start, t.Now(), true)
+}
+
+// waitSignal waits until signal id of local expert le's context at rank r is
+// non-zero, resets it and returns the path of that signal; from is the
+// sending rank.
+func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int) sigPath {
+	e := w.e
+	gn, dc := w.gin(t, r, le)
+	reg, off := dc.Backend().SignalWord(dc, r, le%ctxsPerComm, id)
+	lw := &landWatch{s: e.s}
+	reg.Watch(off, lw)
+	gn.WaitSignal(id, 1, 64)
+	reg.Unwatch(off, lw)
+	seen := t.Now()
+	gn.ResetSignal(id)
+	p := e.issued(r, le, id)
+	p.landed, p.seen = lw.at, seen
+	if lw.at == 0 {
+		p.landed = seen
+	}
+	p.from, p.to = from, r
+	return p
+}
+
+// combine launches the combine kernel on every rank.
+func (w *llWorkload) combine() {
+	e, st := w.e, w.e.st
+	recv := make([]int, st.ep)
+	for r := range st.ep {
+		recv[r] = 1 // the reducer, after every flag
+	}
+	e.begin(&e.comb, "combine", recv)
+	for r := range st.ep {
+		w.launchCombine(r)
+	}
+}
+
+func (w *llWorkload) launchCombine(r int) {
+	e, st := w.e, w.e.st
+	g := e.m.GPUs[r]
+	ph := &e.comb
+	T := uint64(st.maxTokens)
+	// Senders: one warp group per (local expert, destination rank) sends
+	// every token it got from that rank back, then one flag.
+	for le, x := range st.experts[r] {
+		for dst := range st.ep {
+			toks := st.recvTokens[dst][x]
+			g.Launch("combine/send"+strconv.Itoa(le)+"."+strconv.Itoa(dst), 32, func(t *gpu.Group) {
+				for j, tok := range toks {
+					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
+					off := ((uint64(r)*ctxsPerComm+uint64(le%ctxsPerComm))*T + uint64(tok)) * w.comb
+					src := ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(dst))*T + uint64(j)) * w.comb
+					ph.msgs++
+					ph.bwBytes[dst] += int64(w.comb)
+					if dst == r {
+						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb)))
+						continue
+					}
+					if w.nvl(r, dst) {
+						win := w.cRecv[le/ctxsPerComm]
+						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), win.Offset()+off, nil, sim.Bytes(w.comb))
+						continue
+					}
+					gn, dc := w.gin(t, r, le)
+					var opts []gin.OptFlags
+					if w.agg {
+						opts = append(opts, gin.OptAggregateRequests)
+					}
+					gn.Put(dc.World(r), dst, w.cRecv[le/ctxsPerComm], off, w.cSend[le/ctxsPerComm], src, w.comb,
+						nil, nil, opts...)
+					ph.rdmaBytes += int64(w.comb)
+				}
+				ph.sigs++
+				w.signal(t, r, dst, le, st.ep+r, 1, nil)
+			})
+		}
+	}
+	// Flag waiters: one warp group per global expert; then a grid sync and
+	// the weighted reduction of k contributions per token.
+	for x := range st.slots {
+		home, le := st.home[x], st.localIdx[x]
+		g.Launch("combine/flag"+strconv.Itoa(x), 32, func(t *gpu.Group) {
+			path := w.waitSignal(t, r, le, st.ep+home, home)
+			e.noteLast(r, path)
+			t.AtomicAdd64(w.flagsSeen[r].r, 0, 1, gpu.ScopeDevice)
+		})
+	}
+	nflags := uint64(st.slots)
+	reduce := sim.Bytes(st.selections[r] * int64(w.comb))
+	g.Launch("combine/reduce", 1024, func(t *gpu.Group) {
+		t.WaitWord(w.flagsSeen[r].r, 0, "ll combine grid sync", func(v uint64) bool { return v >= nflags })
+		t.Compute(e.p.ReduceRate.TxTime(reduce))
+		e.receiverDone(r, e.lastOf(r))
+	})
+}

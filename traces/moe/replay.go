@@ -1,0 +1,319 @@
+package moe
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/pcap"
+	"github.com/ginsim/ginsim/traces/timeline"
+)
+
+// Modes of Options.Mode.
+const (
+	ModeLL = "ll" // DeepEP V1 low latency
+	ModeHT = "ht" // DeepEP V1 high throughput (normal)
+	ModeV2 = "v2" // V2 / NCCL EP style: aggregated requests
+)
+
+// Backends of Options.Backend.
+const (
+	BackendGDAKI = "gdaki" // GIN GDAKI: the GPU writes WQEs and rings doorbells
+	BackendProxy = "proxy" // GIN Proxy: GFDs to a CPU thread that posts verbs
+	BackendNCCL  = "nccl"  // host-initiated NCCL all-to-all-v baseline
+)
+
+// Modes lists the accepted modes; Backends the accepted backends.
+var (
+	Modes    = []string{ModeLL, ModeHT, ModeV2}
+	Backends = []string{BackendGDAKI, BackendProxy, BackendNCCL}
+)
+
+// Options configure Replay.
+type Options struct {
+	Mode    string
+	Backend string
+	// NVLink sends intra-node traffic over NVLink (LSA stores) instead of
+	// RDMA loopback through the NIC.
+	NVLink bool
+	Seed   uint64
+	// Layers caps the number of (iteration, layer) steps replayed (0: all).
+	Layers int
+	// TraceName and ClusterName label the report.
+	TraceName   string
+	ClusterName string
+	// Params are the workload's compute costs (zero: DefaultParams).
+	Params *Params
+	// Timeline, when set, receives per-rank phase slices and the critical
+	// path of every step.
+	Timeline *timeline.Writer
+	// Pcap, when set, receives the packets of PcapRanks' NIC ports.
+	Pcap      *pcap.Writer
+	PcapRanks []int
+	// Progress, when set, is called after every step with (done, total).
+	Progress func(done, total int)
+	// Backends builds the GIN backends of a communicator (set by the
+	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
+	Backends func() map[gin.Type]gin.Backend
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	ok := func(v string, in []string) bool {
+		for _, x := range in {
+			if v == x {
+				return true
+			}
+		}
+		return false
+	}
+	if !ok(o.Mode, Modes) {
+		return fmt.Errorf("moe: mode %q (want one of %v)", o.Mode, Modes)
+	}
+	if !ok(o.Backend, Backends) {
+		return fmt.Errorf("moe: backend %q (want one of %v)", o.Backend, Backends)
+	}
+	if o.Layers < 0 {
+		return fmt.Errorf("moe: layers %d must not be negative", o.Layers)
+	}
+	return nil
+}
+
+// workload is one library's dispatch and combine as device programs.
+type workload interface {
+	setup() error
+	dispatch()
+	combine()
+}
+
+// Steps returns the (iteration, layer) pairs Replay would run.
+func Steps(tr *traces.Trace, limit int) [][2]int {
+	var out [][2]int
+	for _, it := range tr.Iterations() {
+		for _, l := range tr.Layers() {
+			if len(tr.StepRoutes(it, l)) == 0 {
+				continue
+			}
+			out = append(out, [2]int{it, l})
+			if limit > 0 && len(out) == limit {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// Replay runs the trace's steps on spec and reports.
+func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	h := tr.Header()
+	nodes, err := spec.NodesFor(tr.EP())
+	if err != nil {
+		return nil, err
+	}
+	if h.Parallel.RanksPerNode != spec.GPUsPerNode {
+		return nil, fmt.Errorf("moe: trace has %d ranks per node, cluster %s has %d GPUs per node",
+			h.Parallel.RanksPerNode, spec.Name, spec.GPUsPerNode)
+	}
+	if opt.Backend == BackendNCCL && opt.Mode != ModeLL {
+		return nil, fmt.Errorf("moe: backend nccl replays the all-to-all-v of every selection; use --mode ll")
+	}
+	steps := Steps(tr, opt.Layers)
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("moe: trace %s has no route records to replay", opt.TraceName)
+	}
+	hidden := h.Model.Hidden
+	if m, err := traces.ModelByName(h.Model.Name); err == nil && m.Hidden == hidden {
+		hidden = m.DeepEPHidden()
+	}
+	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.Mode, Backend: opt.Backend, NVLink: opt.NVLink,
+		Seed: opt.Seed, EP: tr.EP(), Nodes: nodes, Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK,
+		Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
+	switch opt.Mode {
+	case ModeHT:
+		rep.BandwidthDefinition = "DeepEP HT: unique (token, node) pairs incl. the local node × 2H × fp8_factor / t, per rank"
+	default:
+		rep.BandwidthDefinition = "DeepEP LL: valid selections incl. local × message bytes / t, per rank (combine: 2H)"
+	}
+	var base sim.Time
+	for i, sp := range steps {
+		lr, events, end, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], &opt, base)
+		if err != nil {
+			return nil, fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
+		}
+		base += end + sim.Time(10*sim.Microsecond)
+		rep.Layers = append(rep.Layers, lr)
+		rep.Events += events
+		if opt.Progress != nil {
+			opt.Progress(i+1, len(steps))
+		}
+	}
+	rep.Notes = notes(&opt)
+	rep.finish()
+	return rep, nil
+}
+
+func notes(o *Options) []string {
+	n := []string{
+		"kernel-only times: both phases start on every rank at once (as after a barrier); notify/layout kernels and host sync excluded",
+		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
+	}
+	if o.Backend == BackendNCCL {
+		n = append(n, "nccl: all-to-all-v modelled as the host proxy posting chunked RDMA WRITE chains per peer with the nic verbs API; no NCCL channels/LL protocol")
+	}
+	return n
+}
+
+// runStep builds a machine for one step and runs dispatch then combine.
+func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options,
+	base sim.Time) (LayerReport, uint64, sim.Time, error) {
+	st, err := newStep(tr, iter, layer)
+	if err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	s := sim.New(sim.Config{Seed: opt.Seed})
+	m, err := machine.Build(s, spec, nodes)
+	if err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	p := DefaultParams()
+	if opt.Params != nil {
+		p = *opt.Params
+	}
+	e := &env{s: s, m: m, st: st, opt: opt, p: p, hdr: tr.Header(), hidden: hidden,
+		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
+	e.newComm = func() (*gin.Comm, error) {
+		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: ctxsPerComm}
+		if opt.Backends != nil {
+			cfg.Backends = opt.Backends()
+		}
+		return gin.NewComm(m.Ranks[:st.ep], cfg)
+	}
+	e.epRank = make([]int, len(m.NICs))
+	for r, rk := range m.Ranks {
+		for _, n := range rk.NICs {
+			e.epRank[n.Endpoint()] = r
+		}
+	}
+	if err := e.installTaps(); err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	var w workload
+	switch opt.Mode {
+	case ModeLL:
+		if opt.Backend == BackendNCCL {
+			w = newNCCL(e)
+		} else {
+			w = newLL(e, false)
+		}
+	case ModeV2:
+		w = newLL(e, true)
+	case ModeHT:
+		w = newHT(e)
+	}
+	if err := w.setup(); err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	w.dispatch()
+	if err := e.run(); err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	w.combine()
+	if err := e.run(); err != nil {
+		return LayerReport{}, 0, 0, err
+	}
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.result(&e.disp), Combine: e.result(&e.comb)}
+	if opt.Timeline != nil {
+		e.writeTimeline(base, &lr)
+	}
+	return lr, s.Fired(), s.Now(), nil
+}
+
+// installTaps taps every NIC port for the breakdown and, for pcap, the
+// chosen ranks' ports.
+func (e *env) installTaps() error {
+	capture := map[fabric.EndpointID]int{}
+	if e.opt.Pcap != nil {
+		for _, r := range e.opt.PcapRanks {
+			if r < 0 || r >= e.st.ep {
+				return fmt.Errorf("moe: pcap rank %d out of range [0, %d)", r, e.st.ep)
+			}
+			for j, n := range e.m.Ranks[r].NICs {
+				iface, err := e.opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
+					"step "+strconv.Itoa(e.st.iter)+"/"+strconv.Itoa(e.st.layer))
+				if err != nil {
+					return err
+				}
+				capture[n.Endpoint()] = iface
+			}
+		}
+	}
+	for _, n := range e.m.NICs {
+		ep := n.Endpoint()
+		iface, cap := capture[ep]
+		e.m.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
+			e.tap(int(ep), at, p)
+			if cap {
+				e.writePcap(iface, at, p)
+			}
+		})
+	}
+	return nil
+}
+
+func (e *env) writePcap(iface int, at sim.Time, p *fabric.Packet) {
+	var fs roce.FrameSpec
+	fs.SrcMAC = [6]byte{0x02, 0, 0, 0, byte(p.Src >> 8), byte(p.Src)}
+	fs.DstMAC = [6]byte{0x02, 0, 0, 0, byte(p.Dst >> 8), byte(p.Dst)}
+	fs.SrcIP = [16]byte{10, 0, byte(p.Src >> 8), byte(p.Src)}
+	fs.DstIP = [16]byte{10, 0, byte(p.Dst >> 8), byte(p.Dst)}
+	fs.SrcPort = p.SrcPort
+	fs.ECN = p.ECN
+	if err := e.opt.Pcap.WriteRoCE(iface, at, &fs, &p.Hdr, int(p.PayloadLen), ""); err != nil {
+		e.s.Fail(fmt.Errorf("moe: pcap: %w", err))
+	}
+}
+
+// writeTimeline draws one step: per rank, the two phases; for the slowest
+// rank, the critical path of each phase.
+func (e *env) writeTimeline(base sim.Time, lr *LayerReport) {
+	tw := e.opt.Timeline
+	stepName := "iter " + strconv.Itoa(e.st.iter) + " layer " + strconv.Itoa(e.st.layer)
+	if base == 0 {
+		for r := range e.st.ep {
+			tw.Process(r, "rank "+strconv.Itoa(r))
+			tw.Thread(r, 0, "phases")
+			tw.Thread(r, 1, "critical path")
+		}
+	}
+	for _, ph := range []*phase{&e.disp, &e.comb} {
+		var slow int
+		for r, d := range ph.done {
+			tw.Slice(r, 0, ph.name, stepName, base+ph.start, d.Sub(ph.start),
+				timeline.Arg{Key: "layer", Value: e.st.layer}, timeline.Arg{Key: "iter", Value: e.st.iter})
+			if d > ph.done[slow] {
+				slow = r
+			}
+		}
+		p := ph.last[slow]
+		if !p.valid {
+			continue
+		}
+		seg := func(name string, a, b sim.Time) {
+			if b > a {
+				tw.Slice(slow, 1, name, ph.name, base+a, b.Sub(a))
+			}
+		}
+		seg("signal issue (rank "+strconv.Itoa(p.from)+")", p.issueStart, p.issueEnd)
+		seg("in flight", p.issueEnd, p.landed)
+		seg("visibility", p.landed, p.seen)
+		seg("receiver work", p.seen, p.done)
+	}
+}
