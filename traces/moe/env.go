@@ -16,14 +16,14 @@ import (
 // env is one step's simulation: the machine, the routing, the workload's
 // parameters and the accounting of the phase running now.
 type env struct {
-	s    *sim.Sim
-	m    *machine.Machine
-	st   *step
-	opt  *Options
-	p    Params
-	ph   *phase
-	disp phase
-	comb phase
+	s      *sim.Sim
+	m      *machine.Machine
+	st     *step
+	opt    *Options
+	p      Params
+	ph     *phase
+	disp   phase
+	comb   phase
 	hdr    traces.Header
 	hidden int
 	// epRank maps NIC endpoints to ranks.
@@ -61,7 +61,7 @@ type sigPath struct {
 	valid       bool
 	issueStart  sim.Time // sender warp began issuing the signal op
 	issueEnd    sim.Time // the issue returned
-	from, to    int // sending and receiving rank
+	from, to    int      // sending and receiving rank
 	landed      sim.Time // the signal word changed at the receiver
 	seen        sim.Time // the receiver's wait returned
 	done        sim.Time // the receiver group finished

@@ -30,8 +30,8 @@ type llWorkload struct {
 	// dispatch staging [token] × msg, combine receive [home][4][token] ×
 	// 2H, combine staging [4][src][slot] × 2H.
 	dRecv, dSend, cRecv, cSend []*gin.Window
-	slotCtr, finish           []*memWord // per rank: per-expert slot and finish counters
-	flagsSeen                 []*memWord // per rank: combine flags seen (grid sync)
+	slotCtr, finish            []*memWord // per rank: per-expert slot and finish counters
+	flagsSeen                  []*memWord // per rank: combine flags seen (grid sync)
 }
 
 // memWord is a per-rank HBM array of 8-byte counters.

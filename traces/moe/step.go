@@ -15,10 +15,10 @@ type step struct {
 	slots       int // expert slots E
 	local       int // experts per rank L (max over ranks)
 	topK        int
-	tokens      []int  // per source rank
-	maxTokens   int    // receive slots per (local expert, source)
-	home        []int  // expert -> rank
-	localIdx    []int  // expert -> index among its home's experts
+	tokens      []int   // per source rank
+	maxTokens   int     // receive slots per (local expert, source)
+	home        []int   // expert -> rank
+	localIdx    []int   // expert -> index among its home's experts
 	experts     [][]int // rank -> its experts in local order
 	topk        [][][]int32
 	// count[r][e]: selections of source rank r to expert e.
