@@ -224,3 +224,15 @@ func runScript(t *testing.T, cmds string) string {
 	}
 	return out.String()
 }
+
+// TestScriptDeterminism runs a lossy script twice and expects identical logs.
+func TestScriptDeterminism(t *testing.T) {
+	raw, err := os.ReadFile("testdata/loss_nak.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, _, _ := strings.Cut(string(raw), "----\n")
+	if a, b := runScript(t, cmds), runScript(t, cmds); a != b || a == "" {
+		t.Errorf("two runs differ:\n%s\n---\n%s", a, b)
+	}
+}
