@@ -1,0 +1,193 @@
+package gpu
+
+import (
+	"testing"
+
+	"github.com/ginsim/ginsim/fabric/nvlink"
+	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/stretchr/testify/require"
+)
+
+type node struct {
+	s    *sim.Sim
+	ms   *mem.System
+	bus  *pcie.Tree
+	nvl  *nvlink.Domain
+	gpus []*GPU
+}
+
+func newNode(t *testing.T, n int) *node {
+	t.Helper()
+	s := sim.New(sim.Config{Seed: 1})
+	ms := mem.NewSystem(s)
+	bus := pcie.NewTree(s, pcie.DefaultConfig())
+	sw := bus.AddSwitch("sw0")
+	nvl := nvlink.NewDomain(s, nvlink.DefaultConfig(), n)
+	nd := &node{s: s, ms: ms, bus: bus, nvl: nvl}
+	for i := 0; i < n; i++ {
+		dev := bus.AddDevice("gpu", sw)
+		nd.gpus = append(nd.gpus, New(s, DefaultConfig(), "gpu"+string(rune('0'+i)), 0, i, ms, bus, dev, nvl))
+	}
+	return nd
+}
+
+func TestCycles(t *testing.T) {
+	g := New(sim.New(sim.Config{}), DefaultConfig(), "g", 0, 0, nil, nil, 0, nil)
+	for _, c := range []struct {
+		n    int64
+		want sim.Duration
+	}{{0, 0}, {1, 506}, {198, 100 * sim.Nanosecond}, {1_980_000_000, sim.Second}, {1 << 40, 555_308_902_917_172}} {
+		require.Equal(t, c.want, g.Cycles(c.n), "cycles %d", c.n)
+	}
+}
+
+// A store lands StoreLatency after issue; a poller sees it at the first
+// poll instant at or after the landing, and returns one L2 latency later.
+func TestWaitWordSeesLandedStore(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	cfg := g.Config()
+	r := g.Alloc("flag", 64, false)
+	var seenAt sim.Time
+	var v uint64
+	g.Launch("waiter", 1, func(tg *Group) {
+		v = tg.WaitWord(r, 8, "flag", func(v uint64) bool { return v == 7 })
+		seenAt = tg.Now()
+	})
+	var landed sim.Time
+	g.Launch("writer", 32, func(tg *Group) {
+		tg.Sleep(1000 * sim.Nanosecond)
+		landed = tg.Store64(r, 8, 7)
+	})
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, uint64(7), v)
+	require.Equal(t, sim.Time(1000*sim.Nanosecond).Add(cfg.StoreLatency), landed)
+	per := cfg.PollInterval
+	poll := sim.Time((int64(landed) + int64(per) - 1) / int64(per) * int64(per))
+	require.Equal(t, poll.Add(cfg.L2Latency), seenAt)
+	st := g.Stats()
+	require.Equal(t, 2, st.Groups)
+	require.Equal(t, poll.Sub(0), st.Poll)
+}
+
+// A write to host memory lands when PCIe says; the word is unchanged before.
+func TestHostStoreOverPCIe(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	h := g.AllocHost("ring", 4096, true)
+	var landed sim.Time
+	g.Launch("w", 1, func(tg *Group) { landed = tg.Store64(h, 0, 5) })
+	require.NoError(t, nd.s.RunUntil(sim.Time(10*sim.Nanosecond)))
+	ref := newNode(t, 1) // the same idle path, computed by the PCIe model
+	require.Equal(t, ref.bus.Write(0, ref.gpus[0].Dev(), ref.bus.Host(), 8), landed)
+	require.NoError(t, nd.s.RunUntil(landed-1))
+	require.Equal(t, uint64(0), h.Load64(0))
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, uint64(5), h.Load64(0))
+	require.Greater(t, int64(landed), int64(250*sim.Nanosecond), "a PCIe write crosses two links, a switch and the root complex")
+}
+
+// WriteWT lands 16-B pieces one by one, so a CPU sees a partial descriptor.
+func TestWriteWTPieces(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	h := g.AllocHost("gfd", 128, true)
+	src := make([]byte, 128)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	var last sim.Time
+	g.Launch("w", 1, func(tg *Group) { last = tg.WriteWT(h, 0, src, 128) })
+	var partial bool
+	for nd.s.Step() {
+		b := h.Bytes()
+		if b[0] != 0 && b[127] == 0 {
+			partial = true
+		}
+	}
+	require.True(t, partial, "the first store landed before the last")
+	require.Equal(t, src, h.Bytes())
+	require.Greater(t, int64(last), int64(0))
+}
+
+// A system fence waits for the group's posted PCIe writes to land.
+func TestFenceSysWaitsPostedWrites(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	h := g.AllocHost("h", 64, false)
+	var landed, after sim.Time
+	g.Launch("w", 1, func(tg *Group) {
+		landed = tg.Store64(h, 0, 1)
+		tg.Fence(ScopeSystem)
+		after = tg.Now()
+	})
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, max(landed, sim.Time(g.Config().StoreIssue+g.Config().FenceSys)), after)
+}
+
+// NVLink stores land at the peer after the NVLink latency; data first,
+// then the flag stored after it (FIFO on the port).
+func TestNVLinkOrder(t *testing.T) {
+	nd := newNode(t, 2)
+	a, b := nd.gpus[0], nd.gpus[1]
+	buf := b.Alloc("buf", 1<<20, true)
+	flag := b.Alloc("flag", 8, false)
+	var seenData byte
+	b.Launch("recv", 1, func(tg *Group) {
+		tg.WaitWord(flag, 0, "flag", func(v uint64) bool { return v == 1 })
+		seenData = buf.Bytes()[1<<20-1]
+	})
+	a.Launch("send", 128, func(tg *Group) {
+		src := make([]byte, 1<<20)
+		src[len(src)-1] = 9
+		tg.NVLinkWrite(1, buf, 0, src, 1<<20)
+		tg.Store64(flag, 0, 1)
+	})
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, byte(9), seenData)
+}
+
+// Parallel spreads items over threads as NCCL's strided loops and joins.
+func TestParallel(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	got := map[int]string{}
+	var end sim.Time
+	g.Launch("cta", 4, func(tg *Group) {
+		tg.Parallel(10, func(th *Group, i int) {
+			got[i] = th.Name()
+			th.Compute(sim.Duration(i+1) * sim.Nanosecond)
+		})
+		end = tg.Now()
+	})
+	require.NoError(t, nd.s.Run())
+	require.Len(t, got, 10)
+	require.Equal(t, "cta/t1", got[5])
+	require.Equal(t, "cta/t3", got[7])
+	// thread 1 runs items 1, 5, 9: 2+6+10 ns, the longest.
+	require.Equal(t, sim.Time(18*sim.Nanosecond), end)
+	require.Equal(t, 18*sim.Nanosecond, g.Stats().Busy)
+}
+
+// Atomics on host memory are PCIe round trips applied at the host.
+func TestSystemAtomic(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	h := g.AllocHost("pi", 8, false)
+	l := g.Alloc("pi", 8, false)
+	var d1, d2 sim.Duration
+	g.Launch("a", 1, func(tg *Group) {
+		t0 := tg.Now()
+		require.Equal(t, uint64(0), tg.AtomicAdd64(h, 0, 3, ScopeSystem))
+		d1 = tg.Now().Sub(t0)
+		t0 = tg.Now()
+		require.Equal(t, uint64(0), tg.AtomicAdd64(l, 0, 3, ScopeDevice))
+		d2 = tg.Now().Sub(t0)
+	})
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, uint64(3), h.Load64(0))
+	require.Equal(t, g.Config().AtomicGPU, d2)
+	require.Greater(t, d1, 4*d2)
+}
