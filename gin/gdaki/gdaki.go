@@ -1,0 +1,543 @@
+package gdaki
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Word offsets of a channel's control block in GPU memory (the fields of
+// DOCA's doca_gpu_dev_verbs_qp that device code touches).
+const (
+	offRsvd      = 0  // sq_rsvd_index: next WQE index to reserve
+	offReady     = 8  // sq_ready_index: WQEs published in order
+	offLock      = 16 // sq_lock
+	offPI        = 24 // sq_wqe_pi: highest index doorbelled
+	offDBR       = 32 // doorbell record (dbrec) the NIC reads on recovery
+	offIssuedGet = 40 // last_issued_get
+	offVisGet    = 48 // last_visible_get
+	ctrlBytes    = 64
+)
+
+// channel is one (rank, context, peer) send path: a QP, its CQ, the SQ ring
+// and the control block in the rank's GPU memory.
+type channel struct {
+	idx   int // index in Backend.chans (doorbell events)
+	name  string
+	qp    *nic.QP
+	cq    *nic.CQ
+	sq    *mem.Region
+	ctrl  *mem.Region
+	depth uint64
+	dev   gpuDev
+	comp  *channel // companion loopback channel (counters), or nil
+	wrs   []nic.WR // scratch: the WRs of the op being issued
+}
+
+// gpuDev is where the channel's doorbells go.
+type gpuDev struct{ nic *nic.NIC }
+
+// rankState is one rank's GDAKI resources in one device communicator.
+type rankState struct {
+	gpu    *gpu.GPU
+	nic    *nic.NIC
+	sig    []*mem.Region // per context: signals_table
+	ctr    []*mem.Region // per context: counters_table
+	sigMR  []*nic.MR
+	ctrMR  []*nic.MR
+	sinkMR *nic.MR
+	win    []*nic.MR  // by window ID: this rank's registration of its region
+	chans  []*channel // [ctx*nranks+peer]; nil for peer == rank
+}
+
+// commState is the backend's state for one DevComm.
+type commState struct {
+	dc           *gin.DevComm
+	nranks, nctx int
+	nsig, nctr   int
+	depth        int
+	ranks        []rankState
+}
+
+// Backend is the GDAKI backend. It implements gin.Backend and
+// sim.Handler (doorbell arrivals at the NIC).
+//
+// Not safe for concurrent use.
+type Backend struct {
+	cfg   Config
+	comms []*commState
+	chans []*channel
+	st    gin.BackendStats
+	trace func(at sim.Time, who, what string)
+}
+
+var _ gin.Backend = (*Backend)(nil)
+
+// New returns a GDAKI backend; cfg must Validate.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: cfg, st: gin.BackendStats{Name: "gdaki"}}, nil
+}
+
+// Config returns the backend's parameters.
+func (b *Backend) Config() Config { return b.cfg }
+
+// SetTrace installs f to be told about every GPU-side step of the backend
+// (reservation, credit wait, WQE store, publication, doorbell, CQ poll);
+// nil removes it. Tracing formats strings; leave it off on long runs.
+func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
+
+func (b *Backend) tracef(t *gpu.Group, format string, args ...any) {
+	if b.trace != nil {
+		b.trace(t.Now(), t.Agent(), fmt.Sprintf(format, args...))
+	}
+}
+
+// Name implements gin.Backend.
+func (b *Backend) Name() string { return "gdaki" }
+
+// Stats implements gin.Backend.
+func (b *Backend) Stats() gin.BackendStats { return b.st }
+
+func (b *Backend) state(dc *gin.DevComm) *commState {
+	for _, cs := range b.comms {
+		if cs.dc == dc {
+			return cs
+		}
+	}
+	panic(fmt.Sprintf("gdaki: device communicator %p was not connected", dc))
+}
+
+func (cs *commState) ch(rank, ctx, peer int) *channel {
+	c := cs.ranks[rank].chans[ctx*cs.nranks+peer]
+	if c == nil {
+		panic(fmt.Sprintf("gdaki: no channel from rank %d to peer %d on context %d", rank, peer, ctx))
+	}
+	return c
+}
+
+// Connect implements gin.Backend: per rank and context a signal and a
+// counter table in GPU memory (strictly ordered registrations), per (rank,
+// context, peer) an RC QP connected to the peer's QP for this rank, its SQ
+// and CQ rings in GPU memory, and with counters a loopback companion pair.
+func (b *Backend) Connect(dc *gin.DevComm) error {
+	c := dc.Comm()
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1),
+		nsig: dc.SignalCount(), nctr: dc.CounterCount(), depth: b.cfg.QueueDepth}
+	if q := dc.QueueDepth(); q > 0 {
+		if q&(q-1) != 0 {
+			return fmt.Errorf("gdaki: ginQueueDepth %d is not a power of two", q)
+		}
+		cs.depth = q
+	}
+	cs.ranks = make([]rankState, cs.nranks)
+	for r := range cs.ranks {
+		rk := c.Rank(r)
+		if len(rk.NICs) == 0 {
+			return fmt.Errorf("gdaki: rank %d has no NIC", r)
+		}
+		rs := &cs.ranks[r]
+		rs.gpu, rs.nic = rk.GPU, rk.NICs[0]
+		dev := rs.gpu.Dev()
+		for ctx := range cs.nctx {
+			sig := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/signals", r, ctx), sim.Bytes(8*max(cs.nsig, 1)), true)
+			ctr := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/counters", r, ctx), sim.Bytes(8*max(cs.nctr, 1)), true)
+			smr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), vaOf(sig), sigAccess, dev, true)
+			if err != nil {
+				return fmt.Errorf("gdaki: signal table of rank %d: %w", r, err)
+			}
+			cmr, err := rs.nic.RegMR(ctr, 0, uint64(ctr.Size()), vaOf(ctr), sigAccess, dev, true)
+			if err != nil {
+				return fmt.Errorf("gdaki: counter table of rank %d: %w", r, err)
+			}
+			rs.sig, rs.ctr = append(rs.sig, sig), append(rs.ctr, ctr)
+			rs.sigMR, rs.ctrMR = append(rs.sigMR, smr), append(rs.ctrMR, cmr)
+		}
+		sink := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/sink", r), 8, true)
+		var err error
+		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, vaOf(sink), nic.AccessLocalWrite, dev, false); err != nil {
+			return fmt.Errorf("gdaki: sink of rank %d: %w", r, err)
+		}
+		rs.chans = make([]*channel, cs.nctx*cs.nranks)
+	}
+	// RC connections: rank r's QP for peer p pairs with p's QP for r.
+	for ctx := range cs.nctx {
+		for r := range cs.nranks {
+			for p := r + 1; p < cs.nranks; p++ {
+				if !dc.Connected(r, p) {
+					continue
+				}
+				a, err := b.newChannel(cs, r, ctx, p, "")
+				if err != nil {
+					return err
+				}
+				z, err := b.newChannel(cs, p, ctx, r, "")
+				if err != nil {
+					return err
+				}
+				if err := b.connect(a, cs.ranks[r].nic, z, cs.ranks[p].nic); err != nil {
+					return err
+				}
+				cs.ranks[r].chans[ctx*cs.nranks+p] = a
+				cs.ranks[p].chans[ctx*cs.nranks+r] = z
+			}
+		}
+	}
+	if cs.nctr > 0 {
+		for r := range cs.nranks {
+			for i, ch := range cs.ranks[r].chans {
+				if ch == nil {
+					continue
+				}
+				ctx, p := i/cs.nranks, i%cs.nranks
+				comp, err := b.newChannel(cs, r, ctx, p, "comp")
+				if err != nil {
+					return err
+				}
+				// The loopback partner only responds; its SQ stays empty.
+				back, err := b.newChannel(cs, r, ctx, p, "loop")
+				if err != nil {
+					return err
+				}
+				n := cs.ranks[r].nic
+				if err := b.connect(comp, n, back, n); err != nil {
+					return err
+				}
+				ch.comp = comp
+			}
+		}
+	}
+	b.comms = append(b.comms, cs)
+	for _, w := range c.Windows() {
+		if err := b.RegisterWindow(dc, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vaOf gives every region a distinct, page-aligned virtual address (the
+// model's stand-in for cuMem VAs; only uniqueness matters).
+func vaOf(r *mem.Region) uint64 { return uint64(r.ID()+1) << 40 }
+
+func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string) (*channel, error) {
+	rs := &cs.ranks[r]
+	name := fmt.Sprintf("gdaki/r%d/c%d/p%d", r, ctx, p)
+	if kind != "" {
+		name += "/" + kind
+	}
+	n := rs.nic
+	wqe := n.Config().WQEBytes
+	cqe := n.Config().CQEBytes
+	sq := rs.gpu.Alloc(name+"/sq", sim.Bytes(cs.depth)*wqe, false)
+	cqr := rs.gpu.Alloc(name+"/cq", sim.Bytes(cs.depth)*cqe, false)
+	ctrl := rs.gpu.Alloc(name+"/ctrl", ctrlBytes, true)
+	cq, err := n.CreateCQ(cs.depth, cqr, rs.gpu.Dev())
+	if err != nil {
+		return nil, fmt.Errorf("gdaki: %s: %w", name, err)
+	}
+	qp, err := n.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: cs.depth, SQRing: sq, SQWhere: rs.gpu.Dev(),
+		MaxInline: 8})
+	if err != nil {
+		return nil, fmt.Errorf("gdaki: %s: %w", name, err)
+	}
+	ch := &channel{idx: len(b.chans), name: name, qp: qp, cq: cq, sq: sq, ctrl: ctrl, depth: uint64(cs.depth),
+		dev: gpuDev{nic: n}}
+	b.chans = append(b.chans, ch)
+	return ch, nil
+}
+
+// connect brings two QPs to RTS against each other (NCCL's gdakiConnectQp
+// attributes).
+func (b *Backend) connect(a *channel, na *nic.NIC, z *channel, nz *nic.NIC) error {
+	c := b.cfg
+	for _, x := range []struct {
+		ch   *channel
+		peer *channel
+		ep   *nic.NIC
+	}{{a, z, nz}, {z, a, na}} {
+		if err := x.ch.qp.Modify(nic.QPSInit, nic.ModifyAttr{}); err != nil {
+			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
+		}
+		if err := x.ch.qp.Modify(nic.QPSRTR, nic.ModifyAttr{RemoteEP: x.ep.Endpoint(), RemoteQPN: x.peer.qp.QPN(),
+			MTU: c.MTU, MinRNRTimer: c.MinRNRTimer}); err != nil {
+			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
+		}
+		if err := x.ch.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: c.AckTimeout, RetryCnt: c.RetryCnt,
+			RNRRetry: c.RNRRetry}); err != nil {
+			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
+		}
+	}
+	return nil
+}
+
+// RegisterWindow implements gin.Backend: every rank registers its region
+// of w with its NIC (the rkeys are what ncclCommWindowRegister
+// all-gathers).
+func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
+	cs := b.state(dc)
+	for r := range cs.ranks {
+		rs := &cs.ranks[r]
+		for len(rs.win) <= w.ID() {
+			rs.win = append(rs.win, nil)
+		}
+		if rs.win[w.ID()] != nil {
+			continue
+		}
+		reg := w.Region(r)
+		mr, err := rs.nic.RegMR(reg, 0, uint64(reg.Size()), vaOf(reg), winAccess, rs.gpu.Dev(),
+			w.Flags()&gin.WinStrictOrdering != 0)
+		if err != nil {
+			return fmt.Errorf("gdaki: window %s on rank %d: %w", w.Name(), r, err)
+		}
+		rs.win[w.ID()] = mr
+	}
+	return nil
+}
+
+func (cs *commState) winMR(rank int, w *gin.Window) *nic.MR {
+	rs := &cs.ranks[rank]
+	if w == nil || w.ID() >= len(rs.win) || rs.win[w.ID()] == nil {
+		panic(fmt.Sprintf("gdaki: window %v not registered on rank %d", w, rank))
+	}
+	return rs.win[w.ID()]
+}
+
+// SignalWord implements gin.Backend.
+func (b *Backend) SignalWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, uint64) {
+	return b.state(dc).ranks[rank].sig[ctx], 8 * uint64(id)
+}
+
+// CounterWord implements gin.Backend.
+func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, uint64) {
+	return b.state(dc).ranks[rank].ctr[ctx], 8 * uint64(id)
+}
+
+// ResetSignal implements gin.Backend: a GPU store of 0.
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+	r, off := b.SignalWord(dc, rank, ctx, id)
+	t.Store64(r, off, 0)
+}
+
+// SignalOffset implements gin.Backend: GDAKI resets by storing 0.
+func (b *Backend) SignalOffset(*gin.DevComm, int, int, int) uint64 { return 0 }
+
+// Handle is a doorbell MMIO arriving at the NIC: arg is the channel index
+// and the producer index it carries.
+func (b *Backend) Handle(_ *sim.Sim, arg uint64) {
+	b.chans[arg>>piBits].qp.Doorbell(arg & piMask)
+}
+
+const (
+	piBits = 40
+	piMask = 1<<piBits - 1
+)
+
+// EventName implements sim.Namer.
+func (b *Backend) EventName(arg uint64) string {
+	if i := int(arg >> piBits); i < len(b.chans) {
+		return fmt.Sprintf("%s/doorbell pi=%d", b.chans[i].name, arg&piMask)
+	}
+	return "gdaki/doorbell"
+}
+
+// Issue implements gin.Backend.
+func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
+	cs := b.state(dc)
+	rs := &cs.ranks[rank]
+	ch := cs.ch(rank, op.Ctx, op.Peer)
+	ps := &cs.ranks[op.Peer]
+	ch.wrs = ch.wrs[:0]
+	switch op.Kind {
+	case gin.OpPut:
+		src, dst := cs.winMR(rank, op.Src), cs.winMR(op.Peer, op.Dst)
+		_, _, hasSig := gin.SignalOf(op.Remote)
+		_, _, _, hasVA := gin.VASignalOf(op.Remote)
+		if op.Bytes == 0 && (hasSig || hasVA) {
+			break // a zero-byte put with a signal is the signal alone
+		}
+		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
+			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
+			ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRWrite, Signaled: true,
+				Local:    nic.SGE{MR: src, Off: op.SrcOff + off, Len: n},
+				RemoteVA: dst.VA + op.DstOff + off, RKey: dst.RKey})
+		}
+	case gin.OpPutValue:
+		dst := cs.winMR(op.Peer, op.Dst)
+		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRWrite, Signaled: true, Inline: true, InlineData: op.Value,
+			Local: nic.SGE{Len: uint64(op.ValueSize)}, RemoteVA: dst.VA + op.DstOff, RKey: dst.RKey})
+	case gin.OpSignal:
+	case gin.OpGet:
+		local, remote := cs.winMR(rank, op.Dst), cs.winMR(op.Peer, op.Src)
+		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
+			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
+			ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRRead, Signaled: true,
+				Local:    nic.SGE{MR: local, Off: op.DstOff + off, Len: n},
+				RemoteVA: remote.VA + op.SrcOff + off, RKey: remote.RKey})
+		}
+	}
+	if id, add, ok := gin.SignalOf(op.Remote); ok {
+		smr := ps.sigMR[op.Ctx]
+		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: add,
+			Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: smr.VA + 8*uint64(id), RKey: smr.RKey})
+	} else if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
+		mr := cs.winMR(op.Peer, w)
+		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: add,
+			Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: mr.VA + off, RKey: mr.RKey})
+	}
+	b.st.Ops++
+	if op.NeedsSysFence(false) {
+		b.tracef(t, "fence.release.sys")
+		t.Fence(gpu.ScopeSystem)
+	}
+	scope := sharingScope(op.Sharing)
+	skip := op.Flags&gin.OptMaySkipCreditCheck != 0
+	last := b.post(t, ch, ch.wrs, scope, skip)
+	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
+		cmr := rs.ctrMR[op.Ctx]
+		comp := ch.comp
+		comp.wrs = append(comp.wrs[:0],
+			nic.WR{Op: nic.WRWait, Signaled: true, WaitCQ: ch.cq, WaitIndex: last + 1},
+			nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: 1, Local: nic.SGE{MR: rs.sinkMR, Len: 8},
+				RemoteVA: cmr.VA + 8*uint64(ctr.Counter), RKey: cmr.RKey})
+		clast := b.post(t, comp, comp.wrs, scope, skip)
+		if op.Flags&gin.OptAggregateRequests == 0 {
+			b.ring(t, ch, last+1)
+			b.ring(t, comp, clast+1)
+		}
+		return
+	}
+	if op.Kind == gin.OpGet {
+		v := ch.ctrl.Load64(offIssuedGet)
+		if last+1 > v {
+			ch.ctrl.Store64(offIssuedGet, last+1, t.Agent())
+		}
+	}
+	if op.Flags&gin.OptAggregateRequests == 0 {
+		b.ring(t, ch, last+1)
+	}
+}
+
+// sharingScope is the scope of the index atomics for a resource-sharing
+// mode: device for GPU-wide sharing, block for CTA, thread for a private
+// context.
+func sharingScope(s gin.Sharing) gpu.Scope {
+	switch s {
+	case gin.SharingThread:
+		return gpu.ScopeThread
+	case gin.SharingCTA:
+		return gpu.ScopeBlock
+	}
+	return gpu.ScopeDevice
+}
+
+// post reserves len(wrs) SQ slots, waits for credits, stores the WQEs,
+// fences and publishes them in order. It returns the index of the last
+// WQE. The doorbell is the caller's.
+func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope, skip bool) uint64 {
+	n := uint64(len(wrs))
+	base := t.AtomicAdd64(ch.ctrl, offRsvd, n, scope)
+	last := base + n - 1
+	b.tracef(t, "%s reserve [%d,%d]", ch.name, base, last)
+	if !skip && last >= ch.depth {
+		b.pollCQ(t, ch, last-ch.depth, "gdaki credit")
+	}
+	wqe := uint64(ch.dev.nic.Config().WQEBytes)
+	for i := range wrs {
+		t.Cycles(b.cfg.WQEBuildCycles)
+		t.Write(ch.sq, ((base+uint64(i))%ch.depth)*wqe, nil, sim.Bytes(wqe))
+	}
+	t.Fence(gpu.ScopeDevice)
+	// In-order publication: wait until every earlier reservation has been
+	// published, then move sq_ready_index past this one (atomicCAS).
+	if ch.ctrl.Load64(offReady) != base {
+		t.WaitWord(ch.ctrl, offReady, "gdaki publish", func(v uint64) bool { return v == base })
+	}
+	t.AtomicAdd64(ch.ctrl, offReady, n, scope)
+	for i := range wrs {
+		wrs[i].ID = base + uint64(i)
+		if _, err := ch.qp.WriteWQE(&wrs[i]); err != nil {
+			t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: WQE %d overran the send queue (depth %d) — "+
+				"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), base+uint64(i), ch.depth, err))
+			t.Proc().Park("gdaki: send queue overrun")
+		}
+		b.st.WQEs++
+	}
+	b.tracef(t, "%s publish ready=%d", ch.name, last+1)
+	return last
+}
+
+// ring is DOCA's submit in DB mode: take sq_lock, atomicMax sq_wqe_pi, and
+// if it moved ring the doorbell (MMIO, doorbell record, MMIO again).
+func (b *Backend) ring(t *gpu.Group, ch *channel, pi uint64) {
+	for ch.ctrl.Load64(offLock) != 0 {
+		t.WaitWord(ch.ctrl, offLock, "gdaki sq_lock", func(v uint64) bool { return v == 0 })
+	}
+	ch.ctrl.Store64(offLock, 1, t.Agent())
+	t.Compute(t.GPU().Config().AtomicGPU) // the acquiring atomicCAS
+	old := t.AtomicAdd64(ch.ctrl, offPI, 0, gpu.ScopeDevice)
+	if old < pi {
+		ch.ctrl.Store64(offPI, pi, t.Agent()) // atomicMax's effect
+		s := t.GPU().Sim()
+		arrive := t.MMIO(ch.dev.nic.Dev(), 8)
+		s.Schedule(arrive, b, uint64(ch.idx)<<piBits|pi&piMask)
+		t.Store64(ch.ctrl, offDBR, pi)
+		arrive2 := t.MMIO(ch.dev.nic.Dev(), 8)
+		s.Schedule(arrive2, b, uint64(ch.idx)<<piBits|pi&piMask)
+		b.st.Doorbells++
+		b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, pi, arrive)
+	}
+	t.Store64(ch.ctrl, offLock, 0)
+}
+
+// pollCQ spins on the owner word of CQE #idx in GPU memory until it has
+// landed, then checks its status.
+func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
+	r, off := ch.cq.WordFor(idx)
+	if r.Load64(off) < idx+1 {
+		b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, why)
+		t.WaitWord(r, off, why, func(v uint64) bool { return v >= idx+1 })
+	}
+	t.Cycles(b.cfg.CQEParseCycles)
+	if e, ok := ch.cq.Entry(idx); ok && e.Status != nic.StatusSuccess {
+		t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: CQE %d completed with %v (NCCL traps on error CQEs)",
+			ch.name, t.Now(), idx, e.Status))
+		t.Proc().Park("gdaki: error CQE")
+	}
+	ch.cq.SetConsumer(idx + 1)
+	b.st.CQEs++
+	b.tracef(t, "%s saw CQE %d", ch.name, idx)
+}
+
+// FlushAsync implements gin.Backend: snapshot sq_rsvd_index, or post a NOP
+// (DOCA's DUMP WQE) when gets are outstanding and wait for its CQE.
+func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
+	cs := b.state(dc)
+	ch := cs.ch(rank, ctx, peer)
+	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
+		ch.wrs = append(ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
+		last := b.post(t, ch, ch.wrs, gpu.ScopeDevice, false)
+		b.ring(t, ch, last+1)
+		return gin.Request{Ctx: ctx, Peer: peer, Ticket: last + 1}
+	}
+	return gin.Request{Ctx: ctx, Peer: peer, Ticket: t.Load64(ch.ctrl, offRsvd)}
+}
+
+// Wait implements gin.Backend: poll the CQ until the CQE of the request's
+// last WQE has landed.
+func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
+	if r.Ticket == 0 {
+		return
+	}
+	ch := b.state(dc).ch(rank, r.Ctx, r.Peer)
+	b.pollCQ(t, ch, r.Ticket-1, "gdaki flush")
+	if g := ch.ctrl.Load64(offIssuedGet); g <= r.Ticket && g > ch.ctrl.Load64(offVisGet) {
+		ch.ctrl.Store64(offVisGet, g, t.Agent())
+	}
+}

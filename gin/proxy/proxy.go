@@ -1,0 +1,507 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Handles in GFDs: window w is handle w+1; the inline buffer has its own.
+const (
+	handleInline = 1 << 40
+)
+
+// slotState is the CPU's per-slot record (NCCL's states[]).
+type slotState struct {
+	op      uint16
+	counter uint32
+	posted  bool
+	done    bool
+	counted bool
+}
+
+// pendingPost is an ibv_post_send whose doorbell MMIO is crossing PCIe.
+type pendingPost struct {
+	wrs [2]nic.WR
+	n   int
+}
+
+// channel is one (rank, context, peer) ring and its RC connection.
+type channel struct {
+	idx   int
+	name  string
+	rank  int
+	ctx   int
+	peer  int
+	cs    *commState
+	ring  *mem.Region // host pinned, QueueSize GFD slots
+	qp    *nic.QP
+	cq    *nic.CQ
+	sis   uint64 // CPU: next slot to look at
+	cisSh uint64 // CPU: consumer index shadow
+	st    []slotState
+	posts []pendingPost // doorbells in flight, FIFO
+	ph    int
+	cqBuf [4]nic.CQE
+	gfd   [128]byte // GPU-side encode scratch
+	q     [16]uint64
+	// Watch state while the thread is parked.
+	wRing, wCQ bool
+	wCQOff     uint64
+	cqes       uint64 // signalled WRs posted (CQEs expected)
+	seen       uint64 // CQEs consumed
+}
+
+// rankState is one rank's proxy resources in one device communicator.
+type rankState struct {
+	gpu     *gpu.GPU
+	nic     *nic.NIC
+	srv     *Server
+	pis     []*mem.Region // per context: pis[peer] words, GPU memory
+	cis     []*mem.Region // per context: cis[peer] words, GPU memory (GDRCopy)
+	sig     []*mem.Region // per context: signals, GPU memory
+	sigOff  []*mem.Region // per context: signalOffsets (2.30)
+	ctr     []*mem.Region // per context: counters, GPU memory (GDRCopy)
+	sigMR   []*nic.MR
+	inl     *mem.Region // inlines: one qword per slot of every ring
+	inlMR   *nic.MR
+	sinkMR  *nic.MR
+	win     []*nic.MR
+	chans   []*channel // [ctx*nranks+peer]
+	lastGet []uint64
+}
+
+type commState struct {
+	dc           *gin.DevComm
+	nranks, nctx int
+	nsig, nctr   int
+	ver          GFDVersion
+	resetByOff   bool
+	ranks        []rankState
+}
+
+// Backend is the proxy backend (gin.Backend). It owns one Server (CPU
+// progress thread) per rank.
+//
+// Not safe for concurrent use.
+type Backend struct {
+	cfg   Config
+	comms []*commState
+	chans []*channel
+	srvs  []*Server // by world rank of the first communicator that created it
+	st    gin.BackendStats
+	trace func(at sim.Time, who, what string)
+}
+
+var _ gin.Backend = (*Backend)(nil)
+
+// New returns a proxy backend; cfg must Validate.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: cfg, st: gin.BackendStats{Name: "proxy"}}, nil
+}
+
+// Config returns the backend's parameters.
+func (b *Backend) Config() Config { return b.cfg }
+
+// SetTrace installs f to be told about every GPU-side and CPU-side step
+// (nil removes it). Tracing formats strings; leave it off on long runs.
+func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
+
+func (b *Backend) tracef(at sim.Time, who, format string, args ...any) {
+	if b.trace != nil {
+		b.trace(at, who, fmt.Sprintf(format, args...))
+	}
+}
+
+// Name implements gin.Backend.
+func (b *Backend) Name() string { return "proxy" }
+
+// Servers returns the progress threads, one per GPU process.
+func (b *Backend) Servers() []*Server { return b.srvs }
+
+// Stats implements gin.Backend; CPUBusy and CPUSpan sum over the threads.
+func (b *Backend) Stats() gin.BackendStats {
+	st := b.st
+	st.Extra = nil
+	for _, s := range b.srvs {
+		ss := s.Stats()
+		st.CPUBusy += ss.Busy
+		st.CPUSpan += ss.Span
+		st.Extra = append(st.Extra, gin.Stat{Name: s.name + "/passes", Value: int64(ss.Passes)},
+			gin.Stat{Name: s.name + "/busy_ps", Value: int64(ss.Busy)},
+			gin.Stat{Name: s.name + "/span_ps", Value: int64(ss.Span)})
+	}
+	return st
+}
+
+func (b *Backend) state(dc *gin.DevComm) *commState {
+	for _, cs := range b.comms {
+		if cs.dc == dc {
+			return cs
+		}
+	}
+	panic(fmt.Sprintf("proxy: device communicator %p was not connected", dc))
+}
+
+func (cs *commState) ch(rank, ctx, peer int) *channel {
+	c := cs.ranks[rank].chans[ctx*cs.nranks+peer]
+	if c == nil {
+		panic(fmt.Sprintf("proxy: no channel from rank %d to peer %d on context %d", rank, peer, ctx))
+	}
+	return c
+}
+
+// vaOf gives every region a distinct virtual address.
+func vaOf(r *mem.Region) uint64 { return uint64(r.ID()+1) << 40 }
+
+const (
+	winAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
+	sigAccess = nic.AccessLocalWrite | nic.AccessRemoteAtomic | nic.AccessRemoteWrite
+)
+
+// Connect implements gin.Backend (ncclGinProxyCreateContext): per rank and
+// context the pis/cis/signal/counter arrays, per (context, peer) a GFD ring
+// in host memory and an RC QP with its send queue and CQ in host memory,
+// and the rank's progress thread.
+func (b *Backend) Connect(dc *gin.DevComm) error {
+	c := dc.Comm()
+	prof := dc.Profile()
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nsig: dc.SignalCount(),
+		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset}
+	if prof.GFDSize == 128 {
+		cs.ver = GFDv2
+	}
+	cs.ranks = make([]rankState, cs.nranks)
+	q := b.cfg.QueueSize
+	for r := range cs.ranks {
+		rk := c.Rank(r)
+		if len(rk.NICs) == 0 {
+			return fmt.Errorf("proxy: rank %d has no NIC", r)
+		}
+		rs := &cs.ranks[r]
+		rs.gpu, rs.nic = rk.GPU, rk.NICs[0]
+		g := rs.gpu
+		host := g.Bus().Host()
+		for ctx := range cs.nctx {
+			pre := fmt.Sprintf("proxy/r%d/c%d/", r, ctx)
+			rs.pis = append(rs.pis, g.Alloc(pre+"pis", sim.Bytes(8*cs.nranks), true))
+			rs.cis = append(rs.cis, g.Alloc(pre+"cis", sim.Bytes(8*cs.nranks), true))
+			sig := g.Alloc(pre+"signals", sim.Bytes(8*max(cs.nsig, 1)), true)
+			rs.sig = append(rs.sig, sig)
+			rs.sigOff = append(rs.sigOff, g.Alloc(pre+"signalOffsets", sim.Bytes(8*max(cs.nsig, 1)), true))
+			rs.ctr = append(rs.ctr, g.Alloc(pre+"counters", sim.Bytes(8*max(cs.nctr, 1)), true))
+			mr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), vaOf(sig), sigAccess, g.Dev(), true)
+			if err != nil {
+				return fmt.Errorf("proxy: signals of rank %d: %w", r, err)
+			}
+			rs.sigMR = append(rs.sigMR, mr)
+		}
+		rs.inl = g.AllocHost(fmt.Sprintf("proxy/r%d/inlines", r), sim.Bytes(8*q*cs.nctx*cs.nranks), true)
+		var err error
+		if rs.inlMR, err = rs.nic.RegMR(rs.inl, 0, uint64(rs.inl.Size()), vaOf(rs.inl), nic.AccessLocalWrite, host, false); err != nil {
+			return fmt.Errorf("proxy: inlines of rank %d: %w", r, err)
+		}
+		sink := g.AllocHost(fmt.Sprintf("proxy/r%d/scratch", r), 8, true)
+		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, vaOf(sink), nic.AccessLocalWrite, host, false); err != nil {
+			return fmt.Errorf("proxy: scratchpad of rank %d: %w", r, err)
+		}
+		rs.chans = make([]*channel, cs.nctx*cs.nranks)
+		rs.lastGet = make([]uint64, cs.nctx*cs.nranks)
+		rs.srv = b.server(rk.World, g, rs.nic)
+	}
+	for ctx := range cs.nctx {
+		for r := range cs.nranks {
+			for p := r + 1; p < cs.nranks; p++ {
+				if !dc.Connected(r, p) {
+					continue
+				}
+				a, err := b.newChannel(cs, r, ctx, p)
+				if err != nil {
+					return err
+				}
+				z, err := b.newChannel(cs, p, ctx, r)
+				if err != nil {
+					return err
+				}
+				if err := connect(a, z); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	b.comms = append(b.comms, cs)
+	for r := range cs.ranks {
+		cs.ranks[r].srv.add(cs, r)
+	}
+	for _, w := range c.Windows() {
+		if err := b.RegisterWindow(dc, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) server(world int, g *gpu.GPU, n *nic.NIC) *Server {
+	for _, s := range b.srvs {
+		if s.gpu == g {
+			return s
+		}
+	}
+	s := newServer(b, fmt.Sprintf("cpu%d/proxy", world), g, n)
+	b.srvs = append(b.srvs, s)
+	return s
+}
+
+func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
+	rs := &cs.ranks[r]
+	name := fmt.Sprintf("proxy/r%d/c%d/p%d", r, ctx, p)
+	g, n := rs.gpu, rs.nic
+	q := b.cfg.QueueSize
+	host := g.Bus().Host()
+	ring := g.AllocHost(name+"/ring", sim.Bytes(q*cs.ver.Bytes()), true)
+	sq := g.AllocHost(name+"/sq", sim.Bytes(q)*2*n.Config().WQEBytes, false)
+	cqr := g.AllocHost(name+"/cq", sim.Bytes(q)*n.Config().CQEBytes, false)
+	cq, err := n.CreateCQ(q, cqr, host)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %s: %w", name, err)
+	}
+	qp, err := n.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: 2 * q, SQRing: sq, SQWhere: host, MaxInline: 8})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %s: %w", name, err)
+	}
+	ch := &channel{idx: len(b.chans), name: name, rank: r, ctx: ctx, peer: p, cs: cs, ring: ring, qp: qp, cq: cq,
+		st: make([]slotState, q)}
+	b.chans = append(b.chans, ch)
+	rs.chans[ctx*cs.nranks+p] = ch
+	return ch, nil
+}
+
+// connect brings the two ends of an RC connection to RTS (NCCL's IB
+// defaults: MTU 4096, timeout 20, retry 7, RNR retry 7).
+func connect(a, z *channel) error {
+	for _, x := range [2][2]*channel{{a, z}, {z, a}} {
+		me, peer := x[0], x[1]
+		ep := peer.cs.ranks[peer.rank].nic.Endpoint()
+		if err := me.qp.Modify(nic.QPSInit, nic.ModifyAttr{}); err != nil {
+			return fmt.Errorf("proxy: %s: %w", me.name, err)
+		}
+		if err := me.qp.Modify(nic.QPSRTR, nic.ModifyAttr{RemoteEP: ep, RemoteQPN: peer.qp.QPN(), MTU: 4096,
+			MinRNRTimer: 12}); err != nil {
+			return fmt.Errorf("proxy: %s: %w", me.name, err)
+		}
+		if err := me.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: 20, RetryCnt: 7, RNRRetry: 7}); err != nil {
+			return fmt.Errorf("proxy: %s: %w", me.name, err)
+		}
+	}
+	return nil
+}
+
+// RegisterWindow implements gin.Backend (regMrSym on every rank).
+func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
+	cs := b.state(dc)
+	for r := range cs.ranks {
+		rs := &cs.ranks[r]
+		for len(rs.win) <= w.ID() {
+			rs.win = append(rs.win, nil)
+		}
+		if rs.win[w.ID()] != nil {
+			continue
+		}
+		reg := w.Region(r)
+		mr, err := rs.nic.RegMR(reg, 0, uint64(reg.Size()), vaOf(reg), winAccess, rs.gpu.Dev(),
+			w.Flags()&gin.WinStrictOrdering != 0)
+		if err != nil {
+			return fmt.Errorf("proxy: window %s on rank %d: %w", w.Name(), r, err)
+		}
+		rs.win[w.ID()] = mr
+	}
+	return nil
+}
+
+func (cs *commState) mr(rank int, handle uint64) *nic.MR {
+	rs := &cs.ranks[rank]
+	if handle == handleInline {
+		return rs.inlMR
+	}
+	i := int(handle) - 1
+	if i < 0 || i >= len(rs.win) || rs.win[i] == nil {
+		return nil
+	}
+	return rs.win[i]
+}
+
+// SignalWord implements gin.Backend.
+func (b *Backend) SignalWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, uint64) {
+	return b.state(dc).ranks[rank].sig[ctx], 8 * uint64(id)
+}
+
+// CounterWord implements gin.Backend.
+func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, uint64) {
+	return b.state(dc).ranks[rank].ctr[ctx], 8 * uint64(id)
+}
+
+// ResetSignal implements gin.Backend: 2.30 (backend v2) records the current
+// value in signalOffsets; 2.28 stores 0.
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+	cs := b.state(dc)
+	rs := &cs.ranks[rank]
+	off := 8 * uint64(id)
+	if cs.resetByOff {
+		v := t.Load64(rs.sig[ctx], off)
+		t.Store64(rs.sigOff[ctx], off, v)
+		return
+	}
+	t.Store64(rs.sig[ctx], off, 0)
+}
+
+// SignalOffset implements gin.Backend.
+func (b *Backend) SignalOffset(dc *gin.DevComm, rank, ctx, id int) uint64 {
+	cs := b.state(dc)
+	if !cs.resetByOff {
+		return 0
+	}
+	return cs.ranks[rank].sigOff[ctx].Load64(8 * uint64(id))
+}
+
+// Issue implements gin.Backend: build the GFD(s), claim slots, wait for
+// credits and store them into the host ring.
+func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
+	cs := b.state(dc)
+	ch := cs.ch(rank, op.Ctx, op.Peer)
+	b.st.Ops++
+	if op.NeedsSysFence(true) {
+		b.tracef(t.Now(), t.Agent(), "fence.release.sys")
+		t.Fence(gpu.ScopeSystem)
+	}
+	var g GFD
+	switch op.Kind {
+	case gin.OpPut:
+		g = GFD{Op: GFDPut, Size: op.Bytes, SrcOff: op.SrcOff, SrcHandle: uint64(op.Src.ID() + 1), DstOff: op.DstOff,
+			DstHandle: uint64(op.Dst.ID() + 1)}
+		if cs.ver == GFDv2 {
+			for op.Bytes > maxGFDBytes && g.Size > maxGFDBytes { // 2.30: split into 1-GiB plain puts
+				part := g
+				part.Size = maxGFDBytes
+				b.write(t, cs, ch, &part)
+				g.Size -= maxGFDBytes
+				g.SrcOff += maxGFDBytes
+				g.DstOff += maxGFDBytes
+			}
+		}
+	case gin.OpPutValue:
+		g = GFD{Op: GFDPut | GFDWithInline, Size: uint64(op.ValueSize), Inline: op.Value, DstOff: op.DstOff,
+			DstHandle: uint64(op.Dst.ID() + 1)}
+	case gin.OpSignal:
+		g = GFD{}
+	case gin.OpGet:
+		g = GFD{Op: GFDGet, Size: op.Bytes, SrcOff: op.DstOff, SrcHandle: uint64(op.Dst.ID() + 1), DstOff: op.SrcOff,
+			DstHandle: uint64(op.Src.ID() + 1)}
+	}
+	if id, add, ok := gin.SignalOf(op.Remote); ok {
+		g.SignalID, g.SignalVal = uint32(id), add
+		if _, inc := op.Remote.(gin.SignalInc); inc {
+			g.Op |= GFDWithSignalInc
+		} else {
+			g.Op |= GFDWithSignalAdd
+		}
+		g.Strong = !gin.IsWeak(op.Remote)
+	}
+	if c, ok := op.Local.(gin.CounterInc); ok {
+		g.Op |= GFDWithCounter
+		g.CounterID = uint32(c.Counter)
+	}
+	if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
+		b.write(t, cs, ch, &g) // the put, then a VA-signal GFD
+		g = GFD{Op: GFDVASignal | GFDWithSignalAdd, SignalVal: add, VASigOff: off, VASigHandle: uint64(w.ID() + 1),
+			Strong: !gin.IsWeak(op.Remote)}
+	}
+	b.write(t, cs, ch, &g)
+	if op.Kind == gin.OpGet {
+		rs := &cs.ranks[rank]
+		rs.lastGet[op.Ctx*cs.nranks+op.Peer] = rs.pis[op.Ctx].Load64(8 * uint64(op.Peer))
+	}
+}
+
+// maxGFDBytes is the largest transfer of one GFD (1 GiB).
+const maxGFDBytes = 1 << 30
+
+// write is postGfd: claim a slot with a system-scope fetch_add on
+// pis[peer], wait for credit on cis[peer], store the GFD with
+// write-through 16-byte stores.
+func (b *Backend) write(t *gpu.Group, cs *commState, ch *channel, g *GFD) {
+	rs := &cs.ranks[ch.rank]
+	off := 8 * uint64(ch.peer)
+	pis, cis := rs.pis[ch.ctx], rs.cis[ch.ctx]
+	idx := t.AtomicAdd64(pis, off, 1, gpu.ScopeSystem)
+	q := uint64(b.cfg.QueueSize)
+	if c := t.Load64(cis, off); idx-c >= q {
+		b.tracef(t.Now(), t.Agent(), "%s credit wait idx=%d ci=%d", ch.name, idx, c)
+		t.WaitWord(cis, off, "proxy credit", func(v uint64) bool { return idx-v < q })
+	}
+	t.Cycles(b.cfg.GFDBuildCycles)
+	n := cs.ver.Qwords()
+	if err := g.Encode(cs.ver, ch.q[:n]); err != nil {
+		t.GPU().Sim().Fail(fmt.Errorf("proxy: %s: t=%v: %w", ch.name, t.Now(), err))
+		t.Proc().Park("proxy: bad GFD")
+	}
+	for i := range n {
+		binary.LittleEndian.PutUint64(ch.gfd[8*i:], ch.q[i])
+	}
+	slot := idx & (q - 1)
+	landed := t.WriteWT(ch.ring, slot*uint64(8*n), ch.gfd[:8*n], sim.Bytes(8*n))
+	b.st.GFDs++
+	b.tracef(t.Now(), t.Agent(), "%s GFD #%d op=%#x size=%d stored (lands %v)", ch.name, idx, g.Op, g.Size, landed)
+}
+
+// FlushAsync implements gin.Backend: snapshot pis[peer].
+func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
+	cs := b.state(dc)
+	ch := cs.ch(rank, ctx, peer)
+	v := t.Load64(cs.ranks[rank].pis[ctx], 8*uint64(ch.peer))
+	return gin.Request{Ctx: ctx, Peer: peer, Ticket: v}
+}
+
+// Wait implements gin.Backend: spin until cis[peer] has caught up with the
+// snapshot.
+func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
+	cs := b.state(dc)
+	cis := cs.ranks[rank].cis[r.Ctx]
+	off := 8 * uint64(r.Peer)
+	if cis.Load64(off) >= r.Ticket {
+		t.Load64(cis, off)
+		return
+	}
+	tk := r.Ticket
+	t.WaitWord(cis, off, "proxy flush", func(v uint64) bool { return v >= tk })
+}
+
+// Handle is a doorbell MMIO of the CPU arriving at the NIC: the chain
+// posted by the progress thread enters the send queue (arg: channel).
+func (b *Backend) Handle(_ *sim.Sim, arg uint64) {
+	ch := b.chans[arg]
+	p := &ch.posts[ch.ph]
+	if err := ch.qp.PostSend(p.wrs[:p.n]); err != nil {
+		ch.cs.ranks[ch.rank].gpu.Sim().Fail(fmt.Errorf("proxy: %s: ibv_post_send: %w", ch.name, err))
+	}
+	*p = pendingPost{}
+	ch.ph++
+	if ch.ph == len(ch.posts) {
+		ch.posts, ch.ph = ch.posts[:0], 0
+	}
+}
+
+// EventName implements sim.Namer.
+func (b *Backend) EventName(arg uint64) string {
+	if int(arg) < len(b.chans) {
+		return b.chans[arg].name + "/doorbell"
+	}
+	return "proxy/doorbell"
+}

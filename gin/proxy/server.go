@@ -1,0 +1,375 @@
+package proxy
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Server is one GPU process's GIN progress thread ("NCCL GIN Progress"):
+// a single CPU core that serves every device communicator and context of
+// its rank in NCCL's loop. It is a sim process.
+//
+// Not safe for concurrent use.
+type Server struct {
+	b     *Backend
+	name  string
+	gpu   *gpu.GPU
+	nic   *nic.NIC
+	p     *sim.Proc
+	conns []connRef
+
+	start   sim.Time
+	busy    sim.Duration // CPU time on steps that did work
+	poll    sim.Duration // CPU time polling without finding anything
+	passes  uint64
+	gfds    uint64
+	posts   uint64
+	cqes    uint64
+	counter uint64
+
+	parked    bool
+	idleStart sim.Time
+	period    sim.Duration
+	watched   []watchRef
+}
+
+type connRef struct {
+	cs   *commState
+	rank int
+}
+
+type watchRef struct {
+	r   *mem.Region
+	off uint64
+}
+
+// ServerStats is a progress thread's accounting.
+type ServerStats struct {
+	// Busy is CPU time spent on steps that did work: reading and copying
+	// GFDs, posting, reading CQEs, counter and ci updates.
+	Busy sim.Duration
+	// Poll is CPU time spent on passes that found nothing (the thread
+	// still occupies its core: NCCL's loop never sleeps).
+	Poll sim.Duration
+	// Span is the time since the thread started.
+	Span sim.Duration
+	// Passes counts progress passes, idle ones included.
+	Passes uint64
+	// GFDs, Posts and CQEs count descriptors taken, ibv_post_send calls
+	// and completions read; Counters counts counter increments.
+	GFDs, Posts, CQEs, Counters uint64
+}
+
+// Utilisation is Busy/Span: the fraction of the core doing work.
+func (s ServerStats) Utilisation() float64 {
+	if s.Span <= 0 {
+		return 0
+	}
+	return float64(s.Busy) / float64(s.Span)
+}
+
+func newServer(b *Backend, name string, g *gpu.GPU, n *nic.NIC) *Server {
+	s := &Server{b: b, name: name, gpu: g, nic: n}
+	s.start = g.Sim().Now()
+	s.p = g.Sim().Spawn(name, s.loop)
+	return s
+}
+
+// Name returns the thread's name.
+func (s *Server) Name() string { return s.name }
+
+// Stats returns the thread's accounting so far.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{Busy: s.busy, Poll: s.poll, Span: s.gpu.Sim().Now().Sub(s.start), Passes: s.passes,
+		GFDs: s.gfds, Posts: s.posts, CQEs: s.cqes, Counters: s.counter}
+}
+
+func (s *Server) add(cs *commState, rank int) { s.conns = append(s.conns, connRef{cs, rank}) }
+
+func (s *Server) work(d sim.Duration) {
+	s.busy += d
+	s.p.Sleep(d)
+}
+
+func (s *Server) spin(d sim.Duration) {
+	s.poll += d
+	s.p.Sleep(d)
+}
+
+func (s *Server) tracef(format string, args ...any) {
+	if s.b.trace != nil {
+		s.b.trace(s.p.Now(), s.name, fmt.Sprintf(format, args...))
+	}
+}
+
+// loop is ncclGinProgress: for every device communicator and context,
+// a retire pass then a post pass; a yield between passes.
+func (s *Server) loop(p *sim.Proc) {
+	cfg := &s.b.cfg
+	for {
+		passStart := p.Now()
+		worked := false
+		for _, c := range s.conns {
+			for ctx := range c.cs.nctx {
+				s.spin(cfg.PassCost)
+				if s.retire(c.cs, c.rank, ctx) {
+					worked = true
+				}
+				if s.postPass(c.cs, c.rank, ctx) {
+					worked = true
+				}
+			}
+		}
+		s.spin(cfg.YieldCost)
+		s.passes++
+		if !worked {
+			s.idle(passStart)
+		}
+	}
+}
+
+// retire is pollCompletions: for each peer, test every seen but
+// unconsumed slot, bump counters of completed ones, advance ci over the
+// contiguous completed prefix.
+func (s *Server) retire(cs *commState, rank, ctx int) bool {
+	worked := false
+	rs := &cs.ranks[rank]
+	q := uint64(s.b.cfg.QueueSize)
+	for peer := range cs.nranks {
+		ch := rs.chans[ctx*cs.nranks+peer]
+		if ch == nil {
+			continue
+		}
+		for i := ch.cisSh; i < ch.sis; i++ {
+			st := &ch.st[i&(q-1)]
+			if !st.done && st.posted {
+				if s.test(ch) {
+					worked = true
+				}
+			}
+			if st.done && st.op&GFDWithCounter != 0 && !st.counted {
+				s.bumpCounter(rs, ctx, st.counter)
+				st.counted = true
+				worked = true
+			}
+			if st.done && i == ch.cisSh {
+				ch.cisSh++
+				*st = slotState{}
+				s.work(s.b.cfg.GDRStoreIssue)
+				s.gpu.HostStore64(s.p.Now(), rs.cis[ctx], 8*uint64(peer), ch.cisSh, s.name)
+				s.tracef("%s ci=%d (GDRCopy store)", ch.name, ch.cisSh)
+				worked = true
+			}
+		}
+	}
+	return worked
+}
+
+// test is rma.test: one ibv_poll_cq of up to 4 completions; every
+// completion marks its slot done.
+func (s *Server) test(ch *channel) bool {
+	cfg := &s.b.cfg
+	s.spin(cfg.PollCQCost)
+	k := ch.cq.Poll(ch.cqBuf[:])
+	q := uint64(cfg.QueueSize)
+	for _, e := range ch.cqBuf[:k] {
+		s.work(cfg.CQEReadCost)
+		s.cqes++
+		s.b.st.CQEs++
+		if e.Status != nic.StatusSuccess {
+			s.gpu.Sim().Fail(fmt.Errorf("proxy: %s: t=%v: completion of GFD #%d: %v", ch.name, s.p.Now(), e.WRID, e.Status))
+			s.p.Park("proxy: error completion")
+		}
+		ch.st[e.WRID&(q-1)].done = true
+		s.tracef("%s poll_cq: CQE for GFD #%d", ch.name, e.WRID)
+	}
+	return k > 0
+}
+
+// bumpCounter is the CPU's non-atomic counters[id] += 1 on GPU memory
+// through GDRCopy: an uncached PCIe read, then a posted store.
+func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32) {
+	r, off := rs.ctr[ctx], 8*uint64(id)
+	done := s.gpu.HostLoadTime(s.p.Now(), 8)
+	s.work(done.Sub(s.p.Now()))
+	v := r.Load64(off)
+	s.work(s.b.cfg.GDRStoreIssue)
+	s.gpu.HostStore64(s.p.Now(), r, off, v+1, s.name)
+	s.counter++
+	s.tracef("counter c%d[%d] = %d (GDRCopy read+store)", ctx, id, v+1)
+}
+
+// postPass takes at most one GFD per peer and posts it.
+func (s *Server) postPass(cs *commState, rank, ctx int) bool {
+	cfg := &s.b.cfg
+	worked := false
+	rs := &cs.ranks[rank]
+	q := uint64(cfg.QueueSize)
+	n := cs.ver.Qwords()
+	size := uint64(8 * n)
+	for peer := range cs.nranks {
+		ch := rs.chans[ctx*cs.nranks+peer]
+		if ch == nil {
+			continue
+		}
+		off := (ch.sis & (q - 1)) * size
+		s.spin(cfg.SlotCheckCost)
+		if ch.ring.Load64(off)&flag == 0 {
+			continue
+		}
+		s.work(cfg.GFDLineCost * sim.Duration((size+63)/64))
+		for k := 0; k < n; {
+			if ch.ring.Load64(off+uint64(8*k))&flag == 0 {
+				s.work(cfg.QwordFlagCost) // a later 16-byte store is still crossing PCIe
+				continue
+			}
+			ch.q[k] = ch.ring.Load64(off + uint64(8*k))
+			s.work(cfg.QwordFlagCost)
+			k++
+		}
+		ch.ring.Fill(off, size, 0, s.name)
+		s.work(cfg.ZeroCost)
+		g := Decode(cs.ver, ch.q[:n])
+		i := ch.sis
+		ch.sis++
+		ch.st[i&(q-1)] = slotState{op: g.Op, counter: g.CounterID}
+		s.gfds++
+		s.tracef("%s took GFD #%d op=%#x size=%d", ch.name, i, g.Op, g.Size)
+		s.process(cs, ch, i, &g)
+		worked = true
+	}
+	return worked
+}
+
+// process is processGfd: the verbs chain of one GFD, posted with one
+// ibv_post_send (only the last WR signalled) and a doorbell MMIO.
+func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD) {
+	cfg := &s.b.cfg
+	rs, ps := &cs.ranks[ch.rank], &cs.ranks[ch.peer]
+	var pp pendingPost
+	bad := false
+	mr := func(rank int, h uint64) *nic.MR {
+		m := cs.mr(rank, h)
+		if m == nil {
+			bad = true
+			return rs.sinkMR
+		}
+		return m
+	}
+	switch {
+	case g.Op&GFDGet != 0:
+		l, r := mr(ch.rank, g.SrcHandle), mr(ch.peer, g.DstHandle)
+		pp.wrs[0] = nic.WR{Op: nic.WRRead, Local: nic.SGE{MR: l, Off: g.SrcOff, Len: g.Size}, RemoteVA: r.VA + g.DstOff,
+			RKey: r.RKey}
+		pp.n = 1
+	case g.Op&GFDVASignal != 0:
+		r := mr(ch.peer, g.VASigHandle)
+		pp.wrs[0] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: r.VA + g.VASigOff,
+			RKey: r.RKey, CompareAdd: g.SignalVal}
+		pp.n = 1
+	default:
+		sig := g.Op&(GFDWithSignalInc|GFDWithSignalAdd) != 0
+		if g.Op&GFDPut != 0 && (g.Size > 0 || !sig) {
+			r := mr(ch.peer, g.DstHandle)
+			var local nic.SGE
+			if g.Op&GFDWithInline != 0 {
+				io := 8 * ((uint64(ch.ctx*cs.nranks+ch.peer))*uint64(cfg.QueueSize) + i&uint64(cfg.QueueSize-1))
+				rs.inl.Store64(io, g.Inline, s.name)
+				s.work(cfg.InlineCopyCost)
+				local = nic.SGE{MR: rs.inlMR, Off: io, Len: g.Size}
+			} else {
+				local = nic.SGE{MR: mr(ch.rank, g.SrcHandle), Off: g.SrcOff, Len: g.Size}
+			}
+			pp.wrs[pp.n] = nic.WR{Op: nic.WRWrite, Local: local, RemoteVA: r.VA + g.DstOff, RKey: r.RKey}
+			pp.n++
+		}
+		if sig {
+			add := g.SignalVal
+			if g.Op&GFDWithSignalInc != 0 {
+				add = 1
+			}
+			smr := ps.sigMR[ch.ctx]
+			pp.wrs[pp.n] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR, Len: 8},
+				RemoteVA: smr.VA + 8*uint64(g.SignalID), RKey: smr.RKey, CompareAdd: add}
+			pp.n++
+		}
+	}
+	if bad || pp.n == 0 {
+		s.gpu.Sim().Fail(fmt.Errorf("proxy: %s: t=%v: GFD #%d (op %#x) names an unknown memory handle or no operation",
+			ch.name, s.p.Now(), i, g.Op))
+		s.p.Park("proxy: bad GFD")
+	}
+	pp.wrs[pp.n-1].Signaled = true
+	pp.wrs[pp.n-1].ID = i
+	ch.st[i&uint64(cfg.QueueSize-1)].posted = true
+	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
+	db := sim.Bytes(8)
+	if pp.n == 1 && s.nic.Config().BlueFlame {
+		db = 64
+	}
+	bus := s.gpu.Bus()
+	arrive := bus.Write(s.p.Now(), bus.Host(), s.nic.Dev(), db)
+	ch.posts = append(ch.posts, pp)
+	s.gpu.Sim().Schedule(arrive, s.b, uint64(ch.idx))
+	s.posts++
+	s.b.st.WQEs += uint64(pp.n)
+	s.b.st.Doorbells++
+	s.tracef("%s ibv_post_send %d WR(s) for GFD #%d (doorbell arrives %v)", ch.name, pp.n, i, arrive)
+}
+
+// idle parks the thread after a pass that found nothing: until a GFD's
+// first store lands in a ring slot it would check next, or the next CQE
+// of a connection with outstanding work lands. It then resumes at the
+// first pass boundary at or after that moment, as the busy loop would,
+// and accounts the skipped passes as polling.
+func (s *Server) idle(passStart sim.Time) {
+	period := s.p.Now().Sub(passStart)
+	q := uint64(s.b.cfg.QueueSize)
+	for _, c := range s.conns {
+		rs := &c.cs.ranks[c.rank]
+		size := uint64(c.cs.ver.Bytes())
+		for _, ch := range rs.chans {
+			if ch == nil {
+				continue
+			}
+			s.watch(ch.ring, (ch.sis&(q-1))*size)
+			if ch.cisSh < ch.sis {
+				r, off := ch.cq.WordFor(ch.cq.Landed())
+				s.watch(r, off)
+			}
+		}
+	}
+	s.parked, s.idleStart, s.period = true, passStart, period
+	s.p.Park("proxy idle: no GFD and no completion")
+}
+
+func (s *Server) watch(r *mem.Region, off uint64) {
+	r.Watch(off, s)
+	s.watched = append(s.watched, watchRef{r, off})
+}
+
+// WordChanged implements mem.Watcher: something the idle thread polls for
+// has landed.
+func (s *Server) WordChanged(*mem.Region, uint64) {
+	if !s.parked {
+		return
+	}
+	s.parked = false
+	for _, w := range s.watched {
+		w.r.Unwatch(w.off, s)
+	}
+	clear(s.watched)
+	s.watched = s.watched[:0]
+	now := s.p.Now()
+	k := (now.Sub(s.idleStart) + s.period - 1) / s.period
+	resume := s.idleStart.Add(k * s.period)
+	// The parked pass was charged already; the k-1 passes after it found
+	// nothing either.
+	s.passes += uint64(k - 1)
+	s.poll += (k - 1) * s.period
+	s.p.WakeAt(resume)
+}
