@@ -1,0 +1,81 @@
+package mem
+
+import (
+	"testing"
+
+	"github.com/ginsim/ginsim/sim"
+	"github.com/stretchr/testify/require"
+)
+
+type recorder struct{ effects []Effect }
+
+func (r *recorder) Observe(e *Effect) { r.effects = append(r.effects, *e) }
+
+type counter struct{ hits []uint64 }
+
+func (c *counter) WordChanged(_ *Region, off uint64) { c.hits = append(c.hits, off) }
+
+func TestWordOpsBackedAndUnbacked(t *testing.T) {
+	s := sim.New(sim.Config{})
+	m := NewSystem(s)
+	for _, backed := range []bool{true, false} {
+		r := m.Alloc("sig", Loc{Kind: HBM}, 64, backed)
+		require.Equal(t, uint64(0), r.Load64(8))
+		r.Store64(8, 5, "t")
+		require.Equal(t, uint64(5), r.FetchAdd64(8, 3, "t"))
+		require.Equal(t, uint64(8), r.Load64(8))
+		require.Equal(t, uint64(8), r.CompareSwap64(8, 7, 100, "t"), "failed CAS returns old")
+		require.Equal(t, uint64(8), r.Load64(8))
+		require.Equal(t, uint64(8), r.CompareSwap64(8, 8, 100, "t"))
+		require.Equal(t, uint64(100), r.Load64(8))
+		r.Fill(0, 64, 0, "t")
+		require.Equal(t, uint64(0), r.Load64(8))
+	}
+}
+
+func TestWriteReadAndUnbackedWords(t *testing.T) {
+	s := sim.New(sim.Config{})
+	m := NewSystem(s)
+	b := m.Alloc("buf", Loc{Kind: Host}, 32, true)
+	src := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	b.Write(3, src, 9, "nic")
+	dst := make([]byte, 12)
+	require.True(t, b.Read(0, dst))
+	require.Equal(t, []byte{0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, dst)
+
+	u := m.Alloc("big", Loc{Kind: HBM}, 1<<40, false) // unbacked: no 1 TiB allocation
+	u.Store64(1<<39, 42, "gpu")
+	u.Write(0, nil, 1<<30, "nic") // unknown bytes: words elsewhere unchanged
+	require.Equal(t, uint64(42), u.Load64(1<<39))
+	require.False(t, u.Backed())
+}
+
+func TestWatchersAndObserver(t *testing.T) {
+	s := sim.New(sim.Config{})
+	m := NewSystem(s)
+	rec := &recorder{}
+	m.SetObserver(rec)
+	r := m.Alloc("sig", Loc{Kind: HBM}, 64, true)
+	c := &counter{}
+	r.Watch(16, c)
+	r.Store64(8, 1, "a")                 // other word: no hit
+	r.Write(12, make([]byte, 8), 8, "b") // overlaps word 16: hit
+	r.FetchAdd64(16, 1, "c")
+	r.Unwatch(16, c)
+	r.FetchAdd64(16, 1, "d")
+	require.Equal(t, []uint64{16, 16}, c.hits)
+	require.Len(t, rec.effects, 4)
+	require.Equal(t, OpFetchAdd, rec.effects[2].Op)
+	require.Equal(t, uint64(0), rec.effects[2].Old)
+	require.Equal(t, uint64(1), rec.effects[2].New)
+	require.Equal(t, "c", rec.effects[2].Agent)
+}
+
+func TestOutOfBoundsPanics(t *testing.T) {
+	s := sim.New(sim.Config{})
+	r := NewSystem(s).Alloc("x", Loc{}, 16, true)
+	require.True(t, r.InBounds(8, 8))
+	require.False(t, r.InBounds(9, 8))
+	require.Panics(t, func() { r.Load64(9) })
+	require.Panics(t, func() { r.Write(10, nil, 7, "x") })
+}
