@@ -147,7 +147,7 @@ func (w *llWorkload) launchDispatch(r int) {
 						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.msg)))
 					case w.nvl(r, dst):
 						win := w.dRecv[le/ctxsPerComm]
-						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), win.Offset()+off, nil, sim.Bytes(w.msg))
+						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.msg))
 					default:
 						gn, dc := w.gin(t, r, le)
 						var opts []gin.OptFlags
@@ -272,7 +272,7 @@ func (w *llWorkload) launchCombine(r int) {
 					}
 					if w.nvl(r, dst) {
 						win := w.cRecv[le/ctxsPerComm]
-						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), win.Offset()+off, nil, sim.Bytes(w.comb))
+						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.comb))
 						continue
 					}
 					gn, dc := w.gin(t, r, le)

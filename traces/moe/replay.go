@@ -165,6 +165,9 @@ func notes(o *Options) []string {
 		"kernel-only times: both phases start on every rank at once (as after a barrier); notify/layout kernels and host sync excluded",
 		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
 	}
+	if o.Mode == ModeV2 {
+		n = append(n, "v2: the LL pattern with OptAggregateRequests on every data put (NCCL 2.30); the count/flag put of each (context, peer) rings the doorbell; no per-rank dedup or hybrid forwarding yet")
+	}
 	if o.Backend == BackendNCCL {
 		n = append(n, "nccl: all-to-all-v modelled as the host proxy posting chunked RDMA WRITE chains per peer with the nic verbs API; no NCCL channels/LL protocol")
 	}
@@ -190,7 +193,11 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	e := &env{s: s, m: m, st: st, opt: opt, p: p, hdr: tr.Header(), hidden: hidden,
 		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
 	e.newComm = func() (*gin.Comm, error) {
+		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: ctxsPerComm}
+		if opt.Mode == ModeV2 {
+			cfg.Version = gin.V2_30
+		}
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
 		}
