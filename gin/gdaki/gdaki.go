@@ -519,6 +519,9 @@ func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
 // (DOCA's DUMP WQE) when gets are outstanding and wait for its CQE.
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
 	cs := b.state(dc)
+	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		return gin.Request{Ctx: ctx, Peer: peer} // nothing is ever posted to an unconnected peer
+	}
 	ch := cs.ch(rank, ctx, peer)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
 		ch.wrs = append(ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})

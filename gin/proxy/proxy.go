@@ -464,6 +464,9 @@ func (b *Backend) write(t *gpu.Group, cs *commState, ch *channel, g *GFD) {
 // FlushAsync implements gin.Backend: snapshot pis[peer].
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
 	cs := b.state(dc)
+	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		return gin.Request{Ctx: ctx, Peer: peer} // nothing is ever posted to an unconnected peer
+	}
 	ch := cs.ch(rank, ctx, peer)
 	v := t.Load64(cs.ranks[rank].pis[ctx], 8*uint64(ch.peer))
 	return gin.Request{Ctx: ctx, Peer: peer, Ticket: v}

@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// EnvConfig describes a two-rank GIN setup.
+type EnvConfig struct {
+	// Profile is a machine preset or cluster file (default "h100-ib").
+	Profile string
+	// Backend is "gdaki", "proxy" or "lsa".
+	Backend string
+	// Version is the NCCL behaviour profile (default 2.30).
+	Version gin.Version
+	// Seed seeds the simulation.
+	Seed uint64
+	// Contexts, Signals, Counters and QueueDepth are the DevComm
+	// requirements (0: 1 context, 4 signals, 4 counters, backend depth).
+	Contexts, Signals, Counters, QueueDepth int
+	// WindowBytes is the size of the symmetric window (default 4 MiB).
+	WindowBytes uint64
+	// Backed stores window bytes (needed only to check contents).
+	Backed bool
+	// GDAKI and Proxy are the backends' configurations (zero: defaults).
+	GDAKI *gdaki.Config
+	Proxy *proxy.Config
+}
+
+// Env is a built two-rank communicator: ranks 0 and 1 on two nodes (GDAKI,
+// proxy) or on two GPUs of one node (LSA).
+type Env struct {
+	Sim     *sim.Sim
+	Machine *machine.Machine
+	Comm    *gin.Comm
+	Dev     *gin.DevComm
+	Win     *gin.Window
+	GDAKI   *gdaki.Backend
+	Proxy   *proxy.Backend
+	Backend gin.Backend
+	Ranks   []*gin.Rank
+}
+
+// NewEnv builds the machine and the communicator of c.
+func NewEnv(c EnvConfig) (*Env, error) {
+	if c.Profile == "" {
+		c.Profile = "h100-ib"
+	}
+	if c.Version == 0 {
+		c.Version = gin.V2_30
+	}
+	if c.WindowBytes == 0 {
+		c.WindowBytes = 4 << 20
+	}
+	spec, err := machine.Resolve(c.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	spec.GPUsPerNode = 2
+	if spec.Nodes != 0 && spec.Nodes < 2 && c.Backend != "lsa" {
+		return nil, fmt.Errorf("bench: cluster %q has one node; GIN benchmarks need two", spec.Name)
+	}
+	nodes := 2
+	if spec.Nodes == 1 {
+		nodes = 1
+	}
+	s := sim.New(sim.Config{Seed: c.Seed})
+	m, err := machine.Build(s, spec, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	e := &Env{Sim: s, Machine: m}
+	pick := []int{0, 2} // one GPU on each node
+	if c.Backend == "lsa" {
+		pick = []int{0, 1}
+	}
+	for i, w := range pick {
+		r := *m.Ranks[w]
+		r.World = i
+		e.Ranks = append(e.Ranks, &r)
+	}
+	cfg := gin.CommConfig{Version: c.Version, Backends: map[gin.Type]gin.Backend{}}
+	typ := gin.TypeNone
+	switch c.Backend {
+	case "gdaki", "":
+		gc := gdaki.DefaultConfig()
+		if c.GDAKI != nil {
+			gc = *c.GDAKI
+		}
+		if e.GDAKI, err = gdaki.New(gc); err != nil {
+			return nil, err
+		}
+		cfg.Backends[gin.TypeGDAKI], typ, e.Backend = e.GDAKI, gin.TypeGDAKI, e.GDAKI
+	case "proxy":
+		pc := proxy.DefaultConfig()
+		if c.Proxy != nil {
+			pc = *c.Proxy
+		}
+		if e.Proxy, err = proxy.New(pc); err != nil {
+			return nil, err
+		}
+		cfg.Backends[gin.TypeProxy], typ, e.Backend = e.Proxy, gin.TypeProxy, e.Proxy
+	case "lsa":
+		return nil, fmt.Errorf("bench: backend lsa is not available in this build (gin/lsa has not landed)")
+	default:
+		return nil, fmt.Errorf("bench: unknown backend %q (want gdaki, proxy or lsa)", c.Backend)
+	}
+	if e.Comm, err = gin.NewComm(e.Ranks, cfg); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	req := gin.Requirements{GinContextCount: max(c.Contexts, 1), GinSignalCount: max(c.Signals, 4),
+		GinCounterCount: max(c.Counters, 4), GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ}
+	if e.Dev, err = e.Comm.DevCommCreate(req); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if e.Win, err = e.Comm.WindowRegister("buf", sim.Bytes(c.WindowBytes), gin.WinDefault, c.Backed); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return e, nil
+}
+
+// Log is an event timeline of one run merged from the backends' step
+// traces, the packets on both NIC ports and the memory effects on the
+// windows, signal and counter words and CQ rings: the text of golden
+// scripts and of the round-trip breakdown.
+type Log struct {
+	Lines []string
+	Start sim.Time
+}
+
+func (l *Log) add(at sim.Time, who, what string) {
+	l.Lines = append(l.Lines, fmt.Sprintf("%10.3fus %-22s %s", at.Sub(l.Start).Us(), who, what))
+}
+
+// String returns the log, one event a line.
+func (l *Log) String() string { return strings.Join(l.Lines, "\n") + "\n" }
+
+// Record starts logging e's run into a new Log.
+func (e *Env) Record() *Log {
+	l := &Log{Start: e.Sim.Now()}
+	tr := func(at sim.Time, who, what string) { l.add(at, who, what) }
+	if e.GDAKI != nil {
+		e.GDAKI.SetTrace(tr)
+	}
+	if e.Proxy != nil {
+		e.Proxy.SetTrace(tr)
+	}
+	for _, r := range e.Ranks {
+		n := r.NICs[0]
+		ep := n.Endpoint()
+		name := n.Name()
+		e.Machine.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
+			dir := "rx"
+			if p.Src == ep {
+				dir = "tx"
+			}
+			l.add(at, name, fmt.Sprintf("%s %v psn=%d qp=%#x len=%d", dir, p.Hdr.Opcode, p.Hdr.PSN, p.Hdr.DestQP, p.PayloadLen))
+		})
+	}
+	e.Machine.Mem.SetObserver(memLog{l})
+	return l
+}
+
+type memLog struct{ l *Log }
+
+// Observe logs the effects that matter for a GIN timeline: NIC writes into
+// windows, atomics on signal/counter words, CQE landings, ci/pi updates.
+func (m memLog) Observe(e *mem.Effect) {
+	n := e.Region.Name()
+	switch {
+	case strings.HasSuffix(n, "/ring") || strings.HasSuffix(n, "/sq") || strings.HasSuffix(n, "/ctrl") ||
+		strings.HasSuffix(n, "/pis") || strings.HasSuffix(n, "/inlines") || strings.HasSuffix(n, "/signalOffsets"):
+		return // GPU/CPU bookkeeping already in the step trace
+	case strings.HasSuffix(n, "/cq"):
+		m.l.add(e.At, e.Agent, fmt.Sprintf("CQE #%d landed in %s", e.New-1, n))
+	case e.Op == mem.OpWrite:
+		m.l.add(e.At, e.Agent, fmt.Sprintf("%v %d B at %s+%d", e.Op, e.Len, n, e.Off))
+	default:
+		m.l.add(e.At, e.Agent, fmt.Sprintf("%v %s+%d: %d -> %d", e.Op, n, e.Off, e.Old, e.New))
+	}
+}
