@@ -165,6 +165,9 @@ func notes(o *Options) []string {
 		"kernel-only times: both phases start on every rank at once (as after a barrier); notify/layout kernels and host sync excluded",
 		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
 	}
+	if o.Backend == BackendProxy {
+		n = append(n, "proxy: the GFD-to-post time is not instrumented yet; proxy queueing shows up in the NIC column")
+	}
 	if o.Mode == ModeV2 {
 		n = append(n, "v2: the LL pattern with OptAggregateRequests on every data put (NCCL 2.30); the count/flag put of each (context, peer) rings the doorbell; no per-rank dedup or hybrid forwarding yet")
 	}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/pcap"
+	"github.com/ginsim/ginsim/traces/timeline"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func init() { Register("", newReplayCmd) }
+
+// defaultReplayTrace is the built-in trace replayed without arguments.
+const defaultReplayTrace = "deepseek-v3-ll-ep16.jsonl.gz"
+
+type replayFlags struct {
+	cluster, backend, mode string
+	nvlink, json, quiet    bool
+	seed                   uint64
+	layers                 int
+	timeline, pcap, plot   string
+	pcapRanks              []int
+}
+
+func newReplayCmd() *cobra.Command {
+	var f replayFlags
+	c := &cobra.Command{
+		Use:   "replay [TRACE]",
+		Short: "Replay MoE dispatch/combine traffic from a trace on a simulated cluster",
+		Long: `Replay runs every (iteration, layer) of a moe-trace (JSONL, optionally gzip)
+on a cluster as GIN device programs (DeepEP V1 low latency by default) and
+reports per-layer kernel-only dispatch and combine times, DeepEP-defined
+bandwidths and the critical path of the slowest receiver.
+
+TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
+Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
+Output files are written only when the run succeeds.`,
+		Example: `  ginsim replay
+  ginsim replay trace.jsonl.gz --cluster h800-cx7 --backend proxy --json
+  ginsim replay --layers 1 --timeline tl.json --plot recv.svg`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, &f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.cluster, "cluster", "h100-ib", "cluster preset name or YAML file")
+	fl.StringVar(&f.backend, "backend", moe.BackendGDAKI, "GIN backend: "+strings.Join(moe.Backends, "|"))
+	fl.StringVar(&f.mode, "mode", moe.ModeLL, "traffic pattern: "+strings.Join(moe.Modes, "|"))
+	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA")
+	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
+	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
+	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
+	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
+	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
+	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	return c
+}
+
+// ginBackends builds the GIN backends a communicator may select.
+func ginBackends() map[gin.Type]gin.Backend {
+	g, err := gdaki.New(gdaki.DefaultConfig())
+	if err != nil {
+		panic(fmt.Sprintf("ginsim: default GDAKI config: %v", err))
+	}
+	p, err := proxy.New(proxy.DefaultConfig())
+	if err != nil {
+		panic(fmt.Sprintf("ginsim: default proxy config: %v", err))
+	}
+	return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
+}
+
+func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
+	if !slicesContains(moe.Modes, f.mode) {
+		return Usagef("--mode %q: want one of %v", f.mode, moe.Modes)
+	}
+	if !slicesContains(moe.Backends, f.backend) {
+		return Usagef("--backend %q: want one of %v", f.backend, moe.Backends)
+	}
+	if f.layers < 0 {
+		return Usagef("--layers %d must not be negative", f.layers)
+	}
+	var plotFmt string
+	if f.plot != "" {
+		plotFmt = strings.TrimPrefix(strings.ToLower(filepath.Ext(f.plot)), ".")
+		if plotFmt != "png" && plotFmt != "svg" {
+			return Usagef("--plot %q: the file name must end in .png or .svg", f.plot)
+		}
+	}
+	spec, err := resolveCluster(f.cluster)
+	if err != nil {
+		return err
+	}
+	name := defaultReplayTrace
+	var tr *traces.Trace
+	if len(args) == 0 {
+		tr, err = traces.OpenExample(defaultReplayTrace)
+	} else {
+		name = args[0]
+		if _, serr := os.Stat(name); serr != nil && slicesContains(traces.Examples(), name) {
+			tr, err = traces.OpenExample(name)
+		} else if errors.Is(serr, os.ErrNotExist) {
+			return Usagef("trace %q is neither a file nor a built-in example (%v)", name, traces.Examples())
+		} else {
+			tr, err = traces.Read(name)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
+		TraceName: name, ClusterName: spec.Name, Backends: ginBackends}
+
+	// Output files go to temporaries renamed on success.
+	var outs []*pendingFile
+	defer func() {
+		for _, o := range outs {
+			o.abort()
+		}
+	}()
+	if f.timeline != "" {
+		o, err := newPendingFile(f.timeline)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		opt.Timeline = timeline.NewWriter(o.f)
+	}
+	if f.pcap != "" {
+		o, err := newPendingFile(f.pcap)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		pw, err := pcap.NewWriter(o.f)
+		if err != nil {
+			return err
+		}
+		opt.Pcap, opt.PcapRanks = pw, f.pcapRanks
+	}
+	steps := len(moe.Steps(tr, f.layers))
+	if !f.quiet && !f.json && steps > 1 && isTTY(cmd.ErrOrStderr()) {
+		bar := progressbar.NewOptions(steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+			progressbar.OptionSetDescription("replay"), progressbar.OptionClearOnFinish())
+		opt.Progress = func(done, total int) { _ = bar.Set(done) }
+	}
+	rep, err := moe.Replay(tr, spec, opt)
+	if err != nil {
+		return err
+	}
+	if opt.Timeline != nil {
+		if err := opt.Timeline.Close(); err != nil {
+			return fmt.Errorf("timeline: %w", err)
+		}
+	}
+	if opt.Pcap != nil {
+		if err := opt.Pcap.Flush(); err != nil {
+			return fmt.Errorf("pcap: %w", err)
+		}
+	}
+	if f.plot != "" {
+		wt, err := rep.Plot(plotFmt)
+		if err != nil {
+			return err
+		}
+		o, err := newPendingFile(f.plot)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		if _, err := wt.WriteTo(o.f); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	for _, o := range outs {
+		if err := o.commit(); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		return rep.WriteJSON(cmd.OutOrStdout())
+	}
+	return rep.WriteTable(cmd.OutOrStdout())
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// pendingFile is an output written to a temporary next to its final path
+// and renamed there by commit; abort removes it.
+type pendingFile struct {
+	path string
+	f    *os.File
+	done bool
+}
+
+func newPendingFile(path string) (*pendingFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	return &pendingFile{path: path, f: f}, nil
+}
+
+func (p *pendingFile) commit() error {
+	if p.done {
+		return nil
+	}
+	p.done = true
+	if err := p.f.Chmod(0o644); err != nil {
+		p.f.Close()
+		os.Remove(p.f.Name())
+		return err
+	}
+	if err := p.f.Close(); err != nil {
+		os.Remove(p.f.Name())
+		return err
+	}
+	if err := os.Rename(p.f.Name(), p.path); err != nil {
+		os.Remove(p.f.Name())
+		return err
+	}
+	return nil
+}
+
+func (p *pendingFile) abort() {
+	if p.done {
+		return
+	}
+	p.done = true
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
