@@ -114,7 +114,9 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		req.RailGinBarrierCount < 0 || req.WorldGinBarrierCount < 0 || req.GinQueueDepth < 0 || req.GinContextCount < 0 {
 		return nil, errors.New("gin: ncclDevCommCreate: negative requirement")
 	}
-	ginRes := req.GinSignalCount > 0 || req.GinCounterCount > 0 || req.BarrierCount > 0 ||
+	// barrierCount alone does not ask for GIN: hybrid barriers get their
+	// GIN parts only when GIN is connected.
+	ginRes := req.GinSignalCount > 0 || req.GinCounterCount > 0 ||
 		req.RailGinBarrierCount > 0 || req.WorldGinBarrierCount > 0
 	conn := req.ConnectionType
 	if p.HasConnectionType {
@@ -155,11 +157,17 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		return 1
 	}
 	nRail := req.BarrierCount + req.RailGinBarrierCount
+	if !dc.gin {
+		nRail = 0
+	}
 	dc.railGin = barrierSet{base: dc.signals, count: nRail, width: width(rail), rail: true}
 	dc.signals += nRail * dc.railGin.width
 	nWorld := req.WorldGinBarrierCount
 	if conn != ConnRail {
 		nWorld += req.BarrierCount
+	}
+	if !dc.gin {
+		nWorld = 0
 	}
 	dc.worldGin = barrierSet{base: dc.signals, count: nWorld, width: width(n)}
 	dc.signals += nWorld * dc.worldGin.width

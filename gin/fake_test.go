@@ -134,7 +134,9 @@ func (f *fakeBackend) SignalOffset(dc *DevComm, rank, ctx, id int) uint64 {
 	return f.offsets[rank][ctx*dc.SignalCount()+id]
 }
 
-func (f *fakeBackend) Stats() BackendStats { return BackendStats{Name: "fake", Ops: uint64(len(f.calls))} }
+func (f *fakeBackend) Stats() BackendStats {
+	return BackendStats{Name: "fake", Ops: uint64(len(f.calls))}
+}
 
 var _ Backend = (*fakeBackend)(nil)
 
