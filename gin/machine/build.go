@@ -107,6 +107,9 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 		Switch:       topo.SwitchSpec{LatencyNs: int64(spec.Topology.SwitchLatency) / int64(sim.Nanosecond)},
 		Spines:       spec.Topology.Spines,
 	}
+	if spec.Topology.Lossless {
+		ts.Switch.PortBufferKiB = -1 // unbounded: no drops
+	}
 	switch spec.Topology.Kind {
 	case TopoSingleSwitch:
 		ts.Kind = "single"

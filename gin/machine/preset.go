@@ -89,7 +89,7 @@ func presets() []Spec {
 			Profile: "h100", GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			// 900 GB/s bidirectional = 450 GB/s per direction (nominal).
 			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(450)), Latency: nvlinkLatency},
-			Topology: Topology{Kind: TopoRailOptimized, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay},
+			Topology: Topology{Kind: TopoRailOptimized, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay, Lossless: true},
 		},
 		{
 			Name: "h800-cx7",
@@ -98,14 +98,14 @@ func presets() []Spec {
 			Profile: "h800", GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			// DeepEP's README measures ~153-158 GB/s intranode; the tech report uses ~160 GB/s.
 			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(160)), Latency: nvlinkLatency},
-			Topology: Topology{Kind: TopoRailOptimized, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay},
+			Topology: Topology{Kind: TopoRailOptimized, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay, Lossless: true},
 		},
 		{
 			Name:        "h200-nvl",
 			Description: "one node of 8x H200, NVLink 900 GB/s bidirectional, one ConnectX-7 400 Gb/s NIC per GPU",
 			Profile:     "h200", Nodes: 1, GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(450)), Latency: nvlinkLatency},
-			Topology: Topology{Kind: TopoSingleSwitch, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay},
+			Topology: Topology{Kind: TopoSingleSwitch, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay, Lossless: true},
 		},
 	}
 }

@@ -71,6 +71,11 @@ type Topology struct {
 	SwitchLatency Duration `yaml:"switch_latency"`
 	// CableDelay is the propagation delay of every link.
 	CableDelay Duration `yaml:"cable_delay"`
+	// Lossless gives switch ports unbounded buffers, standing for
+	// InfiniBand's credit-based link-level flow control (or a PFC
+	// Ethernet fabric): congestion queues instead of dropping. false keeps
+	// fabric/topo's finite buffers, which tail-drop (lossy RoCE).
+	Lossless bool `yaml:"lossless"`
 }
 
 // FieldError is a validation error on one field of a Spec. Field is the YAML
