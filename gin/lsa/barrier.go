@@ -97,7 +97,7 @@ func NewSession(dc *gin.DevComm, t *gpu.Group, rank, ctx, index int) *Session {
 // ord) then the rail GIN barrier (acquire half) with the fence.
 func (s *Session) Sync(ord gin.MemoryOrder, fence gin.FenceLevel) {
 	dc := s.dc
-	s.l.record(gin.Call{Op: gin.CallBarrier, Barrier: gin.BarrierCall{Kind: gin.BarrierHybrid, Index: s.index, Order: ord, Fence: fence}})
+	s.l.recordCtx(s.ctx, gin.Call{Op: gin.CallBarrier, Barrier: gin.BarrierCall{Kind: gin.BarrierHybrid, Index: s.index, Order: ord, Fence: fence}})
 	req := dc.Requirements()
 	if s.index < 0 || s.index >= req.BarrierCount {
 		s.l.fail("barrier", gin.ErrInvalid, "hybrid barrier %d of %d", s.index, req.BarrierCount)

@@ -54,10 +54,12 @@ func (l *LSA) window(op string, w *gin.Window, off, n uint64) bool {
 	return true
 }
 
-func (l *LSA) record(c gin.Call) {
+func (l *LSA) record(c gin.Call) { l.recordCtx(-1, c) }
+
+func (l *LSA) recordCtx(ctx int, c gin.Call) {
 	if h := l.dc.Hook(); h != nil {
 		l.call = c
-		h.Call(l.t, l.rank, -1, &l.call)
+		h.Call(l.t, l.rank, ctx, &l.call)
 	}
 }
 
@@ -73,6 +75,24 @@ func (l *LSA) Copy(peer int, w *gin.Window, off uint64, src []byte, n sim.Bytes)
 	}
 	l.record(gin.Call{Op: gin.CallLSAStore, Team: l.team, Peer: peer, Dst: w, DstOff: off, Bytes: uint64(n)})
 	return l.t.Write(w.Region(wr), off, src, n)
+}
+
+// CopyFrom copies n bytes at srcOff of this rank's part of window src to
+// dstOff of LSA peer peer's part of dst (a device memcpy through
+// ncclGetLsaPointer): the bytes are read when the copy is issued.
+func (l *LSA) CopyFrom(peer int, dst *gin.Window, dstOff uint64, src *gin.Window, srcOff uint64, n sim.Bytes) sim.Time {
+	const op = "lsa_store"
+	wr, ok := l.peer(op, peer)
+	if !ok || !l.window(op, dst, dstOff, uint64(n)) || !l.window(op, src, srcOff, uint64(n)) {
+		return 0
+	}
+	l.record(gin.Call{Op: gin.CallLSAStore, Team: l.team, Peer: peer, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: uint64(n)})
+	var buf []byte
+	if r := src.Region(l.rank); r.Backed() {
+		buf = make([]byte, n)
+		r.Read(srcOff, buf)
+	}
+	return l.t.Write(dst.Region(wr), dstOff, buf, n)
 }
 
 // Store stores the 8-byte word v at off of LSA peer peer's part of w.
