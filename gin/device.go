@@ -48,13 +48,17 @@ type Gin struct {
 }
 
 // Gin returns the handle of world rank rank's coop t on context ctx, in the
-// default (GPU) resource-sharing mode.
+// default (GPU) resource-sharing mode. 2.28 takes ctx modulo the context
+// count; 2.30 reports a context outside [0, ContextCount()) (ErrContext).
 func (dc *DevComm) Gin(t *gpu.Group, rank, ctx int) *Gin {
 	return dc.GinShared(t, rank, ctx, SharingGPU)
 }
 
 // GinShared is Gin with a resource-sharing mode (2.30.3+).
 func (dc *DevComm) GinShared(t *gpu.Group, rank, ctx int, mode Sharing) *Gin {
+	if !dc.c.prof.HasConnectionType && dc.nCtx > 0 && ctx >= 0 {
+		ctx %= dc.nCtx // 2.28 maps contextIndex % ginContextCount (spec 2.5)
+	}
 	g := &Gin{dc: dc, t: t, rank: rank, ctx: ctx, sharing: mode, given: gpu.ScopeThread, required: gpu.ScopeDevice}
 	switch {
 	case !dc.gin:

@@ -206,6 +206,18 @@ func (c *Comm) CheckDeadlock() error {
 	if c.s.Pending() != 0 {
 		return nil
 	}
+	out := c.Waiters()
+	if len(out) == 0 {
+		return nil
+	}
+	return &DeadlockError{At: c.s.Now(), Waits: out}
+}
+
+// Waiters describes every coop of the communicator's GPUs that is waiting
+// now, in rank and launch order, whether or not events are pending (for a
+// run that never goes quiescent, e.g. a busy-polling proxy thread: stop it
+// with RunUntil and ask).
+func (c *Comm) Waiters() []string {
 	var out []string
 	seen := make(map[*gpu.GPU]bool)
 	for i, r := range c.ranks {
@@ -222,10 +234,7 @@ func (c *Comm) CheckDeadlock() error {
 			}
 		}
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	return &DeadlockError{At: c.s.Now(), Waits: out}
+	return out
 }
 
 func (c *Comm) describe(rank int, t *gpu.Group) string {

@@ -50,7 +50,7 @@ type Config struct {
 	// microbenchmarks), ~130 ns. Polled flags and signal words live in L2.
 	L2Latency sim.Duration
 	// HBMLatency is a load that misses L2 and reads HBM3: ~500 cycles,
-	// ~250 ns. Used by Load64 of words not recently touched (ReadHBM).
+	// ~250 ns. Used by bulk reads of local data (Read).
 	HBMLatency sim.Duration
 	// PollInterval is the period of a spin-wait loop on a word in local
 	// memory: one ld.acquire.gpu round trip to L2 plus the compare and

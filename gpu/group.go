@@ -153,11 +153,21 @@ func (t *Group) Load64(r *mem.Region, off uint64) uint64 {
 	return r.Load64(off)
 }
 
-// Read loads len(dst) bytes at off of r into dst, with the latency of its
-// location (the group's threads load in parallel: one round trip plus the
-// transfer).
+// Read loads len(dst) bytes at off of r into dst. Local HBM: one HBM
+// latency (bulk data is not L2-resident) plus the transfer at the group's
+// load rate (16 B per thread per cycle, at most SMStoreBytesPerCycle);
+// peer or host memory: the NVLink or PCIe read.
 func (t *Group) Read(r *mem.Region, off uint64, dst []byte) {
-	t.work(t.loadDone(r, sim.Bytes(len(dst))).Sub(t.Now()))
+	g := t.g
+	n := sim.Bytes(len(dst))
+	var d sim.Duration
+	if g.where(r) == local {
+		rate := min(sim.Bytes(t.size)*16, g.cfg.SMStoreBytesPerCycle)
+		d = g.cfg.HBMLatency + g.Cycles(int64((n+rate-1)/rate))
+	} else {
+		d = t.loadDone(r, n).Sub(t.Now())
+	}
+	t.work(d)
 	r.Read(off, dst)
 }
 
