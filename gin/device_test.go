@@ -428,3 +428,45 @@ func TestDeterminism(t *testing.T) {
 	}
 	require.Equal(t, run(), run())
 }
+
+// 2.30 GIN barrier message counts: nPeerSigs × nContexts signals per rank,
+// nPeerSigs = n with the Put fence (self last), n-1 without; the Get fence
+// flushes every context.
+func TestGinBarrierMessages(t *testing.T) {
+	for _, c := range []struct {
+		fence   FenceLevel
+		all     bool
+		signals int
+		flushes int
+	}{
+		{FencePut, false, 4, 0},
+		{FenceNone, false, 3, 0},
+		{FencePut, true, 16, 0},
+		{FenceGet, true, 12, 16},
+	} {
+		cl := newCluster(t, 2, 2, V2_30)
+		dc, err := cl.comm.DevCommCreate(Requirements{WorldGinBarrierCount: 1, ConnectionType: ConnFull})
+		require.NoError(t, err)
+		cl.launch("bar", 32, func(t *gpu.Group, rank int) {
+			dc.Gin(t, rank, 0).GinBarrier(BarrierWorldGin, 0, c.all).Sync(OrderAcqRel, c.fence)
+		})
+		require.NoError(t, cl.s.Run())
+		require.NoError(t, cl.comm.CheckDeadlock())
+		sig, fl := 0, 0
+		var selfLast bool
+		for _, call := range cl.fb.calls {
+			if strings.Contains(call, " r1 ") && strings.Contains(call, "signal") {
+				sig++
+				selfLast = strings.HasSuffix(call, "->1")
+			}
+			if strings.Contains(call, "flush_async r1 ") {
+				fl++
+			}
+		}
+		require.Equal(t, c.signals, sig, "%+v", c)
+		require.Equal(t, c.flushes, fl, "%+v", c)
+		if c.fence&FencePut != 0 && !c.all {
+			require.True(t, selfLast, "self is visited last")
+		}
+	}
+}
