@@ -441,7 +441,11 @@ func (g *Gin) WaitSignal(id int, least uint64, bits int) uint64 {
 
 func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	r, off, o := g.signalWord(id)
-	d := g.dc.wait(g, "signal", id, least, bits, o, r, off)
+	what := "signal"
+	if g.internal {
+		what = "barrier signal"
+	}
+	d := g.dc.wait(g, what, id, least, bits, o, r, off)
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return RollingLessEq(least+o, v, bits) })
 	d.active = false
 	g.t.Sync()

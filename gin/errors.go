@@ -24,7 +24,8 @@ var (
 	ErrNoGin          = errors.New("device communicator has no GIN")
 )
 
-// Error is a user error in device code, reported through sim.Fail.
+// Error is a user error in device code, reported through sim.Fail. Ctx is
+// -1 for calls without a GIN context (gin/lsa).
 type Error struct {
 	At     sim.Time
 	Rank   int
@@ -36,7 +37,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := fmt.Sprintf("gin: t=%v rank %d ctx %d coop %q %s: %v", e.At, e.Rank, e.Ctx, e.Coop, e.Op, e.Kind)
+	var s string
+	if e.Ctx < 0 { // LSA calls have no context
+		s = fmt.Sprintf("gin: t=%v rank %d coop %q %s: %v", e.At, e.Rank, e.Coop, e.Op, e.Kind)
+	} else {
+		s = fmt.Sprintf("gin: t=%v rank %d ctx %d coop %q %s: %v", e.At, e.Rank, e.Ctx, e.Coop, e.Op, e.Kind)
+	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}

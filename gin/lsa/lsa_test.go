@@ -155,3 +155,11 @@ func TestBarrierDeadlock(t *testing.T) {
 	require.Contains(t, got, `gin: deadlock at t=`)
 	require.Contains(t, got, `rank 0 coop "k/t1" waits lsa barrier 1 inbox of lsa rank 2 >= 1`)
 }
+
+// LSA user errors are reported like GIN ones.
+func TestLSAErrors(t *testing.T) {
+	got := runCase(t, 2, []string{"0: store 2 0 1"})
+	require.Contains(t, got, `error: gin: t=0s rank 0 coop "k" lsa_store: peer outside the team: LSA peer 2 of a team of 2 ranks`)
+	got = runCase(t, 2, []string{"0: copy 1 1048000 4096"})
+	require.Contains(t, got, `lsa_store: access outside the window: window "buf" [1048000,+4096) of 1048576 bytes`)
+}
