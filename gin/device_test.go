@@ -261,7 +261,7 @@ func TestUserErrors(t *testing.T) {
 		{"reset with update in flight", V2_30, ConnFull, 0, func(t *gpu.Group, g *Gin, dc *DevComm, _, _ *Window) {
 			g.Signal(dc.World(0), 0, SignalInc{Signal: 1}) // loopback, lands 2us later
 			g.ResetSignal(1)
-		}, ErrResetRace, "reset of signal 1 of rank 0 ctx 0 while 1 update(s) issued before it had not landed"},
+		}, ErrResetRace, "reset of signal 1 of rank 0 ctx 0 while updates adding 1, issued before it, had not landed"},
 		{"get on 2.28", V2_28, ConnFull, 0, func(_ *gpu.Group, g *Gin, dc *DevComm, w, _ *Window) {
 			g.Get(dc.World(0), 1, w, 0, w, 0, 8)
 		}, ErrUnsupported, "get (2.30.3+)"},

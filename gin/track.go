@@ -17,8 +17,9 @@ import (
 //     time) and reports the first call using the other one.
 //   - A reset may not race with updates. An update is issued when the
 //     front end passes it to the backend and lands when the signal (or
-//     counter) word changes; while a word has updates in flight the front
-//     end watches it and counts landings. A reset races when (a) updates
+//     counter) word grows by it; while a word has updates in flight the
+//     front end watches it and sums what landed (sums, not counts, so a
+//     proxy that stores a counter once for several completions is fine). A reset races when (a) updates
 //     issued before it have not all landed (they would land after the reset
 //     and count against the new epoch), or (b) an update lands after the
 //     reset was issued but before the reset's own store of 0 landed (it
@@ -35,8 +36,8 @@ type tracker struct {
 	r       *mem.Region
 	off     uint64
 	mode    uint8 // 0 none, 1 inc, 2 add (since the last reset)
-	issued  uint64
-	landed  uint64
+	issued  uint64 // sum of the addends issued (mod 2^64)
+	landed  uint64 // sum of the increases seen
 	last    uint64
 	watch   bool
 	pending bool // a reset store issued, not landed
@@ -74,7 +75,7 @@ func (tr *tracker) startWatch() {
 }
 
 func (tr *tracker) stopWatch() {
-	if tr.watch && !tr.pending && tr.landed >= tr.issued {
+	if tr.watch && !tr.pending && tr.landed == tr.issued {
 		tr.watch = false
 		tr.r.Unwatch(tr.off, tr)
 	}
@@ -102,7 +103,7 @@ func (dc *DevComm) noteUpdate(g *Gin, op string, counter bool, rank, id int, inc
 		return true // changes nothing, cannot be seen landing
 	}
 	tr.startWatch()
-	tr.issued++
+	tr.issued += add
 	return true
 }
 
@@ -118,8 +119,8 @@ func (tr *tracker) WordChanged(r *mem.Region, off uint64) {
 	if v == tr.last {
 		return
 	}
+	tr.landed += v - tr.last
 	tr.last = v
-	tr.landed++
 	if tr.pending {
 		s := tr.dc.c.s
 		s.Fail(&Error{At: s.Now(), Rank: int(tr.key.rank), Ctx: int(tr.key.ctx), Op: "update", Kind: ErrResetRace,
@@ -136,8 +137,8 @@ func (dc *DevComm) beginReset(g *Gin, op string, counter bool, id int) *tracker 
 	if tr == nil {
 		return nil
 	}
-	if tr.issued > tr.landed {
-		g.failf(op, ErrResetRace, "reset of %s while %d update(s) issued before it had not landed", tr.what(), tr.issued-tr.landed)
+	if tr.issued != tr.landed {
+		g.failf(op, ErrResetRace, "reset of %s while updates adding %d, issued before it, had not landed", tr.what(), tr.issued-tr.landed)
 		return nil
 	}
 	tr.mode = 0
