@@ -35,7 +35,7 @@ type tracker struct {
 	key     trackKey
 	r       *mem.Region
 	off     uint64
-	mode    uint8 // 0 none, 1 inc, 2 add (since the last reset)
+	mode    uint8  // 0 none, 1 inc, 2 add (since the last reset)
 	issued  uint64 // sum of the addends issued (mod 2^64)
 	landed  uint64 // sum of the increases seen
 	last    uint64
