@@ -145,7 +145,7 @@ func (g *GPU) where(r *mem.Region) where {
 	}
 }
 
-// defer schedules a write to land at `at`.
+// later schedules a write to land at `at` (the source bytes are copied).
 func (g *GPU) later(at sim.Time, p pending) {
 	var i int32
 	if n := len(g.free); n > 0 {
@@ -155,6 +155,8 @@ func (g *GPU) later(at sim.Time, p pending) {
 		g.pend[i] = p
 		if p.has {
 			g.pend[i].data = append(buf[:0], p.data...)
+		} else {
+			g.pend[i].data = buf[:0] // keep the buffer for reuse
 		}
 	} else {
 		i = int32(len(g.pend))
