@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 
@@ -84,10 +85,14 @@ type Network struct {
 	ports []port
 	built bool
 
-	// route[sw*len(eps)+dst] is an offset into hops: hops[off] is the
-	// number of equal-cost egress ports, followed by the ports.
+	// route[sw*len(eps)+dst] is the egress port when there is one next
+	// hop, else -(off+1) for an offset into hops: hops[off] is the number
+	// of equal-cost egress ports, followed by the ports.
 	route []int32
 	hops  []int32
+	// kind[node] is the switch index of a switch node, or -(ep+1) for an
+	// endpoint: the one field of node that forwarding reads.
+	kind []int32
 
 	drop DropHook
 }
@@ -117,30 +122,41 @@ type swtch struct {
 }
 
 type port struct {
-	from, to NodeID
-	toEp     int32 // endpoint at the far end, or -1
-	rate     sim.BitRate
-	prop     sim.Duration
-	freeAt   sim.Time
+	// Fields read on every hop come first.
+	freeAt    sim.Time
+	psPerByte sim.Duration // exact serialisation time per byte, or 0: use rate.TxTime
+	prop      sim.Duration
+	nextLat   sim.Duration // forwarding latency of the device at the far end, when it is a switch
 	// Set when the port is a switch egress.
 	bufTime  sim.Duration // time to drain a full buffer; 0: unbounded
 	maxWait  sim.Duration // largest backlog seen, in time, counting the arriving packet
-	ecn      bool
 	kminTime sim.Duration // time to drain Kmin bytes
-	kmin     sim.Bytes
-	kmax     sim.Bytes
-	pmax     float64
-	ecnRnd   *rand.Rand
+	to       NodeID
+	toEp     int32 // endpoint at the far end, or -1
 	fromSw   bool
-	// The device at the far end, when it is a switch.
-	nextLat sim.Duration
-	nextCut bool
+	ecn      bool
+	nextCut  bool
+	down     bool
+	fault    *faultState
+	tap      Tap
+	stats    PortStats
 
-	down  bool
-	fault *faultState
-	tap   Tap
-	tapIf int
-	stats PortStats
+	// Cold fields.
+	from   NodeID
+	tapIf  int
+	rate   sim.BitRate
+	kmin   sim.Bytes
+	kmax   sim.Bytes
+	pmax   float64
+	ecnRnd *rand.Rand
+}
+
+// txTime returns the serialisation time of wire bytes on the port.
+func (pt *port) txTime(wire sim.Bytes) sim.Duration {
+	if pt.psPerByte > 0 {
+		return sim.Duration(wire) * pt.psPerByte
+	}
+	return pt.rate.TxTime(wire)
 }
 
 type faultState struct {
@@ -235,6 +251,9 @@ func (n *Network) Connect(a, b NodeID, cfg LinkConfig) (LinkID, error) {
 func (n *Network) addPort(from, to NodeID, cfg LinkConfig) {
 	id := PortID(len(n.ports))
 	p := port{from: from, to: to, toEp: n.nodes[to].ep, rate: cfg.Rate, prop: cfg.Prop}
+	if perByte := 8 * int64(sim.Second); perByte%int64(cfg.Rate) == 0 {
+		p.psPerByte = sim.Duration(perByte / int64(cfg.Rate)) // 20 ps at 400 Gb/s
+	}
 	if s := n.nodes[from].sw; s >= 0 {
 		sw := &n.sws[s]
 		p.fromSw = true
@@ -303,7 +322,7 @@ func (n *Network) Build() error {
 		for si := range n.sws {
 			x := n.sws[si].node
 			if dist[x] < 0 {
-				n.route[si*ne+d] = -1
+				n.route[si*ne+d] = math.MinInt32 // unreachable: never looked up
 				continue
 			}
 			set = set[:0]
@@ -312,6 +331,10 @@ func (n *Network) Build() error {
 				if dist[y] == dist[x]-1 && (n.nodes[y].ep < 0 || y == src) {
 					set = append(set, int32(pi))
 				}
+			}
+			if len(set) == 1 {
+				n.route[si*ne+d] = set[0]
+				continue
 			}
 			key = key[:0]
 			for _, v := range set {
@@ -325,13 +348,21 @@ func (n *Network) Build() error {
 				n.hops = append(n.hops, set...)
 				groups[string(key)] = off
 			}
-			n.route[si*ne+d] = off
+			n.route[si*ne+d] = -(off + 1)
 		}
 		// Every other endpoint must reach d.
 		for e := range n.eps {
 			if dist[n.eps[e].node] < 0 {
 				return fmt.Errorf("fabric: endpoint %q cannot reach %q", n.nodes[n.eps[e].node].name, n.nodes[src].name)
 			}
+		}
+	}
+	n.kind = make([]int32, len(n.nodes))
+	for i, nd := range n.nodes {
+		if nd.sw >= 0 {
+			n.kind[i] = nd.sw
+		} else {
+			n.kind[i] = -(nd.ep + 1)
 		}
 	}
 	n.built = true
@@ -563,7 +594,7 @@ func (n *Network) Send(p *Packet) sim.Time {
 	now := n.s.Now()
 	p.Born = now
 	p.hops = 0
-	n.hot[p.idx] = hot{tin: now, flow: n.flowHash(p), at: n.eps[p.Src].node, dst: p.Dst, wire: int32(p.WireLen(n.ipv6))}
+	n.hot[p.idx] = hot{tin: now, flow: n.flowHash(p), at: n.eps[p.Src].node, dst: p.Dst, wire: int32(p.WireLen(n.ipv6)), ecn: p.ECN}
 	return n.transmit(p.idx, n.eps[p.Src].up, now, false)
 }
 
@@ -595,39 +626,37 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 	pt := &n.ports[pi]
 	h := &n.hot[i]
 	wire := sim.Bytes(h.wire)
-	if h.txRate != pt.rate {
-		h.txRate, h.tx = pt.rate, pt.rate.TxTime(wire)
-	}
+	tx := pt.txTime(wire)
 	if pt.fromSw {
 		// The backlog is rate × (freeAt − now); compare in time to
 		// avoid a division per hop, convert to bytes only to mark ECN.
 		wait := max(pt.freeAt.Sub(now), 0)
-		if pt.bufTime > 0 && wait+h.tx > pt.bufTime {
+		if pt.bufTime > 0 && wait+tx > pt.bufTime {
 			pt.stats.Drops++
 			n.discard(pi, now, i, DropBuffer)
 			return now
 		}
-		if q := wait + h.tx; q > pt.maxWait {
+		if q := wait + tx; q > pt.maxWait {
 			pt.maxWait = q
 		}
 		if pt.ecn && wait > pt.kminTime {
 			backlog := pt.rate.BytesIn(wait)
-			if p := n.pkt(i); p.ECN == 1 || p.ECN == 2 {
+			if h.ecn == 1 || h.ecn == 2 {
 				if backlog >= pt.kmax || pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
-					p.ECN = 3
+					h.ecn = 3
 					pt.stats.ECNMarks++
 				}
 			}
 		}
 	}
 	start := max(now, pt.freeAt)
-	end := max(start.Add(h.tx), h.tin)
+	end := max(start.Add(tx), h.tin)
 	pt.freeAt = end
 	pt.stats.Packets++
 	pt.stats.Bytes += wire
 	if pt.tap != nil {
 		p := n.pkt(i)
-		p.hops = h.hops
+		p.hops, p.ECN = h.hops, h.ecn
 		pt.tap(pt.tapIf, start, p)
 	}
 	if pt.down {
@@ -673,6 +702,7 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 // right behind it on the same port.
 func (n *Network) duplicate(i int32, pi PortID, now sim.Time) {
 	p := n.pkt(i)
+	p.ECN = n.hot[i].ecn
 	c := n.NewPacket(p.PayloadLen, p.Payload != nil)
 	idx, buf, id, payload := c.idx, c.buf, c.ID, c.Payload
 	*c = *p
@@ -688,7 +718,7 @@ func (n *Network) duplicate(i int32, pi PortID, now sim.Time) {
 
 func (n *Network) discard(pi PortID, at sim.Time, i int32, why DropReason) {
 	p := n.pkt(i)
-	p.hops = n.hot[i].hops
+	p.hops, p.ECN = n.hot[i].hops, n.hot[i].ecn
 	if n.drop != nil {
 		n.drop(pi, at, p, why)
 	}
@@ -700,14 +730,15 @@ func (n *Network) discard(pi PortID, at sim.Time, i int32, why DropReason) {
 func (n *Network) Handle(s *sim.Sim, arg uint64) {
 	i := int32(arg)
 	h := &n.hot[i]
-	nd := &n.nodes[h.at]
-	if nd.ep >= 0 {
+	sw := n.kind[h.at]
+	if sw < 0 {
 		p := n.pkt(i)
-		if EndpointID(nd.ep) != h.dst {
-			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, h.dst, nd.name))
+		ep := -sw - 1
+		if EndpointID(ep) != h.dst {
+			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, h.dst, n.nodes[h.at].name))
 		}
-		p.hops = h.hops
-		e := &n.eps[nd.ep]
+		p.hops, p.ECN = h.hops, h.ecn
+		e := &n.eps[ep]
 		if e.rxTap != nil {
 			e.rxTap(e.rxIf, s.Now(), p)
 		}
@@ -718,11 +749,11 @@ func (n *Network) Handle(s *sim.Sim, arg uint64) {
 		e.ep.Receive(p)
 		return
 	}
-	off := n.route[int(nd.sw)*len(n.eps)+int(h.dst)]
-	k := uint64(n.hops[off])
-	pi := n.hops[off+1]
-	if k > 1 {
-		x := mix64(h.flow ^ n.sws[nd.sw].salt)
+	pi := n.route[int(sw)*len(n.eps)+int(h.dst)]
+	if pi < 0 {
+		off := -pi - 1
+		k := uint64(n.hops[off])
+		x := mix64(h.flow ^ n.sws[sw].salt)
 		pi = n.hops[off+1+int32((x>>32)*k>>32)]
 	}
 	n.transmit(i, PortID(pi), s.Now(), false)

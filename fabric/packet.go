@@ -39,7 +39,7 @@ type Packet struct {
 
 	// Network bookkeeping; the per-hop state lives in Network.hot.
 	idx  int32  // index in the pool
-	hops uint8  // links crossed, updated when the packet is delivered or tapped
+	hops uint8  // links crossed, updated when the packet is delivered, tapped or dropped
 	buf  []byte // owned payload buffer, reused across pool lifetimes
 }
 
@@ -54,7 +54,9 @@ func (p *Packet) WireLen(ipv6 bool) sim.Bytes {
 }
 
 // hot is the per-hop state of a packet in flight, kept apart from Packet
-// (same pool index) so that forwarding touches 32 bytes, not the header.
+// (same pool index) so that forwarding touches one aligned 32-byte record,
+// never the Packet with its header: two records share a cache line and none
+// straddles two.
 type hot struct {
 	tin  sim.Time // earliest instant its last bit can leave the device it is at
 	flow uint64   // unsalted 5-tuple hash, fixed at Send
@@ -62,7 +64,7 @@ type hot struct {
 	dst  EndpointID
 	wire int32 // WireLen, fixed at Send
 	hops uint8 // links crossed
-	// tx caches the serialisation time of the packet at rate txRate.
-	txRate sim.BitRate
-	tx     sim.Duration
+	// ecn mirrors Packet.ECN while the packet is in flight; it is copied
+	// back to the Packet whenever a tap, drop hook or endpoint sees it.
+	ecn uint8
 }

@@ -1,12 +1,17 @@
 package topo
 
 import (
+	"flag"
 	"testing"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/nic/roce"
 	"github.com/ginsim/ginsim/sim"
 )
+
+// a2aKiB overrides the per-pair size of the all-to-all benchmarks, e.g.
+// to count instructions of a short run under callgrind.
+var a2aKiB = flag.Int("a2a-kib", 0, "bytes per pair of the all-to-all benchmarks in KiB (0: their default)")
 
 // gen is a packet-generator endpoint for all-to-all traffic: source i sends
 // perPair bytes to (i+1)%N, then to (i+2)%N, ..., in MTU-sized packets,
@@ -87,6 +92,9 @@ func (g *gen) Handle(s *sim.Sim, arg uint64) {
 // fat tree and returns the packets delivered and their hops. window > 0
 // caps the packets outstanding per (source, destination).
 func allToAll(b *testing.B, perPair uint32, window int32) (pkts, hops uint64, drops uint64) {
+	if *a2aKiB > 0 {
+		perPair = uint32(*a2aKiB) << 10
+	}
 	s := sim.New(sim.Config{Seed: 1})
 	c, err := Build(s, Spec{Kind: KindRail, Nodes: 16, Spines: 8})
 	if err != nil {
