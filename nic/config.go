@@ -74,8 +74,14 @@ type Config struct {
 	MaxRdAtomic int
 	// TxArb is the transmit arbitration policy between QPs.
 	TxArb TxArbitration
-	// ECT marks data packets ECN-capable (ECT(0)).
+	// ECT marks data packets ECN-capable (ECT(0)). DCQCN implies it.
 	ECT bool
+	// DCQCN enables DCQCN congestion control: the NIC answers CE-marked
+	// packets with CNPs (notification point) and each QP rate-limits
+	// itself on CNPs (reaction point). See DCQCNConfig.
+	DCQCN bool
+	// CC holds the DCQCN parameters.
+	CC DCQCNConfig
 }
 
 // DefaultConfig returns ConnectX-7 400G-class defaults.
@@ -100,6 +106,8 @@ func DefaultConfig() Config {
 		MaxRdAtomic:      16,                   // CX-7 max_qp_rd_atom
 		TxArb:            ArbPacket,            // per-packet round robin between send queues
 		ECT:              true,                 // RoCEv2 data packets are ECN-capable for DCQCN
+		DCQCN:            true,                 // mlx5 enables DCQCN on RoCE ports by default
+		CC:               DefaultDCQCNConfig(), // DCQCN paper / mlx5 parameters
 	}
 }
 
@@ -116,6 +124,9 @@ func (c *Config) Validate() error {
 	case c.DoorbellCost < 0 || c.WQECost < 0 || c.TxPacketCost < 0 || c.TxLatency < 0 || c.RxPacketCost < 0 ||
 		c.RxLatency < 0 || c.AckDelay < 0 || c.CQECost < 0 || c.RecvWQECost < 0:
 		return fmt.Errorf("nic: negative duration in config")
+	}
+	if c.DCQCN {
+		return c.CC.validate()
 	}
 	return nil
 }

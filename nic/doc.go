@@ -18,12 +18,20 @@
 // writes 64-byte CQEs into a CQ ring by DMA write, so that pollers watching
 // the ring's words wake when a CQE has landed.
 //
+// DCQCN congestion control (dcqcn.go): data packets are ECN-capable; a NIC
+// receiving a CE-marked packet sends a CNP to the sending QP at most once
+// per CNPInterval (notification point); a QP that receives a CNP engages a
+// per-QP rate limiter that paces its requests and READ responses, cuts its
+// rate by alpha/2, and recovers by timer and byte-counter events (fast
+// recovery, additive and hyper increase) until it is back at line rate
+// (reaction point). The switch marks (fabric.ECNConfig).
+//
 // Two producers drive a QP: a GPU (GDAKI) writes WQEs with WriteWQE and rings
 // Doorbell when its MMIO arrives; a CPU proxy uses PostSend. Errors a user
 // can cause (bad keys, bounds, states) complete with typed Status values and
 // move the QP to the error state; nothing panics on a bad work request.
 //
-// Not modelled: DCQCN congestion control (the NP/RP state machines), SRQs,
+// Not modelled: SRQs,
 // UD/UC/XRC transports, memory windows, on-NIC address translation misses
 // and the RQ WQE fetch (receive WQEs are visible to the NIC when posted).
 //

@@ -33,6 +33,8 @@ const (
 	evCQE
 	evTimer
 	evRNR
+	evAlpha   // DCQCN alpha timer of a QP
+	evRateInc // DCQCN rate-increase timer of a QP
 )
 
 const evShift = 56
@@ -71,8 +73,15 @@ type NIC struct {
 	lands    []landing
 	landFree []int32
 
+	// CNPs waiting for the transmitter (strict priority over QPs).
+	cnpq []cnpReq
+
+	stats Stats
+
 	// Tap, if set, sees every packet this NIC sends, just before Send.
 	tap func(p *fabric.Packet)
+	// rateTap, if set, sees every DCQCN rate change.
+	rateTap func(qp *QP, ev RateEvent)
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -112,7 +121,7 @@ func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
 
 // EventName names an event for traces.
 func (n *NIC) EventName(arg uint64) string {
-	names := [...]string{"kick", "fetch-issue", "fetch-done", "rx", "land", "cqe", "timer", "rnr"}
+	names := [...]string{"kick", "fetch-issue", "fetch-done", "rx", "land", "cqe", "timer", "rnr", "dcqcn-alpha", "dcqcn-rate"}
 	k := arg >> evShift
 	if int(k) < len(names) {
 		return fmt.Sprintf("%s/%s[%d]", n.name, names[k], arg&(1<<evShift-1))
@@ -150,6 +159,10 @@ func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 		n.qps[i].timerFired()
 	case evRNR:
 		n.qps[i].rnrFired()
+	case evAlpha:
+		n.qps[i].alphaFired()
+	case evRateInc:
+		n.qps[i].rateFired()
 	}
 }
 
@@ -186,6 +199,10 @@ func (n *NIC) transmit() {
 	next := sim.MaxTime
 	k := len(n.act)
 	sent := false
+	if len(n.cnpq) > 0 {
+		n.sendCNP()
+		sent, k = true, 0
+	}
 	for j := 0; j < k && !sent; j++ {
 		idx := (n.rr + j) % k
 		qp := n.act[idx]
@@ -264,13 +281,22 @@ func (n *NIC) process(p *fabric.Packet) {
 	if i := int(qpn) - qpnBase; i >= 0 && i < len(n.qps) {
 		qp = n.qps[i]
 	}
-	if qp == nil || p.Corrupt || p.Dst != n.ep || p.Hdr.Opcode.IsCNP() {
-		n.net.Free(p) // ICRC failure, unknown QP or CNP (no DCQCN): silently dropped
-		return
-	}
-	if qp.remoteEP != p.Src {
+	switch {
+	case p.Corrupt:
+		n.stats.ICRCErrors++ // the ICRC check fails: silently dropped (IBTA 9.2)
 		n.net.Free(p)
 		return
+	case qp == nil || p.Dst != n.ep || qp.remoteEP != p.Src:
+		n.stats.UnknownQP++
+		n.net.Free(p)
+		return
+	case p.Hdr.Opcode.IsCNP():
+		qp.cnpReceived()
+		n.net.Free(p)
+		return
+	}
+	if p.ECN == 3 && n.cfg.DCQCN {
+		qp.congested(p)
 	}
 	if p.Hdr.Opcode.IsRequest() {
 		qp.handleRequest(p)
@@ -278,6 +304,24 @@ func (n *NIC) process(p *fabric.Packet) {
 		qp.handleResponse(p)
 	}
 }
+
+// Stats counts a NIC's protocol events.
+type Stats struct {
+	ICRCErrors     uint64 // packets dropped by the ICRC check (fabric.Packet.Corrupt)
+	UnknownQP      uint64 // packets dropped for an unknown QP or a source not connected to it
+	Retransmits    uint64 // request packets sent again (go-back-N after a NAK, timeout or implied NAK)
+	DupRequests    uint64 // duplicate requests the responder answered again
+	CEReceived     uint64 // CE-marked packets received (DCQCN notification point)
+	CNPsSent       uint64 // CNPs sent
+	CNPsReceived   uint64 // CNPs received
+	RateCuts       uint64 // DCQCN rate cuts
+	RateIncreases  uint64 // DCQCN rate-increase events
+	RdAtomicQueued uint64 // incoming READ/atomic requests held back by the MaxDestRdAtomic limit
+	CQOverruns     uint64 // CQs that overran and went to the error state
+}
+
+// Stats returns the NIC's counters.
+func (n *NIC) Stats() Stats { return n.stats }
 
 // landing is one DMA effect waiting for its landed/applied time.
 type landing struct {

@@ -141,6 +141,9 @@ type QP struct {
 	active    bool
 	waiting   bool // registered on a WAIT's CQ
 
+	sentHigh uint32  // highest PSN sent (retransmission accounting)
+	cc       rpState // DCQCN reaction and notification point
+
 	impliedSet bool   // an implied NAK (ACK beyond an unanswered READ/atomic) was acted on
 	impliedPSN uint32 //   at this acknowledged PSN
 
@@ -256,7 +259,7 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 			return fmt.Errorf("%w: RTS sq_psn %#x retry %d rnr_retry %d timeout %d", ErrInvalid, a.SQPSN, a.RetryCnt, a.RNRRetry, a.Timeout)
 		}
 		if from == QPSRTR {
-			qp.nextPSN, qp.ackedPSN = a.SQPSN, psnSub(a.SQPSN, 1)
+			qp.nextPSN, qp.ackedPSN, qp.sentHigh = a.SQPSN, psnSub(a.SQPSN, 1), psnSub(a.SQPSN, 1)
 		}
 		qp.timeout, qp.retryCnt, qp.rnrRetry = AckTimeout(a.Timeout), a.RetryCnt, a.RNRRetry
 		qp.retries, qp.rnrLeft = a.RetryCnt, a.RNRRetry

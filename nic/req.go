@@ -30,7 +30,7 @@ func (qp *QP) newPacket(op roce.Opcode, psn uint32, ln uint32, data bool) *fabri
 	n := qp.n
 	p := n.net.NewPacket(ln, data)
 	p.Src, p.Dst, p.SrcPort = n.ep, qp.remoteEP, qp.srcPort
-	if n.cfg.ECT {
+	if n.cfg.ECT || n.cfg.DCQCN {
 		p.ECN = 2
 	}
 	p.Hdr.Opcode = op
@@ -102,6 +102,9 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	}
 	if t := qp.rdy[qp.sseq%uint64(len(qp.rdy))].Add(n.cfg.TxLatency); t > now {
 		return false, t
+	}
+	if qp.cc.on && qp.cc.next > now {
+		return false, qp.cc.next // DCQCN rate limiter
 	}
 	qp.sseq++
 	wr := &w.wr
@@ -191,6 +194,17 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		qp.sp = 0
 	}
 	p.Tag = uint64(qp.qpn)<<40 | (qp.sw-1)&(1<<40-1)
+	last := p.Hdr.PSN
+	if w.wr.Op == WRRead {
+		last = psnAdd(w.firstPSN, w.npsn-1)
+	}
+	if psnCmp(p.Hdr.PSN, qp.sentHigh) <= 0 {
+		n.stats.Retransmits++
+	}
+	if psnCmp(last, qp.sentHigh) > 0 {
+		qp.sentHigh = last
+	}
+	qp.paced(now, p.WireLen(n.net.IPv6()))
 	n.send(p)
 	qp.armTimer()
 	return true, 0

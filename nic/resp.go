@@ -346,6 +346,7 @@ func (qp *QP) duplicate(p *fabric.Packet) {
 	default:
 		qp.pushAck(roce.AckSyndrome(roce.CreditsUnlimited), psnSub(qp.epsn, 1))
 	}
+	n.stats.DupRequests++
 	n.net.Free(p)
 }
 
@@ -379,6 +380,9 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		if t := qp.rrdy[qp.rsseq%uint64(len(qp.rrdy))].Add(n.cfg.TxLatency); t > now {
 			return false, t
 		}
+		if qp.cc.on && qp.cc.next > now {
+			return false, qp.cc.next // DCQCN rate limiter
+		}
 		qp.rsseq++
 		k := e.sent
 		off := uint64(k) * uint64(qp.mtu)
@@ -405,6 +409,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		if e.sent == e.npkt {
 			qp.popResp()
 		}
+		qp.paced(now, p.WireLen(n.net.IPv6()))
 	}
 	n.send(p)
 	return true, 0
