@@ -25,8 +25,8 @@ type incastOpts struct {
 
 // incastResult holds what the incast measured in [warm, run).
 type incastResult struct {
-	drops, totalDrops uint64  // bottleneck drops in the window / in the whole run
-	retrans           uint64  // request packets retransmitted (all senders, whole run)
+	drops, totalDrops uint64    // bottleneck drops in the window / in the whole run
+	retrans           uint64    // request packets retransmitted (all senders, whole run)
 	meanQ, p99Q, maxQ sim.Bytes // bottleneck egress backlog sampled every 100 ns in the window
 	goodput           []float64 // per sender, Gb/s of completed WRITE payload in the window
 	jain, util        float64
