@@ -131,6 +131,7 @@ type port struct {
 	bufTime  sim.Duration // time to drain a full buffer; 0: unbounded
 	maxWait  sim.Duration // largest backlog seen, in time, counting the arriving packet
 	kminTime sim.Duration // time to drain Kmin bytes
+	kmaxTime sim.Duration // time to drain Kmax bytes: backlog ≥ Kmax ⟺ wait ≥ kmaxTime
 	to       NodeID
 	toEp     int32 // endpoint at the far end, or -1
 	fromSw   bool
@@ -261,6 +262,7 @@ func (n *Network) addPort(from, to NodeID, cfg LinkConfig) {
 		if sw.cfg.ECN.Enabled {
 			p.ecn, p.kmin, p.kmax, p.pmax, p.ecnRnd = true, sw.cfg.ECN.Kmin, sw.cfg.ECN.Kmax, sw.cfg.ECN.Pmax, sw.rnd
 			p.kminTime = cfg.Rate.TxTime(sw.cfg.ECN.Kmin)
+			p.kmaxTime = cfg.Rate.TxTime(sw.cfg.ECN.Kmax)
 		}
 	}
 	if s := n.nodes[to].sw; s >= 0 {
@@ -639,13 +641,15 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 		if q := wait + tx; q > pt.maxWait {
 			pt.maxWait = q
 		}
-		if pt.ecn && wait > pt.kminTime {
-			backlog := pt.rate.BytesIn(wait)
-			if h.ecn == 1 || h.ecn == 2 {
-				if backlog >= pt.kmax || pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
-					h.ecn = 3
-					pt.stats.ECNMarks++
-				}
+		if pt.ecn && wait > pt.kminTime && (h.ecn == 1 || h.ecn == 2) {
+			// Above Kmax (compared in time, exactly: TxTime rounds up,
+			// BytesIn down) every packet is marked without a division.
+			if wait >= pt.kmaxTime {
+				h.ecn = 3
+				pt.stats.ECNMarks++
+			} else if backlog := pt.rate.BytesIn(wait); pt.ecnRnd.Float64() < pt.pmax*float64(backlog-pt.kmin)/float64(pt.kmax-pt.kmin) {
+				h.ecn = 3
+				pt.stats.ECNMarks++
 			}
 		}
 	}
