@@ -41,9 +41,13 @@
 //
 // # Not modelled
 //
-//   - PFC (priority flow control) is not implemented: queues never pause
-//     upstream senders; a full buffer drops. Lossless RoCE fabrics must be
-//     approximated with large buffers.
+//   - PFC (IEEE 802.1Qbb priority flow control) is not implemented:
+//     queues never pause upstream senders and a full buffer drops.
+//     Lossless RoCE (and InfiniBand credit flow control) must be
+//     approximated with unbounded buffers (PortBuffer 0), which loses no
+//     packets but lets congestion build one queue instead of spreading
+//     back hop by hop: no pause propagation, no head-of-line blocking of
+//     victim flows, and a NIC's PortFreeAt never moves out for a pause.
 //   - Switch buffers are per port, not a shared pool with dynamic
 //     thresholds.
 //   - Routes are static: after a link goes down ECMP keeps hashing flows
