@@ -85,6 +85,7 @@ type swqe struct {
 	rcvd     uint32 // READ responses received in order
 	status   Status // non-success: complete with this status when at the head
 	done     bool   // READ/atomic response complete; WAIT satisfied
+	out      bool   // READ/atomic: counted in the QP's rdOut (request sent, response awaited)
 	result   uint64 // atomic: original value
 }
 

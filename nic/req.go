@@ -174,7 +174,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		off := uint64(qp.sp) * uint64(qp.mtu)
 		p = qp.newPacket(roce.OpReadRequest, psnAdd(w.firstPSN, qp.sp), 0, false)
 		p.Hdr.VA, p.Hdr.RKey, p.Hdr.DMALen = wr.RemoteVA+off, wr.RKey, uint32(wr.Local.Len-min(off, wr.Local.Len))
-		qp.rdOut++
+		qp.countOut(w)
 		qp.sw++
 		qp.sp = 0
 	default: // atomics
@@ -189,7 +189,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		} else {
 			p.Hdr.SwapAdd = wr.CompareAdd
 		}
-		qp.rdOut++
+		qp.countOut(w)
 		qp.sw++
 		qp.sp = 0
 	}
@@ -289,7 +289,7 @@ func (qp *QP) handleResponse(p *fabric.Packet) {
 			return // duplicate
 		}
 		w.done, w.result = true, orig
-		qp.rdOut--
+		qp.uncountOut(w)
 		g := &w.wr.Local
 		landed := max(n.bus.Write(n.s.Now(), n.dev, g.MR.Where, 8), qp.lastLand)
 		qp.lastLand = landed
@@ -324,7 +324,7 @@ func (qp *QP) handleResponse(p *fabric.Packet) {
 		w.rcvd++
 		if w.rcvd == w.npsn {
 			w.done = true
-			qp.rdOut--
+			qp.uncountOut(w)
 			qp.ackUpTo(psn)
 			qp.progress()
 			n.activate(qp)
@@ -485,13 +485,35 @@ func (qp *QP) rewind(psn uint32) {
 	}
 	qp.sseq = qp.rseq
 	qp.rdOut = 0
-	for j := qp.head; j < qp.sw; j++ {
+	for j := qp.head; j < qp.assigned; j++ {
 		x := &qp.sq[j%qp.depth()]
-		if x.wr.Op.isRdAtomic() && !x.done {
+		x.out = j < qp.sw && x.wr.Op.isRdAtomic() && !x.done
+		if x.out {
 			qp.rdOut++
 		}
 	}
 	qp.n.activate(qp)
+}
+
+// countOut counts a READ/atomic request just sent as awaiting its
+// response, unless it is already counted or its response already came (a
+// late response to the request sent before a rewind: the resent request
+// is a duplicate the responder answers again, and its answer is ignored).
+func (qp *QP) countOut(w *swqe) {
+	if !w.out && !w.done {
+		w.out = true
+		qp.rdOut++
+	}
+}
+
+// uncountOut removes a READ/atomic whose response is complete from rdOut.
+// A response may complete a WQE the rewound send cursor has not resent
+// yet, which is not counted.
+func (qp *QP) uncountOut(w *swqe) {
+	if w.out {
+		w.out = false
+		qp.rdOut--
+	}
 }
 
 // outstanding reports whether requests await acknowledgement.
