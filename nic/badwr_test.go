@@ -49,7 +49,7 @@ func TestBadWR(t *testing.T) {
 		}, nil, StatusRemInvReqErr},
 		{"WAIT without a CQ", func(r *rig, src, dst, ro *MR) WR { return WR{Op: WRWait} }, nil, StatusLocQPOpErr},
 		{"inline too long", func(r *rig, src, dst, ro *MR) WR {
-			return WR{Op: WRWrite, Inline: true, Local: SGE{Len: 9}, RemoteVA: dst.VA, RKey: dst.RKey}
+			return WR{Op: WRWrite, Inline: true, Local: SGE{Len: MaxInlineData + 1}, RemoteVA: dst.VA, RKey: dst.RKey}
 		}, ErrInvalid, 0},
 		{"unknown opcode", func(r *rig, src, dst, ro *MR) WR { return WR{Op: 99} }, ErrInvalid, 0},
 	}

@@ -39,7 +39,43 @@ type CQ struct {
 	lastLand sim.Time
 
 	waiters []*QP // QPs whose WAIT WQE waits on this CQ
+
+	err     bool   // overran: in the error state
+	dropped uint64 // CQEs discarded since the overrun
 }
+
+// AsyncKind is the kind of an asynchronous NIC event (ibv_event_type).
+type AsyncKind uint8
+
+// Asynchronous events.
+const (
+	// AsyncCQErr: a CQ overran (IBV_EVENT_CQ_ERR). The CQ is in the error
+	// state and discards further CQEs.
+	AsyncCQErr AsyncKind = iota
+	// AsyncQPFatal: a QP went to the error state because its CQ overran
+	// (IBV_EVENT_QP_FATAL); its WQEs are flushed.
+	AsyncQPFatal
+)
+
+// AsyncEvent is an asynchronous event: CQ is set for AsyncCQErr, QP (and
+// CQ, the cause) for AsyncQPFatal.
+type AsyncEvent struct {
+	Kind AsyncKind
+	CQ   *CQ
+	QP   *QP
+	At   sim.Time
+}
+
+// SetAsyncHandler installs f to receive the NIC's asynchronous events (nil
+// removes it), as ibv_get_async_event would deliver them.
+func (n *NIC) SetAsyncHandler(f func(ev AsyncEvent)) { n.async = f }
+
+// Err reports whether the CQ overran and is in the error state.
+func (cq *CQ) Err() bool { return cq.err }
+
+// Dropped returns the number of CQEs discarded because the CQ is in the
+// error state.
+func (cq *CQ) Dropped() uint64 { return cq.dropped }
 
 // CreateCQ creates a CQ of depth entries whose ring lives in ring (at least
 // depth*CQEBytes bytes) at PCIe device where.
@@ -103,8 +139,13 @@ func (cq *CQ) SetConsumer(ci uint64) {
 // earlier than after (data the completion covers) and than the previous CQE.
 func (cq *CQ) push(e CQE, after sim.Time) {
 	n := cq.n
+	if cq.err {
+		cq.dropped++
+		return
+	}
 	if cq.produced-cq.consumed >= uint64(cq.depth) {
-		n.s.Fail(fmt.Errorf("%w: %s CQ %d (depth %d) at %v", ErrOverrun, n.name, cq.idx, cq.depth, n.s.Now()))
+		cq.overrun()
+		cq.dropped++
 		return
 	}
 	cq.entries[cq.produced%uint64(cq.depth)] = e
@@ -113,6 +154,36 @@ func (cq *CQ) push(e CQE, after sim.Time) {
 	landed := max(n.bus.Write(at, n.dev, cq.where, n.cfg.CQEBytes), after, cq.lastLand)
 	cq.lastLand = landed
 	n.s.Schedule(landed, n, evCQE<<evShift|uint64(cq.idx))
+}
+
+// overrun puts the CQ in the error state (a CQE found no free slot): the
+// application is told by an AsyncCQErr event, and every QP that completes
+// into this CQ goes to the error state with an AsyncQPFatal event; their
+// flushed WQEs complete with StatusWRFlushErr into their other CQ, if
+// any. The run goes on (ErrOverrun is no longer raised through Sim.Fail).
+func (cq *CQ) overrun() {
+	n := cq.n
+	cq.err = true
+	n.stats.CQOverruns++
+	now := n.s.Now()
+	// The QPs move to the error state in an event of their own, not in
+	// the middle of the completion that overran.
+	n.s.At(now, func() { cq.fatal(now) })
+}
+
+func (cq *CQ) fatal(now sim.Time) {
+	n := cq.n
+	if n.async != nil {
+		n.async(AsyncEvent{Kind: AsyncCQErr, CQ: cq, At: now})
+	}
+	for _, qp := range n.qps {
+		if (qp.cfg.SendCQ == cq || qp.cfg.RecvCQ == cq) && qp.state != QPSErr && qp.state != QPSReset {
+			qp.toErr()
+			if n.async != nil {
+				n.async(AsyncEvent{Kind: AsyncQPFatal, CQ: cq, QP: qp, At: now})
+			}
+		}
+	}
 }
 
 func (cq *CQ) landOne() {

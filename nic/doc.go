@@ -31,6 +31,22 @@
 // can cause (bad keys, bounds, states) complete with typed Status values and
 // move the QP to the error state; nothing panics on a bad work request.
 //
+// Robustness: inline payloads up to MaxInlineData (28 B, one WQEBB) travel
+// in the WQE; a responder starts at most MaxDestRdAtomic READs/atomics and
+// holds further ones in order until earlier ones are answered; a CQ that
+// overruns goes to the error state (AsyncCQErr) and the QPs completing
+// into it to the error state (AsyncQPFatal) instead of failing the run;
+// packets whose ICRC fails (fabric.Packet.Corrupt) are dropped and counted
+// (Stats).
+//
+// Approximations: a WRITE/SEND payload and a READ response payload are
+// sampled from memory when the packet is built, which is after their DMA
+// read completed (by at most the transmit wait), not when the read reached
+// memory: they differ only if the buffer changes while the WQE is in
+// flight, which verbs forbid. A responder that receives duplicate READs
+// queues a re-execution for each (it does not cancel responses queued
+// behind the duplicate's PSN).
+//
 // Not modelled: SRQs,
 // UD/UC/XRC transports, memory windows, on-NIC address translation misses
 // and the RQ WQE fetch (receive WQEs are visible to the NIC when posted).

@@ -17,9 +17,16 @@ import (
 // loss, 1% corruption (the receiver's ICRC check drops it), 1% duplication,
 // and jitter that reorders packets: 5 ns reorders ~5% of arrivals at
 // 400 Gb/s with 1 KiB MTU, 40 ns about half.
-var propFaults = []fabric.Faults{
-	{Loss: 0.01, Corrupt: 0.01, Duplicate: 0.01, Jitter: 5 * sim.Nanosecond},
-	{Loss: 0.01, Corrupt: 0.01, Duplicate: 0.01, Jitter: 40 * sim.Nanosecond},
+// The third run gives responders only 2 READ/atomic resources
+// (MaxDestRdAtomic) against requesters that issue up to 16, so that READs
+// and atomics queue at the responder.
+var propFaults = []struct {
+	f       fabric.Faults
+	maxDest int
+}{
+	{fabric.Faults{Loss: 0.01, Corrupt: 0.01, Duplicate: 0.01, Jitter: 5 * sim.Nanosecond}, 0},
+	{fabric.Faults{Loss: 0.01, Corrupt: 0.01, Duplicate: 0.01, Jitter: 40 * sim.Nanosecond}, 0},
+	{fabric.Faults{Loss: 0.01, Corrupt: 0.01, Duplicate: 0.01, Jitter: 5 * sim.Nanosecond}, 2},
 }
 
 // propCounts accumulates what the fault property test exercised.
@@ -30,6 +37,7 @@ type propCounts struct {
 	dups          uint64 // duplicate requests answered
 	retrans       uint64
 	arrived       uint64
+	queued        uint64 // READs/atomics that waited for a responder resource
 	reordered     uint64 // packets that arrived after a packet of their QP sent later
 	fenced        int
 }
@@ -65,15 +73,15 @@ func TestRCFabricFaultsProperty(t *testing.T) {
 	if testing.Short() {
 		seeds = 20
 	}
-	for _, f := range propFaults {
-		t.Run(fmt.Sprintf("jitter=%v", f.Jitter), func(t *testing.T) { faultProperty(t, f, seeds) })
+	for _, c := range propFaults {
+		t.Run(fmt.Sprintf("jitter=%v/maxdest=%d", c.f.Jitter, c.maxDest), func(t *testing.T) { faultProperty(t, c.f, c.maxDest, seeds) })
 	}
 }
 
-func faultProperty(t *testing.T, f fabric.Faults, seeds int) {
+func faultProperty(t *testing.T, f fabric.Faults, maxDest, seeds int) {
 	var tot propCounts
 	for seed := range uint64(seeds) {
-		c := runFaultProperty(t, f, seed+1000)
+		c := runFaultProperty(t, f, maxDest, seed+1000)
 		for i := range c.ops {
 			tot.ops[i] += c.ops[i]
 		}
@@ -84,16 +92,17 @@ func faultProperty(t *testing.T, f fabric.Faults, seeds int) {
 		tot.retrans += c.retrans
 		tot.reordered += c.reordered
 		tot.arrived += c.arrived
+		tot.queued += c.queued
 		tot.fenced += c.fenced
 	}
-	t.Logf("%d seeds (1000..%d): WRITE %d READ %d FETCH_ADD %d CMP_SWAP %d (fenced %d); links lost %d; corrupt arrivals %d = ICRC drops %d; duplicate requests answered %d; packets arrived %d, reordered %d; retransmitted packets %d",
-		seeds, 1000+seeds-1, tot.ops[WRWrite], tot.ops[WRRead], tot.ops[WRFetchAdd], tot.ops[WRCmpSwap], tot.fenced, tot.lost, tot.corrupt, tot.icrc, tot.dups, tot.arrived, tot.reordered, tot.retrans)
-	if tot.icrc == 0 || tot.lost == 0 || tot.dups == 0 || tot.reordered == 0 || tot.retrans == 0 {
+	t.Logf("%d seeds (1000..%d): WRITE %d READ %d FETCH_ADD %d CMP_SWAP %d (fenced %d); links lost %d; corrupt arrivals %d = ICRC drops %d; duplicate requests answered %d; packets arrived %d, reordered %d; retransmitted packets %d; READ/atomic queued at responder %d",
+		seeds, 1000+seeds-1, tot.ops[WRWrite], tot.ops[WRRead], tot.ops[WRFetchAdd], tot.ops[WRCmpSwap], tot.fenced, tot.lost, tot.corrupt, tot.icrc, tot.dups, tot.arrived, tot.reordered, tot.retrans, tot.queued)
+	if tot.icrc == 0 || tot.lost == 0 || tot.dups == 0 || tot.reordered == 0 || tot.retrans == 0 || maxDest > 0 && tot.queued == 0 {
 		t.Errorf("a fault kind was never exercised: %+v", tot)
 	}
 }
 
-func runFaultProperty(t *testing.T, f fabric.Faults, seed uint64) propCounts {
+func runFaultProperty(t *testing.T, f fabric.Faults, maxDest int, seed uint64) propCounts {
 	s := sim.New(sim.Config{Seed: seed, EventBudget: 50_000_000})
 	net := fabric.New(s, fabric.Config{})
 	sw := net.AddSwitch("sw", fabric.SwitchConfig{Latency: 300 * sim.Nanosecond, CutThrough: true})
@@ -151,7 +160,7 @@ func runFaultProperty(t *testing.T, f fabric.Faults, seed uint64) propCounts {
 		}{{qa, qb, tgt}, {qb, qa, req}} {
 			must(e.qp.Modify(QPSInit, ModifyAttr{}))
 			must(e.qp.Modify(QPSRTR, ModifyAttr{RemoteEP: fabric.EndpointID(e.ep), RemoteQPN: e.peer.QPN(), MTU: 1024,
-				RQPSN: 0xfffff0 + uint32(k)})) // PSNs wrap around 2^24 early in the run
+				RQPSN: 0xfffff0 + uint32(k), MaxDestRdAtomic: maxDest})) // PSNs wrap around 2^24 early in the run
 			must(e.qp.Modify(QPSRTS, ModifyAttr{SQPSN: 0xfffff0 + uint32(k), Timeout: 1, RetryCnt: 7, RNRRetry: 7}))
 		}
 		target := ms.Alloc(fmt.Sprintf("tgt%d", k), mem.Loc{Node: tgt, Kind: mem.HBM}, dataLen+nctr*8, true)
@@ -292,6 +301,7 @@ func runFaultProperty(t *testing.T, f fabric.Faults, seed uint64) propCounts {
 		cnt.icrc += st.ICRCErrors
 		cnt.dups += st.DupRequests
 		cnt.retrans += st.Retransmits
+		cnt.queued += st.RdAtomicQueued
 	}
 	for p := range net.Ports() {
 		cnt.lost += net.PortStats(fabric.PortID(p)).Lost

@@ -19,7 +19,7 @@ var (
 	ErrRQFull   = errors.New("nic: receive queue full")
 	ErrBusy     = errors.New("nic: resource in use")
 	ErrTransit  = errors.New("nic: illegal QP state transition")
-	ErrOverrun  = errors.New("nic: completion queue overrun")
+	ErrOverrun  = errors.New("nic: completion queue overrun") // kept for compatibility; an overrun is now an AsyncCQErr event
 	ErrNotOwned = errors.New("nic: object belongs to another NIC")
 )
 
@@ -80,6 +80,8 @@ type NIC struct {
 
 	// Tap, if set, sees every packet this NIC sends, just before Send.
 	tap func(p *fabric.Packet)
+	// async receives asynchronous events (CQ overrun).
+	async func(ev AsyncEvent)
 	// rateTap, if set, sees every DCQCN rate change.
 	rateTap func(qp *QP, ev RateEvent)
 	// rxHook, if set (tests), sees every arriving packet first; when it

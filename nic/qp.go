@@ -14,6 +14,11 @@ import (
 // for special QPs on real HCAs).
 const qpnBase = 0x100
 
+// MaxInlineData is the largest inline payload a WQE carries: what fits in
+// one 64-byte mlx5 WQEBB after the control (16 B), remote-address (16 B)
+// and inline (4 B) segments, the GDAKI inline-data limit of 28 B.
+const MaxInlineData = 28
+
 // SGE is a scatter/gather element: Len bytes at byte offset Off into MR
 // (that is, at virtual address MR.VA+Off).
 type SGE struct {
@@ -28,17 +33,20 @@ type WR struct {
 	Op       WROpcode
 	Signaled bool // generate a CQE on success (errors always generate one)
 	Fence    bool // wait for earlier READs and atomics to complete before executing
-	Inline   bool // payload carried in the WQE: Local.Len <= 8 bytes taken from InlineData
+	Inline   bool // payload carried in the WQE (Local.Len <= QPConfig.MaxInline bytes; Local.MR unused)
 	Local    SGE  // payload (WRITE/SEND) or result buffer (READ: Len bytes; atomics: 8 bytes)
-	// InlineData holds up to 8 inline payload bytes, little-endian.
+	// InlineData holds an inline payload of up to 8 bytes, little-endian.
 	InlineData uint64
-	RemoteVA   uint64
-	RKey       uint32
-	CompareAdd uint64 // FetchAdd: add value; CmpSwap: compare value
-	Swap       uint64 // CmpSwap: swap value
-	Imm        uint32 // WRITE_IMM / SEND_IMM immediate data
-	WaitCQ     *CQ    // WAIT: the CQ to watch
-	WaitIndex  uint64 // WAIT: proceed once WaitCQ.Landed() >= WaitIndex
+	// InlineBytes holds an inline payload of 9 to MaxInlineData bytes
+	// (Local.Len > 8); shorter ones come from InlineData.
+	InlineBytes [MaxInlineData]byte
+	RemoteVA    uint64
+	RKey        uint32
+	CompareAdd  uint64 // FetchAdd: add value; CmpSwap: compare value
+	Swap        uint64 // CmpSwap: swap value
+	Imm         uint32 // WRITE_IMM / SEND_IMM immediate data
+	WaitCQ      *CQ    // WAIT: the CQ to watch
+	WaitIndex   uint64 // WAIT: proceed once WaitCQ.Landed() >= WaitIndex
 }
 
 // RecvWR is a receive work request.
@@ -54,7 +62,7 @@ type QPConfig struct {
 	RQDepth        int
 	SQRing         *mem.Region // where the SQ ring lives (WQE fetches read it); may be nil for BlueFlame-only use
 	SQWhere        pcie.DevID  // PCIe device holding SQRing
-	MaxInline      int         // largest inline payload accepted (at most 8 in this model)
+	MaxInline      int         // largest inline payload accepted (at most MaxInlineData)
 	MaxRdAtomic    int         // initiator depth default (ModifyAttr.MaxRdAtomic overrides when > 0)
 }
 
@@ -170,6 +178,8 @@ type QP struct {
 	atom     []atomEntry
 	atomNext uint64
 	respLand sim.Time // latest responder DMA write landing (ordering of atomics)
+	rdAct    int      // READs/atomics started and not yet answered (<= maxDest)
+	actCur   uint64   // response queue index up to which entries were considered for starting
 	rrdy     []sim.Time
 	rri      uint64 // responder read cursor: entry
 	rrk      uint32 //   packet
@@ -189,7 +199,7 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	if c.SendCQ == nil || c.RecvCQ == nil || c.SendCQ.n != n || c.RecvCQ.n != n {
 		return nil, fmt.Errorf("%w: CreateQP needs send and receive CQs of this NIC", ErrInvalid)
 	}
-	if c.SQDepth < 1 || c.RQDepth < 0 || c.MaxInline < 0 || c.MaxInline > 8 {
+	if c.SQDepth < 1 || c.RQDepth < 0 || c.MaxInline < 0 || c.MaxInline > MaxInlineData {
 		return nil, fmt.Errorf("%w: CreateQP SQDepth %d RQDepth %d MaxInline %d", ErrInvalid, c.SQDepth, c.RQDepth, c.MaxInline)
 	}
 	if c.SQRing != nil && c.SQRing.Size() < sim.Bytes(c.SQDepth)*n.cfg.WQEBytes {
@@ -250,7 +260,11 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 		if qp.maxDest <= 0 || qp.maxDest > qp.n.cfg.MaxRdAtomic {
 			qp.maxDest = qp.n.cfg.MaxRdAtomic
 		}
-		qp.atom = make([]atomEntry, qp.maxDest)
+		// The atomic result cache covers every atomic a requester may have
+		// outstanding (up to the device's MaxRdAtomic), not only the
+		// maxDest in progress: atomics queued beyond maxDest must still
+		// be answered from it when their responses are lost.
+		qp.atom = make([]atomEntry, qp.n.cfg.MaxRdAtomic)
 		qp.srcPort = a.SrcPort
 		if qp.srcPort == 0 {
 			qp.srcPort = 0xC000 | uint16((qp.qpn*0x9E3779B1)>>18)&0x3FFF

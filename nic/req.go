@@ -147,10 +147,12 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		data := wr.Inline || ln > 0 && wr.Local.MR.Region.Backed()
 		p = qp.newPacket(code, psnAdd(w.firstPSN, qp.sp), uint32(ln), data)
 		if p.Payload != nil {
-			if wr.Inline {
+			if wr.Inline && L <= 8 {
 				var b [8]byte
 				binary.LittleEndian.PutUint64(b[:], wr.InlineData)
 				copy(p.Payload, b[:ln])
+			} else if wr.Inline {
+				copy(p.Payload, wr.InlineBytes[:ln])
 			} else {
 				mr := wr.Local.MR
 				mr.Region.Read(mr.Off+wr.Local.Off+off, p.Payload)

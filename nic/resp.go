@@ -31,7 +31,15 @@ type respEntry struct {
 	where   pcie.DevID
 	off     uint64
 	len     uint64
+	// A READ or atomic beyond the responder's MaxDestRdAtomic resources
+	// waits (held) until an earlier one has been answered; an atomic's
+	// operation is kept here until it executes.
+	held bool
+	op   WROpcode
+	a, b uint64
 }
+
+func (e *respEntry) rdAtomic() bool { return e.kind != respAck }
 
 // respQueue is a FIFO of responses with absolute indices; it grows by
 // doubling (rarely: ACKs coalesce and READs/atomics are bounded by the
@@ -270,7 +278,7 @@ func (qp *QP) recvRead(p *fabric.Packet) {
 	}
 	npkt := max(1, uint32((uint64(h.DMALen)+uint64(qp.mtu)-1)/uint64(qp.mtu)))
 	qp.msn = psnAdd(qp.msn, 1)
-	qp.resp.push(respEntry{kind: respRead, psn: h.PSN, msn: qp.msn, npkt: npkt, ready: qp.n.s.Now(),
+	qp.pushRdAtomic(respEntry{kind: respRead, psn: h.PSN, msn: qp.msn, npkt: npkt,
 		r: mr.Region, where: mr.Where, off: off, len: uint64(h.DMALen)})
 	qp.n.net.Free(p)
 	qp.accepted(npkt, false)
@@ -290,25 +298,74 @@ func (qp *QP) recvAtomic(p *fabric.Packet) {
 		qp.respError(p, roce.NakRemoteAccessError)
 		return
 	}
-	applied, done := n.bus.Atomic(n.s.Now(), n.dev, mr.Where)
-	if qp.respLand > applied {
-		// RC order: the atomic executes after this QP's earlier writes landed.
-		done = done.Add(qp.respLand.Sub(applied))
-		applied = qp.respLand
-	}
-	qp.respLand = applied
 	qp.msn = psnAdd(qp.msn, 1)
 	qp.atom[qp.atomNext%uint64(len(qp.atom))] = atomEntry{psn: h.PSN, valid: true}
 	qp.atomNext++
-	e := qp.resp.push(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN, msn: qp.msn, ready: done})
-	l := landing{kind: landAtomic, qp: qp, r: mr.Region, off: off, entry: e, psn: h.PSN, op: WRFetchAdd, a: h.SwapAdd}
+	e := respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN, msn: qp.msn,
+		held: true, r: mr.Region, where: mr.Where, off: off, op: WRFetchAdd, a: h.SwapAdd}
 	if h.Opcode == roce.OpCmpSwap {
-		l.op, l.a, l.b = WRCmpSwap, h.Compare, h.SwapAdd
+		e.op, e.a, e.b = WRCmpSwap, h.Compare, h.SwapAdd
 	}
-	n.schedLand(applied, l)
+	qp.pushRdAtomic(e)
 	n.net.Free(p)
 	qp.accepted(1, false)
 	n.activate(qp)
+}
+
+// pushRdAtomic queues a READ or atomic response entry; it starts at once
+// if the responder has a free READ/atomic resource (MaxDestRdAtomic),
+// else it waits for the earlier ones to be answered.
+func (qp *QP) pushRdAtomic(e respEntry) {
+	e.held = true
+	qp.resp.push(e)
+	qp.startRdAtomic()
+	if q := &qp.resp; q.at(q.tail - 1).held {
+		qp.n.stats.RdAtomicQueued++
+	}
+}
+
+// startRdAtomic starts queued READs and atomics, in order, while fewer
+// than MaxDestRdAtomic are in progress: a READ's payload reads may then be
+// issued; an atomic executes at the target (after this QP's earlier
+// writes landed, RC order).
+func (qp *QP) startRdAtomic() {
+	n := qp.n
+	q := &qp.resp
+	if qp.actCur < q.head {
+		qp.actCur = q.head
+	}
+	for ; qp.actCur < q.tail; qp.actCur++ {
+		e := q.at(qp.actCur)
+		if !e.rdAtomic() {
+			continue
+		}
+		if qp.rdAct >= max(qp.maxDest, 1) {
+			return
+		}
+		qp.rdAct++
+		if !e.held {
+			continue
+		}
+		e.held = false
+		now := n.s.Now()
+		if e.kind == respRead {
+			e.ready = now
+			continue
+		}
+		if e.applied {
+			e.ready = now.Add(n.cfg.AckDelay) // duplicate: answered from the atomic cache
+			continue
+		}
+		applied, done := n.bus.Atomic(now, n.dev, e.where)
+		if qp.respLand > applied {
+			// RC order: the atomic executes after this QP's earlier writes landed.
+			done = done.Add(qp.respLand.Sub(applied))
+			applied = qp.respLand
+		}
+		qp.respLand = applied
+		e.ready = done
+		n.schedLand(applied, landing{kind: landAtomic, qp: qp, r: e.r, off: e.off, entry: qp.actCur, psn: e.psn, op: e.op, a: e.a, b: e.b})
+	}
 }
 
 // atomicApplied records the original value of an executed atomic.
@@ -333,14 +390,14 @@ func (qp *QP) duplicate(p *fabric.Packet) {
 		mr := n.lookupRKey(h.RKey)
 		if off, ok := mr.remote(h.VA, uint64(h.DMALen), AccessRemoteRead); ok {
 			npkt := max(1, uint32((uint64(h.DMALen)+uint64(qp.mtu)-1)/uint64(qp.mtu)))
-			qp.resp.push(respEntry{kind: respRead, psn: h.PSN, msn: qp.msn, npkt: npkt, ready: n.s.Now(),
+			qp.pushRdAtomic(respEntry{kind: respRead, psn: h.PSN, msn: qp.msn, npkt: npkt,
 				r: mr.Region, where: mr.Where, off: off, len: uint64(h.DMALen)})
 			n.activate(qp)
 		}
 	case op.IsAtomic():
 		if a := qp.atomFind(h.PSN); a != nil && a.done {
-			qp.resp.push(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN,
-				msn: qp.msn, ready: n.s.Now().Add(n.cfg.AckDelay), orig: a.orig, applied: true})
+			qp.pushRdAtomic(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN,
+				msn: qp.msn, orig: a.orig, applied: true})
 			n.activate(qp)
 		}
 	default:
@@ -358,6 +415,9 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		return false, sim.MaxTime
 	}
 	e := q.at(q.head)
+	if e.held {
+		return false, sim.MaxTime // waits for a READ/atomic resource
+	}
 	var p *fabric.Packet
 	switch e.kind {
 	case respAck, respAtomic:
@@ -417,10 +477,16 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 
 func (qp *QP) popResp() {
 	q := &qp.resp
-	*q.at(q.head) = respEntry{}
+	e := q.at(q.head)
+	rd := e.rdAtomic()
+	*e = respEntry{}
 	q.head++
 	if qp.rri < q.head {
 		qp.rri, qp.rrk = q.head, 0
+	}
+	if rd {
+		qp.rdAct--
+		qp.startRdAtomic()
 	}
 }
 
@@ -435,6 +501,9 @@ func (qp *QP) pumpRespReads(now sim.Time) {
 	}
 	for qp.rrseq-qp.rsseq < P && qp.rri < q.tail {
 		e := q.at(qp.rri)
+		if e.held {
+			return // READs beyond MaxDestRdAtomic wait
+		}
 		if e.kind != respRead {
 			qp.rri++
 			qp.rrk = 0

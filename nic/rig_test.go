@@ -33,6 +33,8 @@ type rigOpts struct {
 	minRNR                   uint8
 	backed                   bool
 	sqDepth                  int
+	cqDepth                  int
+	maxDest                  int // responder MaxDestRdAtomic (0: default)
 	cfg                      *Config
 }
 
@@ -47,6 +49,9 @@ func newRig(seed uint64, o rigOpts) *rig {
 	if o.sqDepth == 0 {
 		o.sqDepth = 256
 	}
+	if o.cqDepth == 0 {
+		o.cqDepth = 1024
+	}
 	for i := range 2 {
 		b := pcie.NewTree(s, pcie.DefaultConfig())
 		sw := b.AddSwitch(fmt.Sprintf("node%d/sw0", i))
@@ -56,13 +61,13 @@ func newRig(seed uint64, o rigOpts) *rig {
 		n := New(s, cfg, fmt.Sprintf("nic%d", i), r.net, fabric.EndpointID(i), b, nd)
 		r.nic[i] = n
 		ring := r.ms.Alloc(fmt.Sprintf("cq%d", i), mem.Loc{Node: i, Kind: mem.HBM}, 64*1024, false)
-		cq, err := n.CreateCQ(1024, ring, r.gpu[i])
+		cq, err := n.CreateCQ(o.cqDepth, ring, r.gpu[i])
 		if err != nil {
 			panic(err)
 		}
 		r.cq[i] = cq
 		sq := r.ms.Alloc(fmt.Sprintf("sq%d", i), mem.Loc{Node: i, Kind: mem.HBM}, sim.Bytes(o.sqDepth)*64, false)
-		qp, err := n.CreateQP(QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: o.sqDepth, RQDepth: 64, SQRing: sq, SQWhere: r.gpu[i], MaxInline: 8})
+		qp, err := n.CreateQP(QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: o.sqDepth, RQDepth: 64, SQRing: sq, SQWhere: r.gpu[i], MaxInline: MaxInlineData})
 		if err != nil {
 			panic(err)
 		}
@@ -72,7 +77,7 @@ func newRig(seed uint64, o rigOpts) *rig {
 		j := 1 - i
 		must(r.qp[i].Modify(QPSInit, ModifyAttr{}))
 		must(r.qp[i].Modify(QPSRTR, ModifyAttr{RemoteEP: fabric.EndpointID(j), RemoteQPN: r.qp[j].QPN(), RQPSN: 100 * uint32(j+1),
-			MTU: o.mtu, MinRNRTimer: o.minRNR}))
+			MTU: o.mtu, MinRNRTimer: o.minRNR, MaxDestRdAtomic: o.maxDest}))
 		must(r.qp[i].Modify(QPSRTS, ModifyAttr{SQPSN: 100 * uint32(i+1), Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnrRetry}))
 	}
 	return r
