@@ -264,8 +264,8 @@ func (qp *QP) paced(now sim.Time, wire sim.Bytes) {
 
 // increase is one rate-increase event (timer or byte counter): fast
 // recovery while both counts are below F, hyper increase once both exceed
-// it, additive increase otherwise; then Rc moves halfway to Rt. At line
-// rate the limiter is released.
+// it, additive increase otherwise; then Rc moves halfway to Rt. Within AI
+// of line rate the limiter is released.
 func (qp *QP) increase() {
 	n := qp.n
 	c := &n.cfg.CC
@@ -285,7 +285,10 @@ func (qp *QP) increase() {
 	rp.rt = min(rp.rt, line)
 	rp.rc = (rp.rt + rp.rc + 1) / 2
 	n.stats.RateIncreases++
-	if rp.rc >= line {
+	// Within one additive step of line rate counts as line rate (the
+	// rate limiter's granularity): the limiter is released rather than
+	// creeping up by ever smaller halvings.
+	if rp.rc >= line-c.AI {
 		rp.on = false
 		rp.rc, rp.rt = line, line
 		ev = RateReleased

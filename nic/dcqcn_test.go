@@ -268,3 +268,13 @@ func TestDCQCNConfigValidate(t *testing.T) {
 		t.Errorf("default: %v", err)
 	}
 }
+
+// TestDCQCNIncastDeterminism runs the same incast twice with one seed and
+// expects identical measurements.
+func TestDCQCNIncastDeterminism(t *testing.T) {
+	o := incastOpts{senders: 8, dcqcn: true, run: 3 * sim.Millisecond, warm: sim.Millisecond, seed: 7}
+	a, b := runIncast(t, o), runIncast(t, o)
+	if a.String() != b.String() || a.cnps == 0 {
+		t.Errorf("two runs differ or saw no CNP:\n%v\n%v", a, b)
+	}
+}

@@ -103,6 +103,10 @@ func (r *rig) trace() {
 	for i := range 2 {
 		n := r.nic[i]
 		n.SetTap(func(p *fabric.Packet) { r.logf("%s > %s", n.name, pktString(p)) })
+		n.SetRateTap(func(qp *QP, ev RateEvent) {
+			rc, rt, _ := qp.Rate()
+			r.logf("%s rate %v rc=%v rt=%v", qp.Name(), ev, rc, rt)
+		})
 	}
 	r.ms.SetObserver(obsFunc(func(e *mem.Effect) {
 		for i := range 2 {
@@ -129,6 +133,10 @@ func (f obsFunc) Observe(e *mem.Effect) { f(e) }
 func pktString(p *fabric.Packet) string {
 	h := &p.Hdr
 	var b strings.Builder
+	if h.Opcode.IsCNP() {
+		fmt.Fprintf(&b, "%s destqp=%#x", h.Opcode, h.DestQP)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s psn=%d", h.Opcode, h.PSN)
 	if h.Opcode.HasPayload() {
 		fmt.Fprintf(&b, " len=%d", p.PayloadLen)

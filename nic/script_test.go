@@ -31,6 +31,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata")
 //	     [src=MR soff=O] len=L [dst=MR doff=O] [add=V cmp=V swap=V imm=V inline=V] [unsignaled] [rkey=K]
 //	recv node=N id=I mr=MR off=O len=L
 //	drop from=N nth=K[,K...] | drop from=N all     (drop packets sent by node N, counted from 1)
+//	mark from=N nth=K[,K...]                       (mark those packets CE on arrival, as a congested switch would)
 //	run [for=Nus]                                  (run to quiescence, or for N microseconds)
 //	dump MR off len                                (hex of memory)
 //	state                                          (QP states and counters)
@@ -84,6 +85,7 @@ func num(t *testing.T, m map[string]string, k string, def uint64) uint64 {
 func runScript(t *testing.T, cmds string) string {
 	var r *rig
 	drops := [2]map[int]bool{{}, {}}
+	marks := [2]map[int]bool{{}, {}}
 	dropAll := [2]bool{}
 	seen := [2]int{}
 	sc := bufio.NewScanner(strings.NewReader(cmds))
@@ -170,15 +172,19 @@ func runScript(t *testing.T, cmds string) string {
 			if err != nil {
 				fmt.Fprintf(&out, "recv error: %v\n", err)
 			}
-		case "drop":
+		case "drop", "mark":
 			from := int(num(t, m, "from", 0))
-			if _, ok := m["all"]; ok {
+			if _, ok := m["all"]; ok && f[0] == "drop" {
 				dropAll[from] = true
 			}
 			if s, ok := m["nth"]; ok {
 				for _, x := range strings.Split(s, ",") {
 					k, _ := strconv.Atoi(x)
-					drops[from][k] = true
+					if f[0] == "drop" {
+						drops[from][k] = true
+					} else {
+						marks[from][k] = true
+					}
 				}
 			}
 			for i := range 2 {
@@ -190,6 +196,10 @@ func runScript(t *testing.T, cmds string) string {
 						r.logf("%s drops %s (lost)", to.name, pktString(p))
 						r.net.Free(p)
 						return false
+					}
+					if marks[from][seen[from]] {
+						p.ECN = 3
+						r.logf("%s gets %s (CE)", to.name, pktString(p))
 					}
 					return true
 				}
