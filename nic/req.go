@@ -206,7 +206,9 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	if psnCmp(last, qp.sentHigh) > 0 {
 		qp.sentHigh = last
 	}
-	qp.paced(now, p.WireLen(n.net.IPv6()))
+	if qp.cc.on {
+		qp.paced(now, p.WireLen(n.net.IPv6()))
+	}
 	n.send(p)
 	qp.armTimer()
 	return true, 0

@@ -469,7 +469,9 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		if e.sent == e.npkt {
 			qp.popResp()
 		}
-		qp.paced(now, p.WireLen(n.net.IPv6()))
+		if qp.cc.on {
+			qp.paced(now, p.WireLen(n.net.IPv6()))
+		}
 	}
 	n.send(p)
 	return true, 0
