@@ -34,11 +34,16 @@ func (h *tableHold) Handle(s *Sim, arg uint64) {
 // and then times single steps.
 func runHold(b *testing.B, pending int, h Handler, draw func() Duration) {
 	s := New(Config{Seed: 1, StallLimit: -1})
+	var last Time
 	for i := range pending {
-		s.Schedule(Time(draw()), h, uint64(i))
+		at := Time(draw())
+		last = max(last, at)
+		s.Schedule(at, h, uint64(i))
 	}
-	// Warm up so the free lists and the tiers reach steady state.
-	for range 4 * pending {
+	// Warm up so the pools and the tiers reach steady state: past the end
+	// of the first calendar and through another one (or 16 events per
+	// pending event, to bound the set-up time of the largest queues).
+	for n := 0; n < 16*pending && s.Now() < 2*last; n++ {
 		s.Step()
 	}
 	b.ReportAllocs()

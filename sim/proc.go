@@ -20,7 +20,6 @@ type Proc struct {
 	stop   func()
 	yield  func(struct{}) bool
 	done   bool
-	wake   EventID
 	parked bool
 	reason string
 	perr   *PanicError
@@ -61,7 +60,7 @@ func (s *Sim) Spawn(name string, body func(p *Proc)) *Proc {
 	}
 	p.next, p.stop = iter.Pull(seq)
 	s.procs = append(s.procs, p)
-	p.wake = s.Schedule(s.now, p, 0)
+	s.wakeAt(s.now, p)
 	return p
 }
 
@@ -70,8 +69,10 @@ func (p *Proc) Handle(s *Sim, _ uint64) {
 	if p.done {
 		return
 	}
-	p.parked = false
-	p.reason = ""
+	if p.parked {
+		p.parked = false
+		p.reason = ""
+	}
 	prev := s.running
 	s.running = p
 	_, ok := p.next()
@@ -120,7 +121,7 @@ func (p *Proc) Sleep(d Duration) {
 
 // SleepUntil suspends the process until time t (not in the past).
 func (p *Proc) SleepUntil(t Time) {
-	p.wake = p.s.Schedule(t, p, 0)
+	p.s.wakeAt(t, p)
 	p.suspend()
 }
 
@@ -139,7 +140,8 @@ func (p *Proc) Wake() {
 		return
 	}
 	p.parked = false
-	p.wake = p.s.Schedule(p.s.now, p, 0)
+	p.reason = ""
+	p.s.wakeAt(p.s.now, p)
 }
 
 // WakeAt schedules a parked process to resume at t (e.g. when a value it
@@ -149,7 +151,8 @@ func (p *Proc) WakeAt(t Time) {
 		return
 	}
 	p.parked = false
-	p.wake = p.s.Schedule(t, p, 0)
+	p.reason = ""
+	p.s.wakeAt(t, p)
 }
 
 // Parked reports whether the process is parked, and why.

@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"math/bits"
+	"slices"
+)
+
 // entry is one pending event. The handler and its argument travel inline so
 // that firing an event reads nothing but the entry itself; slot names the
 // event's cancellation state in the queue's side table.
@@ -11,64 +16,91 @@ type entry struct {
 	slot uint32
 }
 
-func (a *entry) less(b *entry) bool {
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
-}
+// perBucket is the mean number of events a calendar bucket holds when the
+// calendar is rebuilt from the overflow. A bucket is sorted once when it
+// becomes current, so its cost per event grows with log(perBucket), while
+// the cost of moving to the next bucket is shared by perBucket events.
+const perBucket = 8
 
-// Tuning of the bucket tier. perBucket is the mean number of events a bucket
-// holds when the tier is rebuilt from the overflow; minRebuild is the
-// overflow size below which the overflow is moved straight into the heap.
-const (
-	perBucket  = 64
-	minRebuild = 64
-)
+const insertionMax = 48
+
+// minBuckets is the fewest buckets a rebuilt calendar may have.
+const minBuckets = 64
 
 // chunkLen is the number of events in one chunk of bucket storage.
-const chunkLen = 16
+const (
+	chunkBits = 3
+	chunkLen  = 1 << chunkBits
+)
 
-// chunk is a block of bucket storage; a bucket is a list of chunks.
-type chunk struct {
-	e    [chunkLen]entry
-	n    int32
-	next int32 // next chunk of the bucket, -1 at the tail
-}
-
-// bucket is a list of chunks, events in arrival order; head is -1 when the
-// bucket is empty.
+// bucket is a list of chunks (blocks of chunkLen entries of the queue's
+// event storage, all full but the last) holding n events in scheduling order; head and
+// tail are -1 when the bucket is empty.
 type bucket struct {
 	head, tail int32
+	n          int32
+	_          int32
 }
 
-// queue holds pending events in three tiers, a simplified ladder queue:
+// Sources of the front event, see queue.front.
+const (
+	srcCur = iota
+	srcNear
+	srcNow
+)
+
+// queue holds pending events in five tiers, after the ladder queue of Tang,
+// Goh and Thng:
 //
-//   - near: a 4-ary min-heap ordered by (at, seq) holding every event
-//     earlier than the end of the bucket most recently loaded into it;
+//   - cur: the current calendar bucket, sorted once when it became current
+//     (keys holds the sort order, the events stay in their chunks);
+//   - near: a 4-ary min-heap ordered by (at, seq) of the events scheduled
+//     after cur was sorted into cur's span, before nearEnd;
+//   - now: a FIFO of events scheduled for the current instant;
 //   - buckets: a calendar of equal-width time buckets, unsorted, covering
 //     [nearEnd, calEnd) in buckets of 1<<shift ps;
 //   - far: an unsorted overflow of events at or after the calendar's end.
 //
-// An event is only ever fired from the heap, and the heap holds every event
-// that is earlier than anything in the buckets or the overflow, so the
-// firing order is exactly (at, seq). Inserts are O(1) except into the heap,
-// which stays small: it holds one bucket's worth of events plus those
-// scheduled into the current bucket's span. When the heap runs dry the next
-// non-empty bucket is moved into it; when the buckets run dry the overflow is
-// spread into a new calendar (see rebuild). Buckets store events in chunks
-// from a pool, so the steady state allocates nothing.
+// An event is only ever fired from cur, near or now, and these hold every
+// event earlier than nearEnd, so the firing order is exactly (at, seq):
+// events reach a bucket in scheduling order, so sorting a bucket by (time,
+// position) is sorting it by (time, seq); every event in near was
+// scheduled after every event in cur; every event in now was scheduled at
+// the current instant, after every other pending event for that instant.
+// Inserts are O(1) except into near, which is usually empty. When cur and
+// near run dry the next non-empty bucket becomes cur; when the buckets run
+// dry the overflow is spread into a new calendar (see rebuild). Buckets
+// store events in chunks from a pool, so the steady state allocates nothing.
 //
-// Cancellation is lazy. Every scheduled event holds a slot; gen[slot] counts
-// the slot's reuses so a stale EventID is recognised, and a bit in pending
-// says whether the event is still to fire. A cancelled entry stays in its
-// tier and is dropped when it reaches the top of the heap.
+// Cancellation is lazy. Every scheduled event holds a slot whose state
+// counts its uses: odd while the event is still to fire, even once it fired
+// or was cancelled, so a stale EventID is recognised. A cancelled entry
+// stays in its tier and its slot is freed when it reaches the front. Slot 0
+// is shared by process wake-ups, which have no EventID: its state stays 1.
 type queue struct {
-	heap    []entry
-	nearEnd uint64 // the heap holds every event with at < nearEnd
+	// cur: keys[ki:] are the current bucket's events still to fire, each
+	// key holding the event's position in the bucket in its low bits
+	// (idxMask); chain lists the bucket's chunks in order.
+	keys    []uint64
+	ki      int
+	idxMask uint64
+	chain   []int32
+
+	near    []entry
+	nearEnd uint64 // cur, near and now hold every event with at < nearEnd
+
+	nowBuf  []entry // ring, len a power of two
+	nowHead int
+	nowN    int
+
+	src int // tier of the entry last returned by front
 
 	buckets []bucket // reused across rebuilds
-	chunks  []chunk  // storage of the buckets' events
+	ev      []entry  // storage of the buckets' events: chunk c is ev[c*chunkLen:][:chunkLen]
+	next    []int32  // next[c] is the chunk after c in its bucket, -1 at the tail
 	freeCh  []int32  // unused chunks
 	nb      int      // buckets in use
-	cur     int      // bucket last moved into the heap
+	cur     int      // bucket last made current
 	base    uint64   // start of bucket 0
 	shift   uint     // bucket width is 1<<shift ps
 	calEnd  uint64   // buckets cover [nearEnd, calEnd); far holds the rest
@@ -78,71 +110,179 @@ type queue struct {
 	farMax  Time
 	scratch []entry
 
-	gen     []uint32
-	pending []uint64 // one bit per slot: the event is still to fire
-	free    []uint32
-	live    int // scheduled and not cancelled
+	state []uint32 // per slot: odd while its event is pending
+	free  []uint32
+	live  int // scheduled and not cancelled
 }
 
-// alloc takes a slot for a new event and returns it with its generation.
-func (q *queue) alloc() (uint32, uint32) {
-	var i uint32
-	if n := len(q.free); n > 0 {
-		i = q.free[n-1]
-		q.free = q.free[:n-1]
+// newSlot adds a slot to the side table.
+//
+//go:noinline
+func (q *queue) newSlot() uint32 {
+	if len(q.state) == 0 {
+		q.state = append(q.state, 1) // slot 0: process wake-ups, never cancelled
+	}
+	q.state = append(q.state, 0)
+	return uint32(len(q.state) - 1)
+}
+
+// place returns where to store a new event at time at, or nil if the event
+// belongs in near, for the caller to push there. It is the slow path of
+// Sim.Schedule, which handles the calendar's buckets itself.
+func (q *queue) place(now, at Time) *entry {
+	t := uint64(at)
+	switch {
+	case t >= q.calEnd:
+		return q.toFar(at)
+	case t >= q.nearEnd:
+		return q.toBucket(t)
+	case at == now:
+		return q.toNow()
+	}
+	return nil
+}
+
+// toNow returns a free entry at the tail of the now FIFO.
+func (q *queue) toNow() *entry {
+	if q.nowN == len(q.nowBuf) {
+		q.growNow()
+	}
+	e := &q.nowBuf[(q.nowHead+q.nowN)&(len(q.nowBuf)-1)]
+	q.nowN++
+	return e
+}
+
+func (q *queue) growNow() {
+	n := max(2*len(q.nowBuf), 16)
+	buf := make([]entry, n)
+	for i := range q.nowN {
+		buf[i] = q.nowBuf[(q.nowHead+i)&(len(q.nowBuf)-1)]
+	}
+	q.nowBuf, q.nowHead = buf, 0
+}
+
+// toBucket returns a free entry at the tail of the bucket that covers time
+// t, which must be in [nearEnd, calEnd).
+func (q *queue) toBucket(t uint64) *entry {
+	bk := &q.buckets[(t-q.base)>>q.shift]
+	pos := bk.n & (chunkLen - 1)
+	if pos == 0 {
+		q.newChunk(bk)
+	}
+	bk.n++
+	return &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+}
+
+// newChunk appends an empty chunk to bk.
+//
+//go:noinline
+func (q *queue) newChunk(bk *bucket) {
+	var c int32
+	if n := len(q.freeCh); n > 0 {
+		c = q.freeCh[n-1]
+		q.freeCh = q.freeCh[:n-1]
 	} else {
-		i = uint32(len(q.gen))
-		q.gen = append(q.gen, 0)
-		if int(i>>6) >= len(q.pending) {
-			q.pending = append(q.pending, 0)
+		c = int32(len(q.next))
+		q.ev = append(q.ev, make([]entry, chunkLen)...)
+		q.next = append(q.next, -1)
+	}
+	q.next[c] = -1
+	if bk.tail >= 0 {
+		q.next[bk.tail] = c
+	} else {
+		bk.head = c
+	}
+	bk.tail = c
+}
+
+// toFar returns a free entry at the tail of the overflow, for an event at
+// time at.
+func (q *queue) toFar(at Time) *entry {
+	if len(q.far) == 0 || at < q.farMin {
+		q.farMin = at
+	}
+	if len(q.far) == 0 || at > q.farMax {
+		q.farMax = at
+	}
+	q.far = append(q.far, entry{})
+	return &q.far[len(q.far)-1]
+}
+
+// front returns the earliest pending entry and records its tier in q.src,
+// or returns nil if no event is pending. Cancelled entries met on the way
+// are dropped. now is the current time: no pending event is earlier.
+func (q *queue) front(now Time) *entry {
+	if q.ki < len(q.keys) && len(q.near) == 0 && q.nowN == 0 {
+		k := q.keys[q.ki] & q.idxMask
+		e := &q.ev[int(q.chain[k>>chunkBits])<<chunkBits|int(k&(chunkLen-1))]
+		if q.state[e.slot]&1 != 0 {
+			q.src = srcCur
+			return e
 		}
 	}
-	q.gen[i]++
-	q.pending[i>>6] |= 1 << (i & 63)
-	return i, q.gen[i]
+	return q.frontSlow(now)
 }
 
-// isPending reports whether slot i holds an event still to fire.
-func (q *queue) isPending(i uint32) bool {
-	return q.pending[i>>6]&(1<<(i&63)) != 0
+// frontSlow is front when the front may be in near or now, or cancelled.
+func (q *queue) frontSlow(now Time) *entry {
+	for {
+		var e *entry
+		src := srcCur
+		if q.ki < len(q.keys) {
+			k := q.keys[q.ki] & q.idxMask
+			e = &q.ev[int(q.chain[k>>chunkBits])<<chunkBits|int(k&(chunkLen-1))]
+			if len(q.near) > 0 && q.near[0].at < e.at {
+				e, src = &q.near[0], srcNear
+			}
+		} else if len(q.near) > 0 {
+			e, src = &q.near[0], srcNear
+		}
+		if q.nowN > 0 && (e == nil || e.at != now) {
+			e, src = &q.nowBuf[q.nowHead], srcNow
+		}
+		if e == nil {
+			if !q.refill(now) {
+				return nil
+			}
+			continue
+		}
+		if q.state[e.slot]&1 != 0 {
+			q.src = src
+			return e
+		}
+		// Cancelled: free the slot and drop the entry.
+		q.free = append(q.free, e.slot)
+		q.src = src
+		q.remove()
+	}
 }
 
-// cancel clears slot i's pending bit; the entry is dropped when it surfaces.
-func (q *queue) cancel(i uint32) {
-	q.pending[i>>6] &^= 1 << (i & 63)
+// remove drops the entry last returned by front.
+func (q *queue) remove() {
+	if q.src == srcCur {
+		q.ki++
+		return
+	}
+	q.removeSlow()
 }
 
-// retire clears slot i's pending bit and returns the slot to the free list.
-func (q *queue) retire(i uint32) {
-	q.pending[i>>6] &^= 1 << (i & 63)
-	q.free = append(q.free, i)
-}
-
-// insert adds e to the tier that covers its time.
-func (q *queue) insert(e entry) {
-	t := uint64(e.at)
-	switch {
-	case t < q.nearEnd:
-		q.push(e)
-	case t < q.calEnd:
-		q.addToBucket((t-q.base)>>q.shift, &e)
+// removeSlow is remove for an entry of near or now.
+func (q *queue) removeSlow() {
+	switch q.src {
+	case srcNear:
+		q.popNear()
 	default:
-		q.toFar(&e)
+		q.nowBuf[q.nowHead] = entry{}
+		q.nowHead = (q.nowHead + 1) & (len(q.nowBuf) - 1)
+		q.nowN--
 	}
 }
 
-// top returns the earliest entry (live or cancelled), refilling the heap from
-// the lower tiers if needed, or nil if the queue is empty.
-func (q *queue) top() *entry {
-	if len(q.heap) == 0 && !q.refill() {
-		return nil
-	}
-	return &q.heap[0]
-}
-
-// refill moves the next non-empty bucket, or the overflow, into the empty
-// heap. It returns false if every tier is empty.
-func (q *queue) refill() bool {
+// refill makes the next non-empty bucket current, rebuilding the calendar
+// from the overflow when the buckets run dry. cur and near must be empty.
+// It returns false if every tier is empty.
+func (q *queue) refill(now Time) bool {
+	q.releaseCur()
 	for {
 		for q.cur+1 < q.nb {
 			q.cur++
@@ -150,70 +290,121 @@ func (q *queue) refill() bool {
 			if q.cur+1 == q.nb {
 				q.nearEnd = q.calEnd // the sum may have wrapped
 			}
-			b := &q.buckets[q.cur]
-			if b.head < 0 {
-				continue
+			if q.buckets[q.cur].n > 0 {
+				q.load(q.cur)
+				return true
 			}
-			for c := b.head; c >= 0; {
-				ch := &q.chunks[c]
-				for i := range ch.n {
-					q.push(ch.e[i])
-				}
-				clear(ch.e[:ch.n]) // drop handler references
-				ch.n = 0
-				q.freeCh = append(q.freeCh, c)
-				c = ch.next
-			}
-			b.head, b.tail = -1, -1
-			return true
 		}
 		q.nb, q.cur = 0, 0
 		if len(q.far) == 0 {
 			return false
 		}
-		q.rebuild()
-		if len(q.heap) > 0 {
-			return true
-		}
+		q.rebuild(now)
 	}
 }
 
-// rebuild spreads the overflow into a fresh calendar, or moves it into the
-// heap when it is small.
+// releaseCur returns the exhausted current bucket's chunks to the pool.
+func (q *queue) releaseCur() {
+	// The chunks keep their stale handler references until reused: the
+	// pool is bounded by the peak of pending events, and clearing them
+	// costs more than the rest of the bucket's bookkeeping.
+	q.freeCh = append(q.freeCh, q.chain...)
+	q.chain = q.chain[:0]
+	q.keys, q.ki = q.keys[:0], 0
+}
+
+// load makes bucket b current: it sorts its events by (time, position).
+func (q *queue) load(b int) {
+	bk := &q.buckets[b]
+	n := int(bk.n)
+	for c := bk.head; c >= 0; c = q.next[c] {
+		q.chain = append(q.chain, c)
+	}
+	bk.head, bk.tail, bk.n = -1, -1, 0
+	start := q.base + uint64(b)<<q.shift
+	ib := uint(bits.Len(uint(n)))
+	keys := slices.Grow(q.keys[:0], n)[:n]
+	if q.shift+ib <= 64 {
+		// The offset in the bucket is below 1<<shift: pack it above the
+		// position and sort plain integers.
+		q.idxMask = 1<<ib - 1
+		k := 0
+		for _, c := range q.chain {
+			ch := q.ev[int(c)<<chunkBits:][:chunkLen]
+			for i := range min(chunkLen, n-k) {
+				keys[k] = (uint64(ch[i].at)-start)<<ib | uint64(k)
+				k++
+			}
+		}
+		if n <= insertionMax {
+			insertionSort(keys)
+		} else {
+			slices.Sort(keys)
+		}
+	} else {
+		// A very wide bucket: compare times in full.
+		q.idxMask = ^uint64(0)
+		for k := range keys {
+			keys[k] = uint64(k)
+		}
+		at := func(k uint64) Time { return q.ev[int(q.chain[k>>chunkBits])<<chunkBits|int(k&(chunkLen-1))].at }
+		slices.SortFunc(keys, func(a, b uint64) int {
+			ta, tb := at(a), at(b)
+			switch {
+			case ta < tb || (ta == tb && a < b):
+				return -1
+			case ta == tb && a == b:
+				return 0
+			}
+			return 1
+		})
+	}
+	q.keys, q.ki = keys, 0
+}
+
+// insertionSort sorts a short slice of keys.
+func insertionSort(k []uint64) {
+	for i := 1; i < len(k); i++ {
+		v := k[i]
+		j := i
+		for ; j > 0 && k[j-1] > v; j-- {
+			k[j] = k[j-1]
+		}
+		k[j] = v
+	}
+}
+
+// rebuild spreads the overflow into a fresh calendar.
 //
 // The bucket width is a power of two chosen from the mean distance of the
-// overflow's events to its earliest one, so that the front of the
+// overflow's events to the current time, so that the front of the
 // calendar, where events are densest under the usual decaying delay
 // distributions, holds about perBucket events per bucket. The calendar has at
-// most as many buckets as the overflow has events; events beyond its end
-// stay in the overflow for the next rebuild.
-func (q *queue) rebuild() {
+// most as many buckets as the overflow has events, and at least minBuckets
+// so that a handful of events with short delays does not rebuild it every
+// few events; events beyond its end stay in the overflow for the next
+// rebuild.
+func (q *queue) rebuild(now Time) {
 	far := q.far
 	q.far, q.scratch = q.scratch[:0], far
 	lo, hi := uint64(q.farMin), uint64(q.farMax)
-	if len(far) < minRebuild {
-		for i := range far {
-			q.push(far[i])
-		}
-		q.nearEnd, q.calEnd = hi+1, hi+1
-		clear(far)
-		q.scratch = far[:0]
-		return
-	}
 	n := uint64(len(far))
 	var sum float64
 	for i := range far {
-		sum += float64(uint64(far[i].at) - lo)
+		sum += float64(far[i].at - now)
 	}
 	gap := sum / float64(n) * perBucket / float64(n)
 	shift := uint(0)
 	for shift < 62 && float64(uint64(1)<<shift) < gap {
 		shift++
 	}
+	// Cover the overflow, with at most max(n, minBuckets) buckets and at
+	// least minBuckets, but end by 1<<63 so that calEnd cannot wrap.
 	nb := ((hi - lo) >> shift) + 1
-	nb = min(nb, n)
+	nb = max(min(nb, max(n, minBuckets)), minBuckets)
+	nb = max(min(nb, (1<<63-lo)>>shift), 1)
 	for uint64(len(q.buckets)) < nb {
-		q.buckets = append(q.buckets, bucket{-1, -1})
+		q.buckets = append(q.buckets, bucket{head: -1, tail: -1})
 	}
 	q.nb, q.cur, q.base, q.shift = int(nb), -1, lo, shift
 	q.nearEnd, q.calEnd = lo, lo+nb<<shift
@@ -222,67 +413,31 @@ func (q *queue) rebuild() {
 	}
 	for i := range far {
 		e := &far[i]
+		var d *entry
 		if t := uint64(e.at); t < q.calEnd {
-			q.addToBucket((t-lo)>>shift, e)
+			d = q.toBucket(t)
 		} else {
-			q.toFar(e)
+			d = q.toFar(e.at)
 		}
+		*d = *e
 	}
 	clear(far)
 	q.scratch = far[:0]
 }
 
-// addToBucket appends e to bucket b.
-func (q *queue) addToBucket(b uint64, e *entry) {
-	bk := &q.buckets[b]
-	if t := bk.tail; t >= 0 {
-		if ch := &q.chunks[t]; ch.n < chunkLen {
-			ch.e[ch.n] = *e
-			ch.n++
-			return
-		}
-	}
-	var c int32
-	if n := len(q.freeCh); n > 0 {
-		c = q.freeCh[n-1]
-		q.freeCh = q.freeCh[:n-1]
-	} else {
-		c = int32(len(q.chunks))
-		q.chunks = append(q.chunks, chunk{})
-	}
-	ch := &q.chunks[c]
-	ch.e[0] = *e
-	ch.n = 1
-	ch.next = -1
-	if bk.tail >= 0 {
-		q.chunks[bk.tail].next = c
-	} else {
-		bk.head = c
-	}
-	bk.tail = c
+func (a *entry) less(b *entry) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 
-// toFar appends e to the overflow.
-func (q *queue) toFar(e *entry) {
-	if len(q.far) == 0 || e.at < q.farMin {
-		q.farMin = e.at
-	}
-	if len(q.far) == 0 || e.at > q.farMax {
-		q.farMax = e.at
-	}
-	q.far = append(q.far, *e)
-}
-
-// pop removes the heap's minimum. The heap must not be empty.
-func (q *queue) pop() entry {
-	h := q.heap
-	top := h[0]
+// popNear removes near's minimum. near must not be empty.
+func (q *queue) popNear() {
+	h := q.near
 	n := len(h) - 1
 	last := h[n]
 	h[n] = entry{}
-	q.heap = h[:n]
+	q.near = h[:n]
 	if n == 0 {
-		return top
+		return
 	}
 	h = h[:n]
 	i := 0
@@ -305,12 +460,12 @@ func (q *queue) pop() entry {
 		i = m
 	}
 	h[i] = last
-	return top
 }
 
-func (q *queue) push(e entry) {
-	q.heap = append(q.heap, e)
-	h := q.heap
+// pushNear adds e to near.
+func (q *queue) pushNear(e entry) {
+	q.near = append(q.near, e)
+	h := q.near
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) >> 2

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -171,3 +173,149 @@ func TestScheduleInThePastPanics(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// bulkEvent is one event of TestQueueBulkSorted.
+type bulkEvent struct {
+	at  Time
+	ord int
+	id  EventID
+}
+
+// bulkRecorder checks that events fire in the order of a sorted list.
+type bulkRecorder struct {
+	t    *testing.T
+	want []bulkEvent
+	next int
+}
+
+func (b *bulkRecorder) Handle(s *Sim, ord uint64) {
+	if b.next >= len(b.want) {
+		b.t.Fatalf("extra event %d at %v", ord, s.Now())
+	}
+	w := b.want[b.next]
+	if uint64(w.ord) != ord || w.at != s.Now() {
+		b.t.Fatalf("event #%d: fired %d at %v, sorted reference says %d at %v", b.next, ord, s.Now(), w.ord, w.at)
+	}
+	b.next++
+}
+
+// TestQueueBulkSorted schedules large batches (enough for multi-chunk
+// buckets, wide calendars and several rebuilds), between runs that stop at
+// random limits, cancels a random fifth, and checks the firing order against
+// a stable sort by time of everything scheduled.
+func TestQueueBulkSorted(t *testing.T) {
+	delays := map[string]func(r *rand.Rand) Duration{
+		"burst":   func(r *rand.Rand) Duration { return Duration(r.IntN(2)) * Microsecond },
+		"zero":    func(r *rand.Rand) Duration { return Duration(r.IntN(2) * r.IntN(100)) },
+		"exp":     func(r *rand.Rand) Duration { return Duration(r.ExpFloat64() * float64(Microsecond)) },
+		"mixed":   func(r *rand.Rand) Duration { return Duration(r.Int64N(int64(1) << r.IntN(62))) },
+		"farpair": func(r *rand.Rand) Duration { return Duration(r.IntN(2)) * Duration(MaxTime/2) },
+		"clumps": func(r *rand.Rand) Duration {
+			return Duration(r.IntN(4))*Second + Duration(r.IntN(3))*Nanosecond
+		},
+	}
+	for _, name := range []string{"burst", "zero", "exp", "mixed", "farpair", "clumps"} {
+		t.Run(name, func(t *testing.T) {
+			r := NewRand(7, name)
+			s := New(Config{})
+			rec := &bulkRecorder{t: t}
+			var pending []bulkEvent
+			ord := 0
+			for round := range 8 {
+				for range 5000 {
+					d := delays[name](r)
+					if s.Now() > MaxTime-Time(d) {
+						d = Duration(MaxTime - s.Now())
+					}
+					id := s.After(d, rec, uint64(ord))
+					pending = append(pending, bulkEvent{at: s.Now().Add(d), ord: ord, id: id})
+					ord++
+				}
+				for i := 0; i < len(pending); i++ {
+					if r.IntN(5) == 0 {
+						if err := s.Cancel(pending[i].id); err != nil {
+							t.Fatalf("cancel: %v", err)
+						}
+						pending = append(pending[:i], pending[i+1:]...)
+						i--
+					}
+				}
+				slices.SortStableFunc(pending, func(a, b bulkEvent) int { return cmp.Compare(a.at, b.at) })
+				// Run to a random pending event's time (inclusive), or
+				// past everything in the last round.
+				limit := MaxTime
+				if round < 7 && len(pending) > 0 {
+					limit = pending[r.IntN(len(pending))].at
+				}
+				n := 0
+				for n < len(pending) && pending[n].at <= limit {
+					n++
+				}
+				rec.want, rec.next = pending[:n], 0
+				if err := s.RunUntil(limit); err != nil {
+					t.Fatal(err)
+				}
+				if rec.next != n {
+					t.Fatalf("round %d: fired %d events up to %v, want %d", round, rec.next, limit, n)
+				}
+				pending = slices.Clone(pending[n:])
+				if s.Pending() != len(pending) {
+					t.Fatalf("Pending() = %d, want %d", s.Pending(), len(pending))
+				}
+			}
+			if len(pending) != 0 {
+				t.Fatalf("%d events left", len(pending))
+			}
+		})
+	}
+}
+
+// TestCancelReservedSlot checks that a forged EventID naming the slot of
+// process wake-ups cancels nothing.
+func TestCancelReservedSlot(t *testing.T) {
+	s := New(Config{})
+	woke := false
+	s.Spawn("sleeper", func(p *Proc) {
+		p.Sleep(Microsecond)
+		woke = true
+	})
+	for _, id := range []EventID{0, 1 << 32, 3 << 32} {
+		if err := s.Cancel(id); !errors.Is(err, ErrNotPending) {
+			t.Fatalf("Cancel(%#x) = %v, want ErrNotPending", uint64(id), err)
+		}
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !woke || s.Now() != Time(Microsecond) {
+		t.Fatalf("woke=%v at %v, want true at 1us", woke, s.Now())
+	}
+}
+
+// TestQueueSparseExtremes schedules a few events at extreme times, where the
+// calendar's buckets are as wide as they get, and checks the firing order.
+func TestQueueSparseExtremes(t *testing.T) {
+	for _, times := range [][]Time{
+		{0, MaxTime / 2},
+		{MaxTime, 0, MaxTime},
+		{1, MaxTime - 1, MaxTime / 4, 2},
+		{MaxTime / 2, MaxTime / 2, MaxTime/2 + 1, MaxTime},
+		{Time(Second), 0, MaxTime, Time(Second), 3},
+	} {
+		s := New(Config{})
+		rec := &bulkRecorder{t: t}
+		var want []bulkEvent
+		for i, at := range times {
+			s.Schedule(at, rec, uint64(i))
+			want = append(want, bulkEvent{at: at, ord: i})
+		}
+		slices.SortStableFunc(want, func(a, b bulkEvent) int { return cmp.Compare(a.at, b.at) })
+		rec.want = want
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if rec.next != len(want) {
+			t.Fatalf("times %v: fired %d events, want %d", times, rec.next, len(want))
+		}
+	}
+}

@@ -131,17 +131,78 @@ func (s *Sim) SetTracer(t Tracer) { s.tracer = t }
 // same time run in the order they were scheduled. Scheduling in the past
 // panics: it is always a bug in a model.
 func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
-	if at < s.now {
-		panic(fmt.Sprintf("sim: schedule in the past: at=%v now=%v handler=%T arg=%#x", at, s.now, h, arg))
+	if at < s.now || h == nil {
+		s.badSchedule(at, h, arg)
 	}
+	q := &s.q
+	var slot uint32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+		q.free = q.free[:n-1]
+	} else {
+		slot = q.newSlot()
+	}
+	gen := q.state[slot] + 1
+	q.state[slot] = gen
+	// insert, inlined by hand for the common case of a calendar bucket.
+	s.seq++
+	q.live++
+	var e *entry
+	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
+		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
+		pos := bk.n & (chunkLen - 1)
+		if pos == 0 {
+			q.newChunk(bk)
+		}
+		bk.n++
+		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	} else if e = q.place(s.now, at); e == nil {
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
+		return EventID(uint64(gen)<<32 | uint64(slot))
+	}
+	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+	return EventID(uint64(gen)<<32 | uint64(slot))
+}
+
+// wakeAt schedules process p to resume at t. Wake-ups are never cancelled,
+// so they skip the slot bookkeeping: they all share the reserved slot 0,
+// whose state stays odd (pending).
+func (s *Sim) wakeAt(t Time, p *Proc) {
+	if t < s.now {
+		s.badSchedule(t, p, 0)
+	}
+	if len(s.q.state) == 0 {
+		s.q.newSlot()
+	}
+	s.insert(t, p, 0, 0)
+}
+
+// insert queues an event that holds slot. Schedule has its own copy.
+func (s *Sim) insert(at Time, h Handler, arg uint64, slot uint32) {
+	q := &s.q
+	s.seq++
+	q.live++
+	var e *entry
+	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
+		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
+		pos := bk.n & (chunkLen - 1)
+		if pos == 0 {
+			q.newChunk(bk)
+		}
+		bk.n++
+		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	} else if e = q.place(s.now, at); e == nil {
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
+		return
+	}
+	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+}
+
+func (s *Sim) badSchedule(at Time, h Handler, arg uint64) {
 	if h == nil {
 		panic("sim: schedule with nil handler")
 	}
-	slot, gen := s.q.alloc()
-	s.seq++
-	s.q.insert(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
-	s.q.live++
-	return EventID(uint64(gen)<<32 | uint64(slot))
+	panic(fmt.Sprintf("sim: schedule in the past: at=%v now=%v handler=%T arg=%#x", at, s.now, h, arg))
 }
 
 // After schedules h.Handle(s, arg) at Now()+d; d must not be negative.
@@ -162,13 +223,13 @@ func (f funcHandler) Handle(*Sim, uint64) { f.f() }
 // Cancel removes a pending event. It returns ErrNotPending if the event has
 // already fired or was cancelled before.
 func (s *Sim) Cancel(id EventID) error {
-	i := uint32(id)
-	if int(i) >= len(s.q.gen) || s.q.gen[i] != uint32(id>>32) || !s.q.isPending(i) {
+	i, gen := uint32(id), uint32(id>>32)
+	if i == 0 || int(i) >= len(s.q.state) || s.q.state[i] != gen || gen&1 == 0 {
 		return ErrNotPending
 	}
 	// Lazy cancellation: the entry stays queued and is dropped when it
 	// reaches the front.
-	s.q.cancel(i)
+	s.q.state[i]++
 	s.q.live--
 	return nil
 }
@@ -188,49 +249,40 @@ func (s *Sim) Stop() { s.stopped = true }
 
 // Step fires the next event. It returns false if no event is pending.
 func (s *Sim) Step() bool {
-	for {
-		top := s.q.top()
-		if top == nil {
-			return false
-		}
-		if !s.q.isPending(top.slot) { // cancelled
-			s.q.free = append(s.q.free, top.slot)
-			s.q.pop()
-			continue
-		}
-		e := s.q.pop()
-		s.q.retire(e.slot)
-		s.q.live--
-		if e.at == s.now {
-			s.stalled++
-		} else {
-			s.stalled = 0
-		}
-		s.now = e.at
-		s.fired++
-		r := &s.hist[s.fired%historyLen]
-		r.At, r.Seq, r.Handler, r.Arg = e.at, e.seq, e.h, e.arg
-		if s.tracer != nil {
-			s.tracer(*r)
-		}
-		e.h.Handle(s, e.arg)
-		return true
+	e := s.q.front(s.now)
+	if e == nil {
+		return false
 	}
+	s.fire(e)
+	return true
 }
 
-// peek returns the time of the next live event, discarding cancelled ones.
-func (s *Sim) peek() (Time, bool) {
-	for {
-		top := s.q.top()
-		if top == nil {
-			return 0, false
-		}
-		if s.q.isPending(top.slot) {
-			return top.at, true
-		}
-		s.q.free = append(s.q.free, top.slot)
-		s.q.pop()
+// fire removes e, the queue's front, and runs it.
+func (s *Sim) fire(e *entry) {
+	at, seq, h, arg, slot := e.at, e.seq, e.h, e.arg, e.slot
+	if s.q.src == srcCur {
+		s.q.ki++
+	} else {
+		s.q.removeSlow()
 	}
+	if slot != 0 {
+		s.q.state[slot]++
+		s.q.free = append(s.q.free, slot)
+	}
+	s.q.live--
+	if at == s.now {
+		s.stalled++
+	} else {
+		s.stalled = 0
+	}
+	s.now = at
+	s.fired++
+	r := &s.hist[s.fired%historyLen]
+	r.At, r.Seq, r.Handler, r.Arg = at, seq, h, arg
+	if s.tracer != nil {
+		s.tracer(*r)
+	}
+	h.Handle(s, arg)
 }
 
 // Run fires events until none is pending (quiescence), the model calls Stop
@@ -243,16 +295,16 @@ func (s *Sim) Run() error { return s.RunUntil(MaxTime) }
 func (s *Sim) RunUntil(limit Time) error {
 	s.stopped = false
 	for !s.stopped {
-		at, ok := s.peek()
-		if !ok || at > limit {
+		e := s.q.front(s.now)
+		if e == nil || e.at > limit {
 			if limit != MaxTime && limit > s.now {
 				s.now = limit
 			}
 			break
 		}
-		s.Step()
+		s.fire(e)
 		if s.cfg.EventBudget > 0 && s.fired >= s.cfg.EventBudget && !s.stopped {
-			if _, more := s.peek(); more {
+			if s.q.front(s.now) != nil {
 				return s.watchdog("event budget of %d events spent", s.cfg.EventBudget)
 			}
 		}
