@@ -42,9 +42,7 @@ var forbiddenInPure = map[string]string{
 var gopacketOwners = []string{"traces/pcap"}
 
 // anchors are packages excused from the doc and gopacket rules, with why.
-var anchors = map[string]string{
-	"internal/depsprobe": "a blank-import anchor keeping go.mod's dependencies; removed before release",
-}
+var anchors = map[string]string{}
 
 // pkg is one directory of Go files.
 type pkg struct {
