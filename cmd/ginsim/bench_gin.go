@@ -51,7 +51,8 @@ func newBenchGinCmd(op string) *cobra.Command {
 		Use:   op,
 		Short: "GIN " + op + " latency/bandwidth on two simulated ranks (nccl-tests device_api/gin)",
 		Long: `Runs nccl-tests' GIN device-API perf test for ` + op + ` on two ranks of the
---profile machine (one GPU on each of two nodes): --pattern ping (issue, then
+--profile machine (one GPU on each of two nodes; --backend lsa: two GPUs of
+one node, NVLink stores and a release flag, put/put_signal/signal only): --pattern ping (issue, then
 flush or counter wait), pingpong (put+signal both ways; latency is half the
 round trip) or bw (-c CTAs × -t threads issuing). Output is a table like
 nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,

@@ -66,6 +66,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("bench: --gin_ag applies to bw only")
 	case len(o.Sizes) == 0:
 		return fmt.Errorf("bench: no sizes")
+	case o.Env.Backend == "lsa" && o.Op != "put" && o.Op != "put_signal" && o.Op != "signal":
+		return fmt.Errorf("bench: backend lsa runs put, put_signal and signal, not %s", o.Op)
+	case o.Env.Backend == "lsa" && o.Aggregate:
+		return fmt.Errorf("bench: --gin_ag applies to GIN backends, not lsa")
 	}
 	for _, n := range o.Sizes {
 		if n > o.Env.WindowBytes && o.Env.WindowBytes != 0 {
@@ -153,6 +157,9 @@ func (is *issuer) op(g *gin.Gin, rank, peer int, off uint64, extra gin.OptFlags)
 }
 
 func runSize(o Options, n uint64) (Row, error) {
+	if o.Env.Backend == "lsa" {
+		return runLSA(o, n)
+	}
 	e, err := NewEnv(o.Env)
 	if err != nil {
 		return Row{}, err

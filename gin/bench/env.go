@@ -30,6 +30,9 @@ type EnvConfig struct {
 	WindowBytes uint64
 	// Backed stores window bytes (needed only to check contents).
 	Backed bool
+	// WorldGinBarriers is the devComm's worldGinBarrierCount (GIN
+	// backends, 2.30).
+	WorldGinBarriers int
 	// GDAKI and Proxy are the backends' configurations (zero: defaults).
 	GDAKI *gdaki.Config
 	Proxy *proxy.Config
@@ -45,8 +48,11 @@ type Env struct {
 	Win     *gin.Window
 	GDAKI   *gdaki.Backend
 	Proxy   *proxy.Backend
-	Backend gin.Backend
+	Backend gin.Backend // nil for LSA
 	Ranks   []*gin.Rank
+	// Flag is the LSA backend's window of 8-byte flag words (the signals
+	// of LSA puts); nil for GIN backends.
+	Flag *gin.Window
 }
 
 // NewEnv builds the machine and the communicator of c.
@@ -109,7 +115,10 @@ func NewEnv(c EnvConfig) (*Env, error) {
 		}
 		cfg.Backends[gin.TypeProxy], typ, e.Backend = e.Proxy, gin.TypeProxy, e.Proxy
 	case "lsa":
-		return nil, fmt.Errorf("bench: backend lsa is not available in this build (gin/lsa has not landed)")
+		if e.Ranks[0].Node != e.Ranks[1].Node {
+			return nil, fmt.Errorf("bench: backend lsa needs two GPUs of one node")
+		}
+		return e.lsaComm(c)
 	default:
 		return nil, fmt.Errorf("bench: unknown backend %q (want gdaki, proxy or lsa)", c.Backend)
 	}
@@ -117,11 +126,34 @@ func NewEnv(c EnvConfig) (*Env, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	req := gin.Requirements{GinContextCount: max(c.Contexts, 1), GinSignalCount: max(c.Signals, 4),
-		GinCounterCount: max(c.Counters, 4), GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ}
+		GinCounterCount: max(c.Counters, 4), GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ,
+		WorldGinBarrierCount: c.WorldGinBarriers}
 	if e.Dev, err = e.Comm.DevCommCreate(req); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if e.Win, err = e.Comm.WindowRegister("buf", sim.Bytes(c.WindowBytes), gin.WinDefault, c.Backed); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return e, nil
+}
+
+// lsaComm builds the LSA-only communicator: no GIN resources, a data
+// window and a flag window the ranks store into over NVLink.
+func (e *Env) lsaComm(c EnvConfig) (*Env, error) {
+	var err error
+	if e.Comm, err = gin.NewComm(e.Ranks, gin.CommConfig{Version: c.Version}); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if e.Comm.LSASize() != len(e.Ranks) {
+		return nil, fmt.Errorf("bench: backend lsa: LSA team of %d ranks, want %d", e.Comm.LSASize(), len(e.Ranks))
+	}
+	if e.Dev, err = e.Comm.DevCommCreate(gin.Requirements{ConnectionType: gin.ConnNone}); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if e.Win, err = e.Comm.WindowRegister("buf", sim.Bytes(c.WindowBytes), gin.WinDefault, c.Backed); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if e.Flag, err = e.Comm.WindowRegister("flag", 4096, gin.WinDefault, false); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return e, nil
