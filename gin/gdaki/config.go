@@ -1,10 +1,6 @@
 package gdaki
 
-import (
-	"fmt"
-
-	"github.com/ginsim/ginsim/nic"
-)
+import "fmt"
 
 // Config holds the GDAKI backend's parameters. GPU instruction costs come
 // from gpu.Config; the fields here are the GDAKI-specific ones.
@@ -66,9 +62,3 @@ func (c Config) Validate() error {
 // maxWQEBytes is the largest transfer of one WQE (DOCA: 2^30 bytes); NCCL
 // splits larger puts and gets into 1-GiB WQEs.
 const maxWQEBytes = 1 << 30
-
-// access rights of the memory registrations.
-const (
-	winAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
-	sigAccess = nic.AccessLocalWrite | nic.AccessRemoteAtomic | nic.AccessRemoteWrite
-)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/internal/ibwin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -148,11 +149,11 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		for ctx := range cs.nctx {
 			sig := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/signals", r, ctx), sim.Bytes(8*max(cs.nsig, 1)), true)
 			ctr := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/counters", r, ctx), sim.Bytes(8*max(cs.nctr, 1)), true)
-			smr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), vaOf(sig), sigAccess, dev, true)
+			smr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, dev, true)
 			if err != nil {
 				return fmt.Errorf("gdaki: signal table of rank %d: %w", r, err)
 			}
-			cmr, err := rs.nic.RegMR(ctr, 0, uint64(ctr.Size()), vaOf(ctr), sigAccess, dev, true)
+			cmr, err := rs.nic.RegMR(ctr, 0, uint64(ctr.Size()), ibwin.VA(ctr), ibwin.SigAccess, dev, true)
 			if err != nil {
 				return fmt.Errorf("gdaki: counter table of rank %d: %w", r, err)
 			}
@@ -161,7 +162,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		sink := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/sink", r), 8, true)
 		var err error
-		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, vaOf(sink), nic.AccessLocalWrite, dev, false); err != nil {
+		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, dev, false); err != nil {
 			return fmt.Errorf("gdaki: sink of rank %d: %w", r, err)
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
@@ -222,10 +223,6 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	return nil
 }
 
-// vaOf gives every region a distinct, page-aligned virtual address (the
-// model's stand-in for cuMem VAs; only uniqueness matters).
-func vaOf(r *mem.Region) uint64 { return uint64(r.ID()+1) << 40 }
-
 func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string) (*channel, error) {
 	rs := &cs.ranks[r]
 	name := fmt.Sprintf("gdaki/r%d/c%d/p%d", r, ctx, p)
@@ -282,23 +279,10 @@ func (b *Backend) connect(a *channel, na *nic.NIC, z *channel, nz *nic.NIC) erro
 // all-gathers).
 func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
 	cs := b.state(dc)
-	for r := range cs.ranks {
+	return ibwin.Register("gdaki", w, len(cs.ranks), func(r int) ibwin.Rank {
 		rs := &cs.ranks[r]
-		for len(rs.win) <= w.ID() {
-			rs.win = append(rs.win, nil)
-		}
-		if rs.win[w.ID()] != nil {
-			continue
-		}
-		reg := w.Region(r)
-		mr, err := rs.nic.RegMR(reg, 0, uint64(reg.Size()), vaOf(reg), winAccess, rs.gpu.Dev(),
-			w.Flags()&gin.WinStrictOrdering != 0)
-		if err != nil {
-			return fmt.Errorf("gdaki: window %s on rank %d: %w", w.Name(), r, err)
-		}
-		rs.win[w.ID()] = mr
-	}
-	return nil
+		return ibwin.Rank{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}
+	})
 }
 
 func (cs *commState) winMR(rank int, w *gin.Window) *nic.MR {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/internal/ibwin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -159,14 +160,6 @@ func (cs *commState) ch(rank, ctx, peer int) *channel {
 	return c
 }
 
-// vaOf gives every region a distinct virtual address.
-func vaOf(r *mem.Region) uint64 { return uint64(r.ID()+1) << 40 }
-
-const (
-	winAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
-	sigAccess = nic.AccessLocalWrite | nic.AccessRemoteAtomic | nic.AccessRemoteWrite
-)
-
 // Connect implements gin.Backend (ncclGinProxyCreateContext): per rank and
 // context the pis/cis/signal/counter arrays, per (context, peer) a GFD ring
 // in host memory and an RC QP with its send queue and CQ in host memory,
@@ -198,7 +191,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			rs.sig = append(rs.sig, sig)
 			rs.sigOff = append(rs.sigOff, g.Alloc(pre+"signalOffsets", sim.Bytes(8*max(cs.nsig, 1)), true))
 			rs.ctr = append(rs.ctr, g.Alloc(pre+"counters", sim.Bytes(8*max(cs.nctr, 1)), true))
-			mr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), vaOf(sig), sigAccess, g.Dev(), true)
+			mr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, g.Dev(), true)
 			if err != nil {
 				return fmt.Errorf("proxy: signals of rank %d: %w", r, err)
 			}
@@ -206,11 +199,11 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		rs.inl = g.AllocHost(fmt.Sprintf("proxy/r%d/inlines", r), sim.Bytes(8*q*cs.nctx*cs.nranks), true)
 		var err error
-		if rs.inlMR, err = rs.nic.RegMR(rs.inl, 0, uint64(rs.inl.Size()), vaOf(rs.inl), nic.AccessLocalWrite, host, false); err != nil {
+		if rs.inlMR, err = rs.nic.RegMR(rs.inl, 0, uint64(rs.inl.Size()), ibwin.VA(rs.inl), nic.AccessLocalWrite, host, false); err != nil {
 			return fmt.Errorf("proxy: inlines of rank %d: %w", r, err)
 		}
 		sink := g.AllocHost(fmt.Sprintf("proxy/r%d/scratch", r), 8, true)
-		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, vaOf(sink), nic.AccessLocalWrite, host, false); err != nil {
+		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, host, false); err != nil {
 			return fmt.Errorf("proxy: scratchpad of rank %d: %w", r, err)
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
@@ -307,23 +300,10 @@ func connect(a, z *channel) error {
 // RegisterWindow implements gin.Backend (regMrSym on every rank).
 func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
 	cs := b.state(dc)
-	for r := range cs.ranks {
+	return ibwin.Register("proxy", w, len(cs.ranks), func(r int) ibwin.Rank {
 		rs := &cs.ranks[r]
-		for len(rs.win) <= w.ID() {
-			rs.win = append(rs.win, nil)
-		}
-		if rs.win[w.ID()] != nil {
-			continue
-		}
-		reg := w.Region(r)
-		mr, err := rs.nic.RegMR(reg, 0, uint64(reg.Size()), vaOf(reg), winAccess, rs.gpu.Dev(),
-			w.Flags()&gin.WinStrictOrdering != 0)
-		if err != nil {
-			return fmt.Errorf("proxy: window %s on rank %d: %w", w.Name(), r, err)
-		}
-		rs.win[w.ID()] = mr
-	}
-	return nil
+		return ibwin.Rank{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}
+	})
 }
 
 func (cs *commState) mr(rank int, handle uint64) *nic.MR {
