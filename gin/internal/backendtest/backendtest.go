@@ -1,0 +1,179 @@
+package backendtest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/bench"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Golden runs body on rank 0 of a two-rank env over backend and compares the merged timeline with
+// testdata/name.txt.
+func Golden(t *testing.T, backend, name string, rewrite bool, body func(e *bench.Env, t *gpu.Group, g *gin.Gin)) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.Record()
+	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) { body(e, tg, e.Dev.Gin(tg, 0, 0)) })
+	e.Ranks[1].GPU.Launch("w", 1, func(tg *gpu.Group) {
+		if strings.Contains(name, "signal") || strings.Contains(name, "barrier") {
+			e.Dev.Gin(tg, 1, 0).WaitSignal(0, 1, 64)
+		}
+	})
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := l.String()
+	path := filepath.Join("testdata", name+".txt")
+	if rewrite {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -rewrite)", err)
+	}
+	if got != string(want) {
+		t.Errorf("timeline %s differs from %s (rerun with -rewrite and review the diff):\n%s", name, path, got)
+	}
+}
+
+// GoldenTimelines checks the put, put_signal, flush and counter golden
+// timelines of backend.
+func GoldenTimelines(t *testing.T, backend string, rewrite bool) {
+	for _, tc := range []struct {
+		name string
+		body func(e *bench.Env, t *gpu.Group, g *gin.Gin)
+	}{
+		{"put", func(e *bench.Env, t *gpu.Group, g *gin.Gin) {
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 8, nil, nil)
+		}},
+		{"put_signal", func(e *bench.Env, t *gpu.Group, g *gin.Gin) {
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 8, gin.SignalInc{Signal: 0}, nil)
+		}},
+		{"flush", func(e *bench.Env, t *gpu.Group, g *gin.Gin) {
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 8, nil, nil)
+			g.Flush()
+		}},
+		{"counter", func(e *bench.Env, t *gpu.Group, g *gin.Gin) {
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 8, nil, gin.CounterInc{Counter: 0})
+			g.WaitCounter(0, 1, 56)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { Golden(t, backend, tc.name, rewrite, tc.body) })
+	}
+}
+
+// Landings records when NIC writes and atomics land on rank 1's window and
+// signal words.
+type Landings struct {
+	// LastWin is the time of the last write, by offset of the write.
+	LastWin map[uint64]sim.Time
+	// Sig holds the times of the signal fetch-adds.
+	Sig []sim.Time
+}
+
+// Observe implements mem.Observer.
+func (l *Landings) Observe(e *mem.Effect) {
+	n := e.Region.Name()
+	switch {
+	case strings.HasPrefix(n, "buf") && e.Op == mem.OpWrite && strings.Contains(e.Agent, "qp"):
+		l.LastWin[e.Off] = e.At
+	case strings.HasSuffix(n, "signals") && e.Op == mem.OpFetchAdd:
+		l.Sig = append(l.Sig, e.At)
+	}
+}
+
+// Run runs body on rank 0 of an env over backend built from cfg and
+// returns the env and what landed on the peer.
+func Run(t *testing.T, backend string, cfg bench.EnvConfig, body func(e *bench.Env, t *gpu.Group, g0 *gin.Gin)) (*bench.Env, *Landings) {
+	cfg.Backend = backend
+	e, err := bench.NewEnv(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Landings{LastWin: map[uint64]sim.Time{}}
+	e.Machine.Mem.SetObserver(l)
+	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) { body(e, tg, e.Dev.Gin(tg, 0, 0)) })
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return e, l
+}
+
+// MaxTime is the latest time in m among offsets in [lo, hi).
+func MaxTime(m map[uint64]sim.Time, lo, hi uint64) sim.Time {
+	var t sim.Time
+	for off, at := range m {
+		if off >= lo && off < hi && at > t {
+			t = at
+		}
+	}
+	return t
+}
+
+// Spec 2.4 item 1: a signal on (context, peer) lands after every earlier
+// put on the same (context, peer) has settled at the peer.
+//
+// SignalImpliesEarlierPutsSameContext is run by each IB backend's tests.
+func SignalImpliesEarlierPutsSameContext(t *testing.T, backend string) {
+	_, l := Run(t, backend, bench.EnvConfig{}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) {
+		g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 1<<20, nil, nil)
+		g.Put(e.Dev.World(0), 1, e.Win, 2<<20, e.Win, 2<<20, 8, gin.SignalInc{Signal: 0}, nil)
+	})
+	if len(l.Sig) != 1 {
+		t.Fatalf("signal applied %d times", len(l.Sig))
+	}
+	if last := MaxTime(l.LastWin, 0, 1<<20); last == 0 || last > l.Sig[0] {
+		t.Errorf("1 MiB put's last write landed at %v, signal at %v: want the put first", last, l.Sig[0])
+	}
+}
+
+// Spec 2.4 item 2: nothing orders two contexts: a ctx-1 signal issued after
+// a ctx-0 1 MiB put overtakes it (the NIC serves QPs round-robin per packet).
+//
+// NoOrderingAcrossContexts is run by each IB backend's tests.
+func NoOrderingAcrossContexts(t *testing.T, backend string) {
+	_, l := Run(t, backend, bench.EnvConfig{Contexts: 2}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) {
+		g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 1<<20, nil, nil)
+		e.Dev.Gin(tg, 0, 1).Signal(e.Dev.World(0), 1, gin.SignalInc{Signal: 0})
+	})
+	if len(l.Sig) != 1 {
+		t.Fatalf("signal applied %d times", len(l.Sig))
+	}
+	if last := MaxTime(l.LastWin, 0, 1<<20); l.Sig[0] >= last {
+		t.Errorf("ctx-1 signal at %v did not overtake the ctx-0 put (last write %v)", l.Sig[0], last)
+	}
+}
+
+// Spec 2.4 items 3-4: a counter and a flush both imply the remote writes
+// have been acknowledged, hence landed (IB: the CQE follows the ACK, and the
+// responder ACKs after its DMA write is issued in order).
+//
+// CounterAndFlushImplyLocalCompletion is run by each IB backend's tests.
+func CounterAndFlushImplyLocalCompletion(t *testing.T, backend string) {
+	var ctrAt, flushAt sim.Time
+	_, l := Run(t, backend, bench.EnvConfig{}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) {
+		g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 256<<10, nil, gin.CounterInc{Counter: 0})
+		g.WaitCounter(0, 1, 56)
+		ctrAt = tg.Now()
+		g.Put(e.Dev.World(0), 1, e.Win, 1<<20, e.Win, 1<<20, 256<<10, nil, nil)
+		g.Flush()
+		flushAt = tg.Now()
+	})
+	if last := MaxTime(l.LastWin, 0, 256<<10); last == 0 || last > ctrAt {
+		t.Errorf("counter seen at %v before the put's last remote write %v", ctrAt, last)
+	}
+	if last := MaxTime(l.LastWin, 1<<20, 1<<20+256<<10); last == 0 || last > flushAt {
+		t.Errorf("flush returned at %v before the put's last remote write %v", flushAt, last)
+	}
+}
