@@ -79,3 +79,18 @@ func TestOutOfBoundsPanics(t *testing.T) {
 	require.Panics(t, func() { r.Load64(9) })
 	require.Panics(t, func() { r.Write(10, nil, 7, "x") })
 }
+
+// TestNoObserverNoAllocation guards the hot path: with no observer and no
+// watcher, stores, atomics and writes allocate nothing.
+func TestNoObserverNoAllocation(t *testing.T) {
+	s := sim.New(sim.Config{})
+	r := NewSystem(s).Alloc("x", Loc{Kind: HBM}, 4096, true)
+	buf := make([]byte, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Store64(0, 1, "a")
+		r.FetchAdd64(8, 1, "a")
+		r.CompareSwap64(16, 0, 1, "a")
+		r.Write(64, buf, 64, "a")
+	})
+	require.Zero(t, allocs)
+}
