@@ -30,7 +30,13 @@ func Golden(t *testing.T, backend, name string, rewrite bool, body func(e *bench
 	if err := e.Sim.Run(); err != nil {
 		t.Fatal(err)
 	}
-	got := l.String()
+	compare(t, name, l.String(), rewrite)
+}
+
+// compare checks a recorded timeline against testdata/name.txt, or rewrites
+// that file.
+func compare(t *testing.T, name, got string, rewrite bool) {
+	t.Helper()
 	path := filepath.Join("testdata", name+".txt")
 	if rewrite {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -45,6 +51,30 @@ func Golden(t *testing.T, backend, name string, rewrite bool, body func(e *bench
 	if got != string(want) {
 		t.Errorf("timeline %s differs from %s (rerun with -rewrite and review the diff):\n%s", name, path, got)
 	}
+}
+
+// GoldenBarrier records a world GIN barrier (ncclGinBarrierSession on the
+// world team of 2 ranks, 2.30, acq_rel, no fence) run by both ranks, each
+// signalling its slot at the peer and waiting for the peer's, and compares
+// it with testdata/barrier.txt. It also fails on a deadlock.
+func GoldenBarrier(t *testing.T, backend string, rewrite bool) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, WorldGinBarriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.Record()
+	for r := range e.Ranks {
+		e.Ranks[r].GPU.Launch("bar", 1, func(tg *gpu.Group) {
+			e.Dev.Gin(tg, r, 0).GinBarrier(gin.BarrierWorldGin, 0, false).Sync(gin.OrderAcqRel, gin.FenceNone)
+		})
+	}
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Comm.CheckDeadlock(); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "barrier", l.String(), rewrite)
 }
 
 // GoldenTimelines checks the put, put_signal, flush and counter golden
