@@ -11,8 +11,3 @@ func (w pendingWorkload) setup() error {
 }
 func (pendingWorkload) dispatch() {}
 func (pendingWorkload) combine()  {}
-
-func newHT(*env) workload { return pendingWorkload{"DeepEP high-throughput mode (--mode ht)"} }
-func newNCCL(*env) workload {
-	return pendingWorkload{"the host-initiated NCCL baseline (--backend nccl)"}
-}
