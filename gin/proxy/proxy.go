@@ -97,6 +97,28 @@ type Backend struct {
 	srvs  []*Server // by world rank of the first communicator that created it
 	st    gin.BackendStats
 	trace func(at sim.Time, who, what string)
+	obs   PostObserver
+}
+
+// Post is one GFD the CPU thread turned into an ibv_post_send, as told to
+// a PostObserver: where it came from and when the host path handled it.
+type Post struct {
+	DevComm *gin.DevComm
+	// Rank and Peer are communicator ranks; Ctx is the GIN context.
+	Rank, Ctx, Peer int
+	// Index is the GFD's sequence number in its (context, peer) ring.
+	Index uint64
+	GFD   GFD
+	// Taken is when the thread found the GFD's first qword flagged (the
+	// GFD sat in the ring from its last PCIe store until then); Posted is
+	// when ibv_post_send returned, its doorbell MMIO on the way to the NIC.
+	Taken, Posted sim.Time
+}
+
+// PostObserver is told about every GFD the proxy posts, for critical-path
+// accounting (replay's proxy-queue column). It must not block.
+type PostObserver interface {
+	Posted(p *Post)
 }
 
 var _ gin.Backend = (*Backend)(nil)
@@ -115,6 +137,10 @@ func (b *Backend) Config() Config { return b.cfg }
 // SetTrace installs f to be told about every GPU-side and CPU-side step
 // (nil removes it). Tracing formats strings; leave it off on long runs.
 func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
+
+// SetPostObserver installs o to be told about every posted GFD (nil
+// removes it).
+func (b *Backend) SetPostObserver(o PostObserver) { b.obs = o }
 
 func (b *Backend) tracef(at sim.Time, who, format string, args ...any) {
 	if b.trace != nil {

@@ -91,3 +91,50 @@ func TestDeterminism(t *testing.T) {
 		t.Error("two runs with the same seed produced different timelines")
 	}
 }
+
+type postLog []proxy.Post
+
+func (l *postLog) Posted(p *proxy.Post) { *l = append(*l, *p) }
+
+// The post observer sees every GFD once, in ring order, with the fields the
+// GPU encoded, taken after the GPU issued it and posted after it was taken.
+func TestPostObserver(t *testing.T) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log postLog
+	e.Proxy.SetPostObserver(&log)
+	var issued []sim.Time
+	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 0, 0)
+		for i := range 3 {
+			g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*64, e.Win, 0, 64, nil, nil)
+			issued = append(issued, tg.Now())
+		}
+		g.Signal(e.Dev.World(0), 1, gin.SignalAdd{Signal: 2, Value: 5})
+		issued = append(issued, tg.Now())
+		g.Flush()
+	})
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 4 {
+		t.Fatalf("observer saw %d posts, want 4", len(log))
+	}
+	for i, p := range log {
+		if p.Rank != 0 || p.Peer != 1 || p.Ctx != 0 || p.Index != uint64(i) || p.DevComm != e.Dev {
+			t.Errorf("post %d: rank %d peer %d ctx %d index %d", i, p.Rank, p.Peer, p.Ctx, p.Index)
+		}
+		if p.Taken <= issued[i] || p.Posted <= p.Taken {
+			t.Errorf("post %d: issued %v taken %v posted %v: want issued < taken < posted", i, issued[i], p.Taken, p.Posted)
+		}
+		if i > 0 && p.Taken < log[i-1].Posted {
+			t.Errorf("post %d taken at %v before post %d was posted at %v (one CPU thread)", i, p.Taken, i-1, log[i-1].Posted)
+		}
+	}
+	if log[0].GFD.Size != 64 || log[3].GFD.SignalID != 2 || log[3].GFD.SignalVal != 5 || log[3].GFD.Size != 0 {
+		t.Errorf("GFDs: first size %d, last signal %d value %d size %d", log[0].GFD.Size, log[3].GFD.SignalID,
+			log[3].GFD.SignalVal, log[3].GFD.Size)
+	}
+}

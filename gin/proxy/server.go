@@ -221,6 +221,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		if ch.ring.Load64(off)&flag == 0 {
 			continue
 		}
+		taken := s.p.Now()
 		s.work(cfg.GFDLineCost * sim.Duration((size+63)/64))
 		for k := 0; k < n; {
 			if ch.ring.Load64(off+uint64(8*k))&flag == 0 {
@@ -239,7 +240,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		ch.st[i&(q-1)] = slotState{op: g.Op, counter: g.CounterID}
 		s.gfds++
 		s.tracef("%s took GFD #%d op=%#x size=%d", ch.name, i, g.Op, g.Size)
-		s.process(cs, ch, i, &g)
+		s.process(cs, ch, i, &g, taken)
 		worked = true
 	}
 	return worked
@@ -247,7 +248,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 
 // process is processGfd: the verbs chain of one GFD, posted with one
 // ibv_post_send (only the last WR signalled) and a doorbell MMIO.
-func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD) {
+func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim.Time) {
 	cfg := &s.b.cfg
 	rs, ps := &cs.ranks[ch.rank], &cs.ranks[ch.peer]
 	var pp pendingPost
@@ -313,6 +314,10 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD) {
 	}
 	bus := s.gpu.Bus()
 	arrive := bus.Write(s.p.Now(), bus.Host(), s.nic.Dev(), db)
+	if s.b.obs != nil {
+		s.b.obs.Posted(&Post{DevComm: cs.dc, Rank: ch.rank, Ctx: ch.ctx, Peer: ch.peer, Index: i, GFD: *g,
+			Taken: taken, Posted: s.p.Now()})
+	}
 	ch.posts = append(ch.posts, pp)
 	s.gpu.Sim().Schedule(arrive, s.b, uint64(ch.idx))
 	s.posts++
