@@ -83,7 +83,8 @@ func (n *NIC) CreateCQ(depth int, ring *mem.Region, where pcie.DevID) (*CQ, erro
 	if depth < 1 || ring == nil || ring.Size() < sim.Bytes(depth)*n.cfg.CQEBytes {
 		return nil, fmt.Errorf("%w: CreateCQ depth %d with ring %v", ErrInvalid, depth, ring)
 	}
-	cq := &CQ{n: n, idx: len(n.cqs), depth: depth, ring: ring, where: where, entries: make([]CQE, depth)}
+	// CQE slots are allocated as CQEs are generated (push grows entries).
+	cq := &CQ{n: n, idx: len(n.cqs), depth: depth, ring: ring, where: where}
 	n.cqs = append(n.cqs, cq)
 	return cq, nil
 }
@@ -148,7 +149,13 @@ func (cq *CQ) push(e CQE, after sim.Time) {
 		cq.dropped++
 		return
 	}
-	cq.entries[cq.produced%uint64(cq.depth)] = e
+	slot := cq.produced % uint64(cq.depth)
+	if slot >= uint64(len(cq.entries)) {
+		ne := make([]CQE, min(max(2*uint64(len(cq.entries)), slot+1, 4), uint64(cq.depth)))
+		copy(ne, cq.entries)
+		cq.entries = ne
+	}
+	cq.entries[slot] = e
 	cq.produced++
 	at := n.s.Now().Add(n.cfg.CQECost)
 	landed := max(n.bus.Write(at, n.dev, cq.where, n.cfg.CQEBytes), after, cq.lastLand)

@@ -58,7 +58,11 @@ type NIC struct {
 	qps []*QP
 
 	// Transmit scheduler.
-	act         []*QP // QPs that may have something to send, in round-robin order
+	act []*QP // QPs that may have something to send, in round-robin order
+	// actWake[i] caches act[i]'s last trySend answer while it still
+	// holds (see txHint). Dense, so that the scheduler's scan over
+	// hundreds of waiting QPs stays in cache.
+	actWake     []txHint
 	rr          int
 	txFree      sim.Time // transmit pipeline free (TxPacketCost occupancy)
 	kickAt      sim.Time
@@ -134,7 +138,12 @@ func (n *NIC) EventName(arg uint64) string {
 // Handle dispatches the NIC's events.
 func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 	i := int(arg & (1<<evShift - 1))
-	switch arg >> evShift {
+	k := arg >> evShift
+	switch k {
+	case evFetchIssue, evFetchDone, evTimer, evRNR, evAlpha, evRateInc:
+		n.qps[i].unhint() // every event of a QP may change what it can send
+	}
+	switch k {
 	case evKick:
 		if !n.kickPending || s.Now() != n.kickAt {
 			return // superseded by an earlier kick
@@ -185,9 +194,30 @@ func (n *NIC) kick(t sim.Time) {
 func (n *NIC) activate(qp *QP) {
 	if !qp.active {
 		qp.active = true
+		qp.actPos = len(n.act)
 		n.act = append(n.act, qp)
+		n.actWake = append(n.actWake, txHint{})
+	} else {
+		n.actWake[qp.actPos] = txHint{}
 	}
 	n.kick(n.s.Now())
+}
+
+// txHint is a QP's cached "cannot send before wake" answer, valid while
+// the clock is before until and nothing happened to the QP: trySend would
+// give the same answer again, with no side effect (QP.txUntil). Every
+// event of the QP and every activation clears it, so the scheduler skips
+// exactly the calls whose outcome is known; it sends the same packets at
+// the same instants as without the cache.
+type txHint struct {
+	until, wake sim.Time
+}
+
+// unhint forgets qp's cached transmit answer: its state may have changed.
+func (qp *QP) unhint() {
+	if qp.active {
+		qp.n.actWake[qp.actPos] = txHint{}
+	}
 }
 
 // transmit sends at most one packet now, choosing among active QPs
@@ -205,10 +235,18 @@ func (n *NIC) transmit() {
 		n.sendCNP()
 		sent, k = true, 0
 	}
+	dropped := false
 	for j := 0; j < k && !sent; j++ {
 		idx := (n.rr + j) % k
+		if h := &n.actWake[idx]; h.until > now {
+			next = min(next, h.wake) // trySend would answer (false, h.wake) again
+			continue
+		}
 		qp := n.act[idx]
 		ok, wake := qp.trySend(now)
+		if !ok && wake != sim.MaxTime && qp.txUntil > now {
+			n.actWake[idx] = txHint{until: qp.txUntil, wake: wake}
+		}
 		if ok {
 			sent = true
 			n.rr = idx
@@ -222,20 +260,25 @@ func (n *NIC) transmit() {
 		}
 		if wake == sim.MaxTime {
 			qp.active = false // an event that makes it sendable activates it again
+			dropped = true
 		}
 	}
-	// Drop inactive QPs, keeping the round-robin order.
-	w := 0
-	for j, qp := range n.act {
-		if qp.active {
-			n.act[w] = qp
-			w++
-		} else if j < n.rr {
-			n.rr--
+	// Drop inactive QPs, keeping the round-robin order. Only this scan
+	// deactivates QPs, so without a drop the list is unchanged.
+	if dropped {
+		w := 0
+		for j, qp := range n.act {
+			if qp.active {
+				n.act[w], n.actWake[w] = qp, n.actWake[j]
+				qp.actPos = w
+				w++
+			} else if j < n.rr {
+				n.rr--
+			}
 		}
+		clear(n.act[w:])
+		n.act, n.actWake = n.act[:w], n.actWake[:w]
 	}
-	clear(n.act[w:])
-	n.act = n.act[:w]
 	if len(n.act) > 0 {
 		n.rr %= len(n.act)
 	} else {
@@ -292,6 +335,9 @@ func (n *NIC) process(p *fabric.Packet) {
 		n.stats.UnknownQP++
 		n.net.Free(p)
 		return
+	}
+	qp.unhint()
+	switch {
 	case p.Hdr.Opcode.IsCNP():
 		qp.cnpReceived()
 		n.net.Free(p)
@@ -361,6 +407,9 @@ func (n *NIC) schedLand(at sim.Time, l landing) {
 func (n *NIC) land(i int32) {
 	l := n.lands[i]
 	n.lands[i] = landing{}
+	if l.qp != nil {
+		l.qp.unhint()
+	}
 	n.landFree = append(n.landFree, i)
 	switch l.kind {
 	case landWrite:

@@ -120,7 +120,8 @@ type QP struct {
 	srcPort  uint16
 
 	// Send queue (absolute indices).
-	sq        []swqe
+	sq        []swqe // slots allocated so far (grows to sqDepth)
+	sqDepth   uint64 // SQ depth in WQEs
 	pi        uint64 // WQEs written by the producer
 	db        uint64 // doorbell producer index seen by the NIC
 	bf        uint64 // WQEs up to here arrived with a BlueFlame doorbell
@@ -148,7 +149,10 @@ type QP struct {
 	rnrArmed  bool
 	lastLand  sim.Time // latest local DMA write (READ data, atomic results)
 	active    bool
-	waiting   bool // registered on a WAIT's CQ
+	actPos    int      // index in the NIC's act list while active
+	txUntil   sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
+	pumpUntil sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
+	waiting   bool     // registered on a WAIT's CQ
 
 	sentHigh uint32  // highest PSN sent (retransmission accounting)
 	cc       rpState // DCQCN reaction and notification point
@@ -210,7 +214,10 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	}
 	qp := &QP{n: n, idx: len(n.qps), qpn: uint32(qpnBase + len(n.qps)), cfg: c}
 	qp.name = fmt.Sprintf("%s/qp%d", n.name, qp.qpn)
-	qp.sq = make([]swqe, c.SQDepth)
+	// The SQ's slots are allocated as WQEs are written (WriteWQE grows
+	// the slice up to SQDepth): a machine with tens of thousands of QPs
+	// that each carry a handful of WQEs stays small.
+	qp.sqDepth = uint64(c.SQDepth)
 	qp.rq = make([]RecvWR, max(c.RQDepth, 1))
 	qp.rdy = make([]sim.Time, n.cfg.PayloadPrefetch)
 	qp.rrdy = make([]sim.Time, n.cfg.PayloadPrefetch)
@@ -238,6 +245,7 @@ func (qp *QP) SQPosted() uint64 { return qp.pi }
 // Modify moves the QP to state to. Legal transitions: RESET->INIT,
 // INIT->INIT, INIT->RTR, RTR->RTS, RTS->RTS, any->ERR, any->RESET.
 func (qp *QP) Modify(to QPState, a ModifyAttr) error {
+	qp.unhint()
 	from := qp.state
 	switch {
 	case to == QPSErr:
@@ -295,7 +303,7 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 func (qp *QP) reset() {
 	c := qp.cfg
 	n := qp.n
-	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy,
+	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, sqDepth: qp.sqDepth, actPos: qp.actPos, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy,
 		maxRd: c.MaxRdAtomic, active: qp.active, resp: respQueue{e: qp.resp.e[:0]}}
 	clear(qp.sq)
 	clear(qp.rq)
@@ -309,17 +317,29 @@ func (qp *QP) WriteWQE(wr *WR) (uint64, error) {
 	switch {
 	case qp.state < QPSRTS:
 		return 0, fmt.Errorf("%w: post send in %v on %s", ErrQPState, qp.state, qp.name)
-	case qp.pi-qp.head >= uint64(len(qp.sq)):
-		return 0, fmt.Errorf("%w: %s depth %d", ErrSQFull, qp.name, len(qp.sq))
+	case qp.pi-qp.head >= qp.sqDepth:
+		return 0, fmt.Errorf("%w: %s depth %d", ErrSQFull, qp.name, qp.sqDepth)
 	case wr.Op >= numWROpcodes:
 		return 0, fmt.Errorf("%w: opcode %d", ErrInvalid, wr.Op)
 	case wr.Inline && (!wr.Op.hasPayload() || wr.Local.Len > uint64(qp.cfg.MaxInline)):
 		return 0, fmt.Errorf("%w: inline %v of %d bytes (max %d)", ErrInvalid, wr.Op, wr.Local.Len, qp.cfg.MaxInline)
 	}
 	i := qp.pi
-	qp.sq[i%uint64(len(qp.sq))] = swqe{wr: *wr}
+	if slot := i % qp.sqDepth; slot >= uint64(len(qp.sq)) {
+		qp.growSQ(slot)
+	}
+	qp.sq[i%qp.sqDepth] = swqe{wr: *wr}
 	qp.pi++
 	return i, nil
+}
+
+// growSQ makes slot of the SQ addressable: the slice doubles, at most to
+// the SQ depth (slots are written in order: slot <= len(qp.sq)).
+func (qp *QP) growSQ(slot uint64) {
+	n := min(max(2*uint64(len(qp.sq)), slot+1, 4), qp.sqDepth)
+	sq := make([]swqe, n)
+	copy(sq, qp.sq)
+	qp.sq = sq
 }
 
 // Doorbell tells the NIC that its doorbell MMIO carrying producer index pi
@@ -399,7 +419,7 @@ func (qp *QP) issueFetches() {
 			continue
 		}
 		k := min(uint64(n.cfg.FetchBatch), qp.db-qp.fetchIss)
-		depth := uint64(len(qp.sq))
+		depth := qp.sqDepth
 		if slot := qp.fetchIss % depth; slot+k > depth {
 			k = depth - slot // a fetch does not wrap around the ring
 		}
@@ -426,7 +446,7 @@ func (qp *QP) fetchDone() {
 	n := qp.n
 	now := n.s.Now()
 	for i := qp.fetched; i < end; i++ {
-		w := &qp.sq[i%uint64(len(qp.sq))]
+		w := &qp.sq[i%qp.sqDepth]
 		qp.pipeFree = max(qp.pipeFree, now).Add(n.cfg.WQECost)
 		w.readyAt = qp.pipeFree
 		qp.prepare(w)

@@ -10,7 +10,13 @@ import (
 
 // trySend sends one packet of qp if one is ready now. Otherwise it returns
 // the time one will be ready, or sim.MaxTime if that takes another event.
+//
+// It also sets qp.txUntil: until then, and as long as no event touches the
+// QP, calling trySend again would give the same answer and change nothing
+// (0 when the answer came through a path with side effects, such as
+// issuing payload reads, or under a DCQCN rate limiter).
 func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
+	qp.txUntil = sim.MaxTime
 	if qp.state == QPSReset {
 		return false, sim.MaxTime
 	}
@@ -18,9 +24,15 @@ func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
 	if ok {
 		return true, 0
 	}
+	u := qp.txUntil
+	qp.txUntil = sim.MaxTime
 	ok, w2 := qp.trySendReq(now)
 	if ok {
 		return true, 0
+	}
+	qp.txUntil = min(u, qp.txUntil)
+	if qp.cc.on {
+		qp.txUntil = 0
 	}
 	return false, min(w1, w2)
 }
@@ -41,7 +53,7 @@ func (qp *QP) newPacket(op roce.Opcode, psn uint32, ln uint32, data bool) *fabri
 	return p
 }
 
-func (qp *QP) depth() uint64 { return uint64(len(qp.sq)) }
+func (qp *QP) depth() uint64 { return qp.sqDepth }
 
 // trySendReq sends the next request packet of the send queue if ready.
 func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
@@ -56,10 +68,12 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		}
 		w = &qp.sq[qp.sw%qp.depth()]
 		if t := w.readyAt.Add(n.cfg.TxLatency); t > now {
+			qp.txUntil = t
 			return false, t
 		}
 		if w.status != StatusSuccess {
 			qp.progress()
+			qp.txUntil = 0
 			return false, sim.MaxTime
 		}
 		if qp.sw == qp.assigned {
@@ -98,9 +112,11 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	}
 	qp.pumpReads(now)
 	if qp.rseq == qp.sseq {
+		qp.txUntil = qp.pumpUntil
 		return false, sim.MaxTime
 	}
 	if t := qp.rdy[qp.sseq%uint64(len(qp.rdy))].Add(n.cfg.TxLatency); t > now {
+		qp.txUntil = min(t, qp.pumpUntil) // later, pumpReads would issue more reads
 		return false, t
 	}
 	if qp.cc.on && qp.cc.next > now {
@@ -219,9 +235,14 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 func (qp *QP) pumpReads(now sim.Time) {
 	n := qp.n
 	P := uint64(len(qp.rdy))
+	qp.pumpUntil = sim.MaxTime
 	for qp.rseq-qp.sseq < P && qp.rw < qp.fetched {
 		w := &qp.sq[qp.rw%qp.depth()]
-		if w.readyAt > now || w.status != StatusSuccess {
+		if w.readyAt > now {
+			qp.pumpUntil = w.readyAt
+			return
+		}
+		if w.status != StatusSuccess {
 			return
 		}
 		if w.npkt == 0 {

@@ -422,6 +422,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 	switch e.kind {
 	case respAck, respAtomic:
 		if t := e.ready.Add(n.cfg.TxLatency); t > now {
+			qp.txUntil = t
 			return false, t
 		}
 		if e.kind == respAck {
@@ -433,6 +434,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		p.Hdr.Syndrome, p.Hdr.MSN = e.syn, e.msn
 		qp.popResp()
 	case respRead:
+		qp.txUntil = 0 // pumpRespReads issues reads as time passes
 		qp.pumpRespReads(now)
 		if qp.rrseq == qp.rsseq {
 			return false, sim.MaxTime
