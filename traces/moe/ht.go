@@ -1,3 +1,1081 @@
 package moe
 
-func newHT(*env) workload { return pendingWorkload{"DeepEP high-throughput mode (--mode ht)"} }
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+
+	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/traces"
+)
+
+// DeepEP V1 normal (high-throughput) internode kernels as ported to GIN by
+// DeepEP PR #521 (spec moe-traffic 1.6, 1.8). Each rank runs HTSMs/2
+// channels; channel c owns a contiguous range of the rank's tokens and two
+// SMs. Dispatch, per channel:
+//
+//   - 7 RDMA sender warps write one record per (token, distinct destination
+//     node) into the send ring of that node (the local node's straight into
+//     the local receive ring), after waiting for head credits;
+//   - the sender coordinator puts chunks of released records to the rail
+//     peer (same local index) on context = channel, each followed by a
+//     SignalAdd(chunk) tail on the same context;
+//   - 8 forwarder warps (one per NVLink peer) read every record of every
+//     source node's receive ring and copy those their peer needs into the
+//     peer's NVLink ring, publishing its tail;
+//   - the forwarder coordinator returns head credits (SignalAdd(min head -
+//     last head)) on the credit context once a chunk was consumed by all;
+//   - 8 NVLink receiver warps drain their ring into the output.
+//
+// Combine is the reverse: NVLink senders push expert outputs to the
+// forwarder of the token's rail, forwarder warps (24 per channel, split
+// over destination nodes) sum up to 8 local contributions into the send
+// ring, put chunks plus tails to the source node, and RDMA receiver warps at
+// the source sum across nodes. Credits flow back the same way.
+
+// htSenderWarps is kNumDispatchRDMASenderWarps (7): one SM holds the 7
+// sender warps, their coordinator and the 8 NVLink receivers.
+const htSenderWarps = 7
+
+// htCombineForwarderWarps is kNumCombineForwarderWarps: the forwarder SM's
+// warps, split evenly over destination nodes (at least one per node).
+const htCombineForwarderWarps = 24
+
+// htDefaultChunks returns DeepEP's default chunking for ep ranks
+// (deep_ep/buffers/legacy.py).
+func htDefaultChunks(ep int) (disp, comb HTChunks) {
+	switch {
+	case ep <= 16:
+		return HTChunks{36, 288, 20, 128}, HTChunks{4, 288, 12, 128}
+	case ep <= 64:
+		return HTChunks{32, 288, 8, 128}, HTChunks{1, 288, 8, 128}
+	case ep <= 96:
+		return HTChunks{20, 480, 12, 128}, HTChunks{1, 480, 8, 128}
+	case ep <= 128:
+		return HTChunks{20, 560, 12, 128}, HTChunks{1, 560, 8, 128}
+	case ep <= 144:
+		return HTChunks{32, 720, 12, 128}, HTChunks{2, 720, 8, 128}
+	}
+	return HTChunks{28, 720, 12, 128}, HTChunks{2, 720, 8, 128}
+}
+
+// fill returns c with zero fields taken from def, or an error.
+func (c HTChunks) fill(def HTChunks, what string) (HTChunks, error) {
+	for _, x := range []struct{ v, d *int }{{&c.NVLSend, &def.NVLSend}, {&c.NVLRecv, &def.NVLRecv},
+		{&c.RDMASend, &def.RDMASend}, {&c.RDMARecv, &def.RDMARecv}} {
+		if *x.v == 0 {
+			*x.v = *x.d
+		}
+		if *x.v < 0 {
+			return c, fmt.Errorf("moe: %s chunking %+v: negative", what, c)
+		}
+	}
+	if c.NVLRecv < c.NVLSend || c.RDMARecv < c.RDMASend {
+		return c, fmt.Errorf("moe: %s chunking %+v: a ring must hold at least one chunk", what, c)
+	}
+	return c, nil
+}
+
+// htStats counts what the HT kernels sent; tests compare it with the
+// routing.
+type htStats struct {
+	dispChunks, dispTails, dispCredits int64 // RDMA puts, tail and credit signals
+	combChunks, combTails, combCredits int64
+	localChunks                        int64 // chunks to the local node (no RDMA)
+	packets, crossRail                 int64 // NIC-sent packets, of which between different local indices
+}
+
+// htSM is one SM's shared load and store bandwidth.
+type htSM struct{ rd, wr fabric.Pipe }
+
+// htWorkload is DeepEP V1 normal mode, internode.
+type htWorkload struct {
+	e       *env
+	G, N, C int // GPUs per node, nodes, channels
+	dc, cc  HTChunks
+	recD    uint64 // dispatch record bytes
+	recC    uint64 // combine record bytes
+	loadD   sim.Bytes
+	out2H   sim.Bytes // BF16 hidden bytes
+
+	// Contexts: data context of channel c is ctx c%4 of dataComms[c/4];
+	// its credit context the same index of credComms.
+	dataComms, credComms []*gin.DevComm
+	// Per data communicator: [4 channels][node][RDMARecv] rings.
+	dSend, dRecv, cSend, cRecv []*gin.Window
+
+	// Routing, per rank: nodes[r][t] is token t's node set; gpus[r][t*N+n]
+	// its local GPUs on node n; seq[(r*C+c)*N+n] the tokens of channel c
+	// bound for node n, in ring order.
+	nodes [][]uint64
+	gpus  [][]uint32
+	seq   [][]int32
+	pairs []int64 // per rank: unique (token, node) pairs
+
+	ctl  [][]*mem.Region // [rank][channel]: control words
+	nvlD []*mem.Region   // per rank: dispatch NVLink rings [c][from][NVLRecv]
+	nvlC []*mem.Region   // per rank: combine NVLink rings [c][from][NVLRecv]
+	sms  [][]htSM        // [rank][sm]
+
+	hbmLat, l2Lat, poll sim.Duration
+	st                  htStats
+
+	dch, cch []htChan     // per (rank, channel): shared-memory state
+	land     []*landWatch // per (rank, channel, node): tail signal word watchers
+	landBase int          // signal id of node 0's tail in land
+	fwdPath  []sigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+}
+
+// htChan is the shared-memory state of one channel's SMs (the locks,
+// windows and head arrays DeepEP keeps in __shared__).
+type htChan struct {
+	rel     [][]bool // dispatch: [dst node][ring index] record released by its sender warp
+	relTail []int    // dispatch: [dst node] in-order released records
+	head    []int    // [warp or peer][node] ring index consumed (htInf: retired)
+	retired []bool   // [warp or peer]
+}
+
+// htInf marks a retired forwarder or receiver in a head array.
+const htInf = int(^uint(0) >> 1)
+
+// htObserve, when set (tests only), is called with every HT workload after
+// its setup.
+var htObserve func(*htWorkload)
+
+func newHT(e *env) workload { return &htWorkload{e: e} }
+
+// Control words of one (rank, channel).
+const (
+	ctlSendProg  = iota // smem: dispatch sender releases
+	ctlFwdProg          // smem: dispatch forwarder heads
+	ctlCFwdProg         // smem: combine forwarder heads
+	ctlCRecvProg        // smem: combine receiver heads
+	ctlFixed
+)
+
+func (w *htWorkload) ctlDTail(f int) uint64 { return uint64(ctlFixed+f) * 8 }       // at receiver, from forwarder f
+func (w *htWorkload) ctlDHead(p int) uint64 { return uint64(ctlFixed+w.G+p) * 8 }   // at forwarder, from receiver p
+func (w *htWorkload) ctlCTail(p int) uint64 { return uint64(ctlFixed+2*w.G+p) * 8 } // at forwarder, from sender p
+func (w *htWorkload) ctlCHead(f int) uint64 { return uint64(ctlFixed+3*w.G+f) * 8 } // at sender, from forwarder f
+
+func (w *htWorkload) setup() error {
+	e, st := w.e, w.e.st
+	h := e.hdr
+	prec, err := h.DispatchPrecision()
+	if err != nil {
+		return err
+	}
+	w.G = e.m.Spec.GPUsPerNode
+	if st.ep%w.G != 0 {
+		return fmt.Errorf("moe: ht: EP %d is not a whole number of %d-GPU nodes", st.ep, w.G)
+	}
+	w.N = st.ep / w.G
+	if w.G > 32 || w.N > 64 {
+		return fmt.Errorf("moe: ht: %d nodes of %d GPUs: DeepEP normal mode handles at most 8 NVLink peers", w.N, w.G)
+	}
+	p := e.p
+	if p.HTSMs < 2 || p.HTSMs > e.m.Profile.GPU.SMs {
+		return fmt.Errorf("moe: ht: HTSMs %d out of [2, %d]", p.HTSMs, e.m.Profile.GPU.SMs)
+	}
+	if p.SMReadRate <= 0 || p.SMWriteRate <= 0 || p.HTCoordSleep < 0 {
+		return fmt.Errorf("moe: ht: SM rates must be positive and HTCoordSleep not negative")
+	}
+	w.C = p.HTSMs / 2
+	dd, cd := htDefaultChunks(st.ep)
+	if w.dc, err = p.HTDispatch.fill(dd, "dispatch"); err != nil {
+		return err
+	}
+	if w.cc, err = p.HTCombine.fill(cd, "combine"); err != nil {
+		return err
+	}
+	w.recD = uint64(traces.HTDispatchBytes(e.hidden, st.topK, prec))
+	w.recC = uint64(traces.HTCombineBytes(e.hidden, st.topK))
+	w.loadD = sim.Bytes(w.recD)
+	w.out2H = sim.Bytes(2 * e.hidden)
+	gc := e.m.Profile.GPU
+	w.hbmLat, w.l2Lat, w.poll = gc.HBMLatency, gc.L2Latency, gc.PollInterval
+
+	w.route()
+
+	nComm := (w.C + ctxsPerComm - 1) / ctxsPerComm
+	N := uint64(w.N)
+	for set := range 2 {
+		for j := range nComm {
+			comm, err := e.newComm()
+			if err != nil {
+				return err
+			}
+			ctxs := min(ctxsPerComm, w.C-j*ctxsPerComm)
+			dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * w.N,
+				ConnectionType: gin.ConnFull, Type: e.ginType()})
+			if err != nil {
+				return fmt.Errorf("moe: ht communicator %d: %w", j, err)
+			}
+			if set == 1 {
+				w.credComms = append(w.credComms, dc)
+				continue
+			}
+			w.dataComms = append(w.dataComms, dc)
+			for _, x := range []struct {
+				dst  *[]*gin.Window
+				name string
+				size uint64
+			}{
+				{&w.dSend, "ht/dispatch-send", ctxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.dRecv, "ht/dispatch-recv", ctxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.cSend, "ht/combine-send", ctxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+				{&w.cRecv, "ht/combine-recv", ctxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+			} {
+				win, err := comm.WindowRegister(x.name+strconv.Itoa(j), sim.Bytes(x.size), 0, false)
+				if err != nil {
+					return fmt.Errorf("moe: %s: %w", x.name, err)
+				}
+				*x.dst = append(*x.dst, win)
+			}
+		}
+	}
+	G, C := uint64(w.G), uint64(w.C)
+	for r := range st.ep {
+		g := e.m.GPUs[r]
+		cs := make([]*mem.Region, w.C)
+		for c := range w.C {
+			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*(ctlFixed+4*w.G)), false)
+		}
+		w.ctl = append(w.ctl, cs)
+		w.nvlD = append(w.nvlD, g.Alloc("ht/nvl-dispatch", sim.Bytes(C*G*uint64(w.dc.NVLRecv)*w.recD), false))
+		w.nvlC = append(w.nvlC, g.Alloc("ht/nvl-combine", sim.Bytes(C*G*uint64(w.cc.NVLRecv)*w.recC), false))
+		sms := make([]htSM, 2*w.C)
+		for i := range sms {
+			sms[i].rd.Rate, sms[i].wr.Rate = p.SMReadRate, p.SMWriteRate
+		}
+		w.sms = append(w.sms, sms)
+	}
+	// Rail check: count NIC packets between different local indices.
+	for _, n := range e.m.NICs {
+		n.SetTap(func(pk *fabric.Packet) {
+			w.st.packets++
+			if e.epRank[pk.Src]%w.G != e.epRank[pk.Dst]%w.G {
+				w.st.crossRail++
+			}
+		})
+	}
+	if htObserve != nil {
+		htObserve(w)
+	}
+	return nil
+}
+
+// route resolves the node sets, local GPU sets and ring sequences.
+func (w *htWorkload) route() {
+	e, st := w.e, w.e.st
+	N, C := w.N, w.C
+	w.nodes = make([][]uint64, st.ep)
+	w.gpus = make([][]uint32, st.ep)
+	w.pairs = make([]int64, st.ep)
+	w.seq = make([][]int32, st.ep*C*N)
+	for r := range st.ep {
+		T := st.tokens[r]
+		ns := make([]uint64, T)
+		gs := make([]uint32, T*N)
+		for t, sel := range st.topk[r] {
+			for _, x := range sel {
+				if x < 0 {
+					continue
+				}
+				rk := e.m.Ranks[st.home[x]]
+				ns[t] |= 1 << uint(rk.Node)
+				gs[t*N+rk.Node] |= 1 << uint(rk.Local)
+			}
+			w.pairs[r] += int64(bits.OnesCount64(ns[t]))
+		}
+		w.nodes[r], w.gpus[r] = ns, gs
+		for c := range C {
+			lo, hi := htRange(T, C, c)
+			for t := lo; t < hi; t++ {
+				for m := ns[t]; m != 0; m &= m - 1 {
+					n := bits.TrailingZeros64(m)
+					k := (r*C+c)*N + n
+					w.seq[k] = append(w.seq[k], int32(t))
+				}
+			}
+		}
+	}
+}
+
+// htRange is get_channel_task_range: channel c's contiguous token range.
+func htRange(tokens, channels, c int) (lo, hi int) {
+	per := (tokens + channels - 1) / channels
+	lo = min(per*c, tokens)
+	return lo, min(lo+per, tokens)
+}
+
+// rank returns the world rank of (node, local).
+func (w *htWorkload) rank(node, local int) int { return node*w.G + local }
+
+// seqOf returns the ring sequence of rank r, channel c, node n.
+func (w *htWorkload) seqOf(r, c, n int) []int32 { return w.seq[(r*w.C+c)*w.N+n] }
+
+// ringOff is the offset of slot in the [4 channels][node][slots] ring
+// window of channel c.
+func ringOff(c, node, nodes, slots, slot int, rec uint64) uint64 {
+	return ((uint64(c%ctxsPerComm)*uint64(nodes)+uint64(node))*uint64(slots) + uint64(slot)) * rec
+}
+
+// sigWord returns rank r's word of signal id on the data (credit=false)
+// or credit context of channel c, and the backend's offset.
+func (w *htWorkload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint64) {
+	dc := w.dataComms[c/ctxsPerComm]
+	if credit {
+		dc = w.credComms[c/ctxsPerComm]
+	}
+	b := dc.Backend()
+	reg, off := b.SignalWord(dc, r, c%ctxsPerComm, id)
+	return reg, off, b.SignalOffset(dc, r, c%ctxsPerComm, id)
+}
+
+// load is a warp's TMA/LSU read of n bytes of local HBM on SM sm: one HBM
+// latency, then the bytes through the SM's shared load bandwidth.
+func (w *htWorkload) load(t *gpu.Group, sm *htSM, n sim.Bytes) {
+	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), n)
+	t.Compute(end.Sub(t.Now()))
+}
+
+// store is a warp's posted store of n bytes to local HBM through the SM's
+// shared store bandwidth.
+func (w *htWorkload) store(t *gpu.Group, sm *htSM, n sim.Bytes) {
+	_, end := sm.wr.Reserve(t.Now(), n)
+	t.Compute(end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue)
+}
+
+// storeNVL stores n bytes into region reg of GPU peer (same node) over
+// NVLink (a TMA store; the local GPU's own ring is a local store), paying
+// the SM's store bandwidth.
+func (w *htWorkload) storeNVL(t *gpu.Group, sm *htSM, peer int, reg *mem.Region, off uint64, n sim.Bytes) {
+	_, end := sm.wr.Reserve(t.Now(), n)
+	t.NVLinkWrite(peer, reg, off, nil, n)
+	if d := end.Sub(t.Now()); d > 0 {
+		t.Compute(d)
+	}
+}
+
+// smemStore is a shared-memory store by a warp (st.release.cta under the
+// channel lock): visible to the SM at once.
+func (w *htWorkload) smemStore(t *gpu.Group, reg *mem.Region, off, v uint64) {
+	reg.Store64(off, v, t.Agent())
+	t.Compute(w.e.m.Profile.GPU.AtomicBlock)
+}
+
+// bump advances a shared-memory progress word that a coordinator polls.
+func (w *htWorkload) bump(t *gpu.Group, reg *mem.Region, off uint64) {
+	w.smemStore(t, reg, off, reg.Load64(off)+1)
+}
+
+// htAny parks a group until any of several words changes; the group's
+// lanes poll one word each, so the change is seen at the next poll
+// instant.
+type htAny struct {
+	t     *gpu.Group
+	armed bool
+	base  sim.Time
+	per   sim.Duration
+}
+
+// WordChanged implements mem.Watcher.
+func (a *htAny) WordChanged(*mem.Region, uint64) {
+	if !a.armed {
+		return
+	}
+	a.armed = false
+	now := a.t.Now()
+	k := (now.Sub(a.base) + a.per - 1) / a.per
+	a.t.Proc().WakeAt(a.base.Add(k * a.per))
+}
+
+// wait parks until one of regs[i]/offs[i] changes, then pays one load.
+func (a *htAny) wait(regs []*mem.Region, offs []uint64, per, lat sim.Duration, reason string) {
+	a.base, a.per, a.armed = a.t.Now(), per, true
+	for i, r := range regs {
+		r.Watch(offs[i], a)
+	}
+	a.t.Proc().Park(reason)
+	for i, r := range regs {
+		r.Unwatch(offs[i], a)
+	}
+	a.t.Compute(lat)
+}
+
+// landTimes records when each watched signal word last changed.
+type landTimes struct {
+	s  *sim.Sim
+	at []sim.Time
+	r  []*mem.Region
+	o  []uint64
+}
+
+func (l *landTimes) watch(r *mem.Region, off uint64) int {
+	l.at = append(l.at, 0)
+	l.r = append(l.r, r)
+	l.o = append(l.o, off)
+	r.Watch(off, l)
+	return len(l.at) - 1
+}
+
+// WordChanged implements mem.Watcher.
+func (l *landTimes) WordChanged(r *mem.Region, off uint64) {
+	for i := range l.r {
+		if l.r[i] == r && l.o[i] == off {
+			l.at[i] = l.s.Now()
+		}
+	}
+}
+
+func (l *landTimes) stop() {
+	for i, r := range l.r {
+		r.Unwatch(l.o[i], l)
+	}
+}
+
+// pathOf returns the issue path of the signal rank to saw from rank from on
+// (channel c, id), landed at land and seen now.
+func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) sigPath {
+	p := w.e.issued(to, c, id)
+	p.from, p.to = from, to
+	p.seen = t.Now()
+	p.landed = land
+	if land == 0 || land > p.seen {
+		p.landed = p.seen
+	}
+	return p
+}
+
+// readSig is a warp's load of a signal word (raw − offset).
+func readSig(t *gpu.Group, reg *mem.Region, off, o uint64) uint64 { return t.Load64(reg, off) - o }
+
+// putChunk puts k records from slot of the send ring for node dst to the
+// rail peer's receive ring for node me, then adds k to its tail signal id
+// on the same context. local chunks only publish the tail with a local
+// atomic (the records were written into the local receive ring).
+func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me, dst, slot, k, id int,
+	send, recv *gin.Window, slots int, rec uint64, ph *phase, chunks, tails *int64) {
+	e := w.e
+	start := t.Now()
+	if dst == me {
+		t.Fence(gpu.ScopeDevice)
+		reg, off, _ := w.sigWord(r, c, id, false)
+		t.AtomicAdd64(reg, off, uint64(k), gpu.ScopeDevice)
+		e.noteIssue(r, c, id, start, t.Now(), false)
+		w.st.localChunks++
+		return
+	}
+	peer := w.rank(dst, r%w.G)
+	n := uint64(k) * rec
+	gn.Put(dc.World(r), peer, recv, ringOff(c, me, w.N, slots, slot, rec), send, ringOff(c, dst, w.N, slots, slot, rec),
+		n, nil, nil)
+	start = t.Now()
+	gn.Signal(dc.World(r), peer, gin.SignalAdd{Signal: id, Value: uint64(k)})
+	e.noteIssue(peer, c, id, start, t.Now(), true)
+	ph.msgs++
+	ph.sigs++
+	ph.rdmaBytes += int64(n)
+	*chunks++
+	*tails++
+}
+
+// credit returns v slots of the ring that rank (node src, our local index)
+// fills for us: SignalAdd on the credit context, or a local atomic.
+func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *phase, n *int64) {
+	if src == r/w.G {
+		reg, off, _ := w.sigWord(r, c, id, true)
+		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
+		return
+	}
+	gn.Signal(dc.World(r), w.rank(src, r%w.G), gin.SignalAdd{Signal: id, Value: v})
+	ph.sigs++
+	*n++
+}
+
+// copyLocal is a warp's TMA load of rd bytes of local HBM followed by the
+// store of wr bytes to local HBM, through the SM's shared bandwidth.
+func (w *htWorkload) copyLocal(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) {
+	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), rd)
+	if wr > 0 {
+		_, end = sm.wr.Reserve(end, wr)
+	}
+	t.Compute(end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue)
+}
+
+// forBits calls f for every set bit of m, lowest first.
+func forBits(m uint64, f func(i int)) {
+	for ; m != 0; m &= m - 1 {
+		f(bits.TrailingZeros64(m))
+	}
+}
+
+// dispatch launches the dispatch kernel on every rank.
+func (w *htWorkload) dispatch() {
+	e, st := w.e, w.e.st
+	recv := make([]int, st.ep)
+	for r := range st.ep {
+		recv[r] = w.C * w.G
+	}
+	e.begin(&e.disp, "dispatch", recv)
+	prec, _ := e.hdr.DispatchPrecision()
+	for r := range st.ep {
+		e.disp.bwBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.hidden, prec)
+	}
+	w.watchTails(0)
+	w.fwdPath = make([]sigPath, st.ep*w.C*w.G)
+	w.dch = make([]htChan, st.ep*w.C)
+	for r := range st.ep {
+		for c := range w.C {
+			ch := &w.dch[r*w.C+c]
+			ch.rel = make([][]bool, w.N)
+			ch.relTail = make([]int, w.N)
+			for d := range w.N {
+				ch.rel[d] = make([]bool, len(w.seqOf(r, c, d)))
+			}
+			ch.head = make([]int, w.G*w.N)
+			ch.retired = make([]bool, w.G)
+		}
+	}
+	for r := range st.ep {
+		for c := range w.C {
+			w.launchDispatch(r, c)
+		}
+	}
+}
+
+// watchTails installs watchers on every rank's tail signal words base+node
+// (base 0: dispatch, N: combine), for the critical-path breakdown.
+func (w *htWorkload) watchTails(base int) {
+	for i, lw := range w.land {
+		r, c, s := i/(w.C*w.N), i/w.N%w.C, i%w.N
+		reg, off, _ := w.sigWord(r, c, w.landBase+s, false)
+		reg.Unwatch(off, lw)
+	}
+	w.land, w.landBase = w.land[:0], base
+	for r := range w.e.st.ep {
+		for c := range w.C {
+			for s := range w.N {
+				reg, off, _ := w.sigWord(r, c, base+s, false)
+				lw := &landWatch{s: w.e.s}
+				reg.Watch(off, lw)
+				w.land = append(w.land, lw)
+			}
+		}
+	}
+}
+
+func (w *htWorkload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].at }
+
+func (w *htWorkload) launchDispatch(r, c int) {
+	e := w.e
+	g := e.m.GPUs[r]
+	ph := &e.disp
+	me, l := r/w.G, r%w.G
+	ch := &w.dch[r*w.C+c]
+	ctl := w.ctl[r][c]
+	N, G, W := w.N, w.G, w.dc.RDMARecv
+	name := "ht/dispatch/c" + strconv.Itoa(c) + "/"
+	sendSM, fwdSM := &w.sms[r][2*c+1], &w.sms[r][2*c]
+	lo, hi := htRange(e.st.tokens[r], w.C, c)
+	// RDMA sender warps.
+	for wi := range htSenderWarps {
+		g.Launch(name+"sender"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
+			cnt := make([]int, N)
+			for tok := lo; tok < hi; tok++ {
+				m := w.nodes[r][tok]
+				if (tok-lo)%htSenderWarps != wi || m == 0 {
+					forBits(m, func(d int) { cnt[d]++ })
+					continue
+				}
+				// Wait for head credits of every destination ring.
+				forBits(m, func(d int) {
+					if cnt[d] < W {
+						return
+					}
+					need := uint64(cnt[d] - W + 1)
+					reg, off, o := w.sigWord(r, c, d, true)
+					if reg.Load64(off)-o < need {
+						t.WaitWord(reg, off, "ht dispatch credit", func(v uint64) bool { return v-o >= need })
+					}
+				})
+				// Read the token once, store one record per node.
+				w.copyLocal(t, sendSM, w.loadD, sim.Bytes(w.recD)*sim.Bytes(bits.OnesCount64(m)))
+				forBits(m, func(d int) {
+					ch.rel[d][cnt[d]] = true
+					for ch.relTail[d] < len(ch.rel[d]) && ch.rel[d][ch.relTail[d]] {
+						ch.relTail[d]++
+					}
+					cnt[d]++
+				})
+				w.bump(t, ctl, ctlSendProg*8)
+			}
+		})
+	}
+	// Sender coordinator: chunk puts + tail signals, rotated start.
+	g.Launch(name+"coordinator", 32, func(t *gpu.Group) {
+		dc := w.dataComms[c/ctxsPerComm]
+		gn := dc.Gin(t, r, c%ctxsPerComm)
+		remaining, last := make([]int, N), make([]int, N)
+		total := 0
+		for d := range N {
+			remaining[d] = len(w.seqOf(r, c, d))
+			total += remaining[d]
+		}
+		chunk := w.dc.RDMASend
+		for total > 0 {
+			seen := ctl.Load64(ctlSendProg * 8)
+			issued := false
+			for i := range N {
+				d := (i + c + me) % N
+				if remaining[d] == 0 {
+					continue
+				}
+				done := ch.relTail[d] - last[d]
+				if done != remaining[d] && done < chunk {
+					continue
+				}
+				slot := last[d] % W
+				k := min(done, chunk, W-slot)
+				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/ctxsPerComm], w.dRecv[c/ctxsPerComm],
+					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
+				last[d] += k
+				remaining[d] -= k
+				total -= k
+				issued = true
+			}
+			if !issued {
+				t.WaitWord(ctl, ctlSendProg*8, "ht dispatch coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+	// Forwarder warps, one per NVLink peer, consume every source node's ring.
+	for p := range G {
+		peer := w.rank(me, p)
+		g.Launch(name+"forwarder"+strconv.Itoa(p), 32, func(t *gpu.Group) {
+			seqs := make([][]int32, N)
+			left, head, tail := make([]int, N), make([]int, N), make([]int, N)
+			total := 0
+			for s := range N {
+				seqs[s] = w.seqOf(w.rank(s, l), c, me)
+				left[s] = len(seqs[s])
+				total += left[s]
+			}
+			ring := w.nvlD[peer]
+			base := uint64((c*G+l)*w.dc.NVLRecv) * w.recD
+			peerCtl := w.ctl[peer][c]
+			aw := &htAny{t: t}
+			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
+			nvlTail, nvlHead := 0, 0
+			src := (2 * c) % N
+			var path sigPath
+			for total > 0 {
+				for w.dc.NVLRecv-(nvlTail-nvlHead) < w.dc.NVLSend {
+					need := nvlTail + w.dc.NVLSend - w.dc.NVLRecv
+					nvlHead = int(t.WaitWord(ctl, w.ctlDHead(p), "ht forwarder NVLink space",
+						func(v uint64) bool { return int(v) >= need }))
+				}
+				// Next source node with records (round robin).
+				for {
+					found := false
+					for range N {
+						src = (src + 1) % N
+						if left[src] == 0 {
+							continue
+						}
+						if head[src] == tail[src] {
+							reg, off, o := w.sigWord(r, c, src, false)
+							tail[src] = int(readSig(t, reg, off, o))
+						}
+						if tail[src] > head[src] {
+							found = true
+							break
+						}
+					}
+					if found {
+						break
+					}
+					regs, offs = regs[:0], offs[:0]
+					for s := range N {
+						if left[s] > 0 {
+							reg, off, _ := w.sigWord(r, c, s, false)
+							regs, offs = append(regs, reg), append(offs, off)
+						}
+					}
+					aw.wait(regs, offs, w.poll, w.l2Lat, "ht forwarder RDMA tail")
+				}
+				s := src
+				srcRank := w.rank(s, l)
+				path = w.pathOf(t, r, srcRank, c, s, w.landAt(r, c, s))
+				i, sent, scanned := head[s], 0, 0
+				for ; i < tail[s]; i++ {
+					tok := seqs[s][i]
+					left[s]--
+					total--
+					scanned++
+					if w.gpus[srcRank][int(tok)*N+me]&(1<<uint(p)) == 0 {
+						continue
+					}
+					t.Compute(sim.Duration(scanned) * w.l2Lat) // SourceMeta loads
+					scanned = 0
+					w.load(t, fwdSM, w.loadD)
+					w.storeNVL(t, fwdSM, p, ring, base+uint64(nvlTail%w.dc.NVLRecv)*w.recD, sim.Bytes(w.recD))
+					nvlTail++
+					if sent++; sent == w.dc.NVLSend {
+						i++
+						break
+					}
+				}
+				t.Compute(sim.Duration(scanned) * w.l2Lat)
+				head[s] = i
+				ch.head[p*N+s] = i
+				w.bump(t, ctl, ctlFwdProg*8)
+				if sent > 0 {
+					t.Store64(peerCtl, w.ctlDTail(l), uint64(nvlTail))
+					w.fwdPath[(r*w.C+c)*G+p] = path
+				}
+			}
+			ch.retired[p] = true
+			w.bump(t, ctl, ctlFwdProg*8)
+		})
+	}
+	// Forwarder coordinator: lazy head credits to every source node.
+	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
+		dc := w.credComms[c/ctxsPerComm]
+		gn := dc.Gin(t, r, c%ctxsPerComm)
+		last := make([]int, N)
+		for {
+			seen := ctl.Load64(ctlFwdProg * 8)
+			all := true
+			for s := range N {
+				minH := htInf
+				for p := range G {
+					if !ch.retired[p] {
+						all = false
+						minH = min(minH, ch.head[p*N+s])
+					}
+				}
+				if minH != htInf && minH >= last[s]+w.dc.RDMASend {
+					w.credit(t, gn, dc, r, c, s, me, uint64(minH-last[s]), ph, &w.st.dispCredits)
+					last[s] = minH
+				}
+			}
+			if all {
+				return
+			}
+			t.Sleep(e.p.HTCoordSleep)
+			if ctl.Load64(ctlFwdProg*8) == seen {
+				t.WaitWord(ctl, ctlFwdProg*8, "ht forward coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+	// NVLink receivers, one per forwarder of the node.
+	for f := range G {
+		fr := w.rank(me, f)
+		n := 0
+		for s := range N {
+			src := w.rank(s, f)
+			for _, tok := range w.seqOf(src, c, me) {
+				if w.gpus[src][int(tok)*N+me]&(1<<uint(l)) != 0 {
+					n++
+				}
+			}
+		}
+		g.Launch(name+"receiver"+strconv.Itoa(f), 32, func(t *gpu.Group) {
+			fctl := w.ctl[fr][c]
+			head, tail := 0, 0
+			for head < n {
+				if head == tail {
+					h := head
+					tail = int(t.WaitWord(ctl, w.ctlDTail(f), "ht NVLink receiver", func(v uint64) bool { return int(v) > h }))
+				}
+				for ; head < tail; head++ {
+					w.copyLocal(t, sendSM, w.loadD, w.loadD)
+				}
+				t.Store64(fctl, w.ctlDHead(l), uint64(head))
+			}
+			e.receiverDone(r, w.fwdPath[(fr*w.C+c)*G+l])
+		})
+	}
+}
+
+// recvWarps is the combine kernel's RDMA receiver warps per channel:
+// kNumForwarders − NVLink peers, with kNumForwarders = nodes × max(24 /
+// nodes, 1).
+func (w *htWorkload) recvWarps() int {
+	return max(w.N*w.fwdWarps()-w.G, 1)
+}
+
+// fwdWarps is the combine forwarder warps per destination node.
+func (w *htWorkload) fwdWarps() int { return max(htCombineForwarderWarps/w.N, 1) }
+
+// combine launches the combine kernel on every rank.
+func (w *htWorkload) combine() {
+	e, st := w.e, w.e.st
+	recv := make([]int, st.ep)
+	for r := range st.ep {
+		recv[r] = w.C * w.recvWarps()
+	}
+	e.begin(&e.comb, "combine", recv)
+	for r := range st.ep {
+		e.comb.bwBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.hidden, traces.BF16)
+	}
+	w.watchTails(w.N)
+	nr := w.recvWarps()
+	w.cch = make([]htChan, 2*st.ep*w.C)
+	for r := range st.ep {
+		for c := range w.C {
+			fw := &w.cch[2*(r*w.C+c)] // forwarder groups: head[s*G+p]
+			fw.head = make([]int, w.N*w.G)
+			fw.retired = make([]bool, w.N)
+			rv := &w.cch[2*(r*w.C+c)+1] // receiver warps: head[wi*N+s]
+			rv.head = make([]int, nr*w.N)
+			rv.retired = make([]bool, nr)
+		}
+	}
+	for r := range st.ep {
+		for c := range w.C {
+			w.launchCombine(r, c)
+		}
+	}
+}
+
+// nvlCount returns how many records of channel c from source ranks
+// (s, l), s < upto, local GPU p of node n contributes to (combine) or
+// receives (dispatch).
+func (w *htWorkload) nvlCount(l, c, n, p, upto int) int {
+	k := 0
+	for s := range upto {
+		src := w.rank(s, l)
+		for _, tok := range w.seqOf(src, c, n) {
+			if w.gpus[src][int(tok)*w.N+n]&(1<<uint(p)) != 0 {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+func (w *htWorkload) launchCombine(r, c int) {
+	e := w.e
+	g := e.m.GPUs[r]
+	ph := &e.comb
+	me, l := r/w.G, r%w.G
+	fw, rv := &w.cch[2*(r*w.C+c)], &w.cch[2*(r*w.C+c)+1]
+	ctl := w.ctl[r][c]
+	N, G, W := w.N, w.G, w.cc.RDMARecv
+	name := "ht/combine/c" + strconv.Itoa(c) + "/"
+	sendSM, fwdSM := &w.sms[r][2*c], &w.sms[r][2*c+1]
+	rec := sim.Bytes(w.recC)
+	// NVLink senders: this GPU's expert outputs for the tokens forwarder f
+	// gave it, in the order of the receive buffer (source node, token).
+	for f := range G {
+		fr := w.rank(me, f)
+		n := w.nvlCount(f, c, me, l, N)
+		g.Launch(name+"nvl-sender"+strconv.Itoa(f), 32, func(t *gpu.Group) {
+			ring := w.nvlC[fr]
+			base := uint64((c*G+l)*w.cc.NVLRecv) * w.recC
+			fctl := w.ctl[fr][c]
+			tail, head := 0, 0
+			for tail < n {
+				batch := min(w.cc.NVLSend, n-tail)
+				for w.cc.NVLRecv-(tail-head) < batch {
+					need := tail + batch - w.cc.NVLRecv
+					head = int(t.WaitWord(ctl, w.ctlCHead(f), "ht combine NVLink space",
+						func(v uint64) bool { return int(v) >= need }))
+				}
+				for range batch {
+					w.load(t, sendSM, w.out2H)
+					w.storeNVL(t, sendSM, f, ring, base+uint64(tail%w.cc.NVLRecv)*w.recC, rec)
+					tail++
+				}
+				t.Store64(fctl, w.ctlCTail(l), uint64(tail))
+			}
+		})
+	}
+	// Forwarders: per destination node, sum the local contributions of
+	// each token of source rank (s, l) and put chunks back to it.
+	kw := w.fwdWarps()
+	for s := range N {
+		src := w.rank(s, l)
+		seq := w.seqOf(src, c, me)
+		for p := range G {
+			fw.head[s*G+p] = w.nvlCount(l, c, me, p, s)
+		}
+		g.Launch(name+"forwarder"+strconv.Itoa(s), 32*kw, func(t *gpu.Group) {
+			dc := w.dataComms[c/ctxsPerComm]
+			gn := dc.Gin(t, r, c%ctxsPerComm)
+			next, seenTail := make([]int, G), make([]int, G)
+			for p := range G {
+				next[p] = fw.head[s*G+p]
+			}
+			at := make([]sim.Time, kw)
+			reads := make([]sim.Bytes, w.cc.RDMASend)
+			creg, coff, co := w.sigWord(r, c, N+s, true)
+			for sent := 0; sent < len(seq); {
+				slot := sent % W
+				k := min(w.cc.RDMASend, len(seq)-sent, W-slot)
+				if need := uint64(sent + k - W); sent+k > W && creg.Load64(coff)-co < need {
+					t.WaitWord(creg, coff, "ht combine credit", func(v uint64) bool { return v-co >= need })
+				}
+				// Wait for every contribution of the chunk.
+				for j := range k {
+					m := w.gpus[src][int(seq[sent+j])*N+me]
+					reads[j] = 0
+					forBits(uint64(m), func(p int) {
+						next[p]++
+						reads[j] += rec
+						if seenTail[p] < next[p] {
+							need := next[p]
+							seenTail[p] = int(t.WaitWord(ctl, w.ctlCTail(p), "ht combine NVLink tail",
+								func(v uint64) bool { return int(v) >= need }))
+						}
+					})
+				}
+				// Sub-warp j%kw reduces token j: the contributions in,
+				// one record out, through the SM's shared bandwidth.
+				now := t.Now()
+				end := now
+				for i := range at {
+					at[i] = now
+				}
+				for j := range k {
+					_, re := fwdSM.rd.Reserve(at[j%kw].Add(w.hbmLat), reads[j])
+					_, we := fwdSM.wr.Reserve(re, rec)
+					at[j%kw] = we
+					end = max(end, we)
+				}
+				t.Compute(end.Sub(now))
+				for p := range G {
+					fw.head[s*G+p] = next[p]
+				}
+				w.bump(t, ctl, ctlCFwdProg*8)
+				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/ctxsPerComm], w.cRecv[c/ctxsPerComm],
+					W, w.recC, ph, &w.st.combChunks, &w.st.combTails)
+				sent += k
+			}
+			for p := range G {
+				fw.head[s*G+p] = htInf
+			}
+			fw.retired[s] = true
+			w.bump(t, ctl, ctlCFwdProg*8)
+		})
+	}
+	// Forwarder coordinator: NVLink heads back to the senders.
+	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
+		last := make([]int, G)
+		total := make([]int, G)
+		for p := range G {
+			total[p] = w.nvlCount(l, c, me, p, N)
+		}
+		for {
+			seen := ctl.Load64(ctlCFwdProg * 8)
+			all := true
+			for p := range G {
+				h := htInf
+				for s := range N {
+					if !fw.retired[s] {
+						all = false
+					}
+					h = min(h, fw.head[s*G+p])
+				}
+				if h == htInf {
+					h = total[p]
+				}
+				if h > last[p] {
+					t.Store64(w.ctl[w.rank(me, p)][c], w.ctlCHead(l), uint64(h))
+					last[p] = h
+				}
+			}
+			if all {
+				return
+			}
+			t.Sleep(e.p.HTCoordSleep)
+			if ctl.Load64(ctlCFwdProg*8) == seen {
+				t.WaitWord(ctl, ctlCFwdProg*8, "ht combine forward coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+	// RDMA receivers: sum each own token's records across nodes.
+	nr := w.recvWarps()
+	lo, hi := htRange(e.st.tokens[r], w.C, c)
+	for wi := range nr {
+		g.Launch(name+"receiver"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
+			pos, seenTail := make([]int, N), make([]int, N)
+			var path sigPath
+			for tok := lo; tok < hi; tok++ {
+				m := w.nodes[r][tok]
+				if (tok-lo)%nr != wi {
+					forBits(m, func(s int) { pos[s]++ })
+					continue
+				}
+				for s := range N {
+					rv.head[wi*N+s] = pos[s]
+				}
+				w.bump(t, ctl, ctlCRecvProg*8)
+				if m == 0 {
+					continue
+				}
+				forBits(m, func(s int) {
+					if seenTail[s] > pos[s] {
+						return
+					}
+					reg, off, o := w.sigWord(r, c, N+s, false)
+					need := uint64(pos[s] + 1)
+					v := reg.Load64(off) - o
+					if v < need {
+						v = t.WaitWord(reg, off, "ht combine RDMA tail", func(v uint64) bool { return v-o >= need }) - o
+						p := w.pathOf(t, r, w.rank(s, l), c, N+s, w.landAt(r, c, s))
+						if !path.valid || p.seen >= path.seen {
+							path = p
+						}
+					}
+					seenTail[s] = int(v)
+				})
+				w.copyLocal(t, sendSM, rec*sim.Bytes(bits.OnesCount64(m)), w.out2H)
+				forBits(m, func(s int) { pos[s]++ })
+			}
+			for s := range N {
+				rv.head[wi*N+s] = htInf
+			}
+			rv.retired[wi] = true
+			w.bump(t, ctl, ctlCRecvProg*8)
+			e.receiverDone(r, path)
+		})
+	}
+	// Receiver coordinator: head credits back to the forwarders.
+	g.Launch(name+"recv-coordinator", 32, func(t *gpu.Group) {
+		dc := w.credComms[c/ctxsPerComm]
+		gn := dc.Gin(t, r, c%ctxsPerComm)
+		last := make([]int, N)
+		for {
+			seen := ctl.Load64(ctlCRecvProg * 8)
+			all := true
+			for s := range N {
+				minH := htInf
+				for wi := range nr {
+					if !rv.retired[wi] {
+						all = false
+						minH = min(minH, rv.head[wi*N+s])
+					}
+				}
+				if minH != htInf && minH >= last[s]+w.cc.RDMASend {
+					w.credit(t, gn, dc, r, c, s, N+me, uint64(minH-last[s]), ph, &w.st.combCredits)
+					last[s] = minH
+				}
+			}
+			if all {
+				return
+			}
+			t.Sleep(e.p.HTCoordSleep)
+			if ctl.Load64(ctlCRecvProg*8) == seen {
+				t.WaitWord(ctl, ctlCRecvProg*8, "ht combine receiver coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+}

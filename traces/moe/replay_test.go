@@ -115,8 +115,14 @@ func TestReplayErrors(t *testing.T) {
 	tr := tinyTrace(t, 8, 2)
 	_, err := Replay(tr, spec, Options{Mode: "x", Backend: BackendGDAKI})
 	assert.ErrorContains(t, err, `mode "x"`)
-	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Backends: backends})
-	assert.ErrorContains(t, err, "not implemented yet")
+	bad := DefaultParams()
+	bad.HTSMs = 1
+	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	assert.ErrorContains(t, err, "HTSMs 1")
+	bad = DefaultParams()
+	bad.HTDispatch.RDMARecv = 4
+	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	assert.ErrorContains(t, err, "a ring must hold at least one chunk")
 	h200, _ := machine.Preset("h200-nvl")
 	_, err = Replay(tinyTrace(t, 16, 2), h200, Options{Mode: ModeLL, Backend: BackendGDAKI, Backends: backends})
 	assert.ErrorContains(t, err, "needs 2")
