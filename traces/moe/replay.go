@@ -172,7 +172,7 @@ func notes(o *Options) []string {
 		n = append(n, "v2: the LL pattern with OptAggregateRequests on every data put (NCCL 2.30); the count/flag put of each (context, peer) rings the doorbell; no per-rank dedup or hybrid forwarding yet")
 	}
 	if o.Backend == BackendNCCL {
-		n = append(n, "nccl: all-to-all-v modelled as the host proxy posting chunked RDMA WRITE chains per peer with the nic verbs API; no NCCL channels/LL protocol")
+		n = append(n, ncclNote(o))
 	}
 	return n
 }
