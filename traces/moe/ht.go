@@ -86,6 +86,7 @@ type htStats struct {
 	dispChunks, dispTails, dispCredits int64 // RDMA puts, tail and credit signals
 	combChunks, combTails, combCredits int64
 	localChunks                        int64 // chunks to the local node (no RDMA)
+	creditWaits                        int64 // times a sender or forwarder waited for head credits
 	packets, crossRail                 int64 // NIC-sent packets, of which between different local indices
 }
 
@@ -601,6 +602,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 					need := uint64(cnt[d] - W + 1)
 					reg, off, o := w.sigWord(r, c, d, true)
 					if reg.Load64(off)-o < need {
+						w.st.creditWaits++
 						t.WaitWord(reg, off, "ht dispatch credit", func(v uint64) bool { return v-o >= need })
 					}
 				})
@@ -921,6 +923,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				slot := sent % W
 				k := min(w.cc.RDMASend, len(seq)-sent, W-slot)
 				if need := uint64(sent + k - W); sent+k > W && creg.Load64(coff)-co < need {
+					w.st.creditWaits++
 					t.WaitWord(creg, coff, "ht combine credit", func(v uint64) bool { return v-co >= need })
 				}
 				// Wait for every contribution of the chunk.
