@@ -191,3 +191,61 @@ func TestSystemAtomic(t *testing.T) {
 	require.Equal(t, g.Config().AtomicGPU, d2)
 	require.Greater(t, d1, 4*d2)
 }
+
+// A LaunchWaiting group starts its body at the poll that sees the word, in
+// the same event, so it finishes exactly when a launched group spinning
+// in WaitWord does — for several increments before the predicate holds,
+// and for a predicate true at launch — and accounts the same poll time.
+func TestLaunchWaitingMatchesWaitWord(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		adds   []sim.Duration // when the writer adds 1
+		target uint64
+	}{
+		{"one add", []sim.Duration{1000 * sim.Nanosecond}, 1},
+		{"three adds", []sim.Duration{300 * sim.Nanosecond, 700 * sim.Nanosecond, 2100 * sim.Nanosecond}, 3},
+		{"on a poll instant", []sim.Duration{1400*sim.Nanosecond - 70*sim.Nanosecond}, 1},
+		{"already true", nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var ends [2]sim.Time
+			var polls [2]sim.Duration
+			var order [2][]string
+			for k := range 2 {
+				nd := newNode(t, 1)
+				g := nd.gpus[0]
+				r := g.Alloc("ctr", 64, false)
+				pred := func(v uint64) bool { return v >= c.target }
+				body := func(tg *Group) {
+					tg.WaitWord(r, 0, "ctr", pred)
+					order[k] = append(order[k], "waiter")
+					tg.Compute(50 * sim.Nanosecond)
+					ends[k] = tg.Now()
+				}
+				var w *Group
+				if k == 0 {
+					w = g.Launch("w", 32, body)
+				} else {
+					w = g.LaunchWaiting("w", 32, r, 0, "ctr", pred, body)
+					if c.target > 0 {
+						require.Nil(t, w.Proc())
+					}
+				}
+				g.Launch("adder", 32, func(tg *Group) {
+					for _, at := range c.adds {
+						tg.Sleep(sim.Time(at).Sub(tg.Now()))
+						tg.AtomicAdd64(r, 0, 1, ScopeDevice)
+						order[k] = append(order[k], "add")
+					}
+				})
+				require.NoError(t, nd.s.Run())
+				require.True(t, w.Done())
+				polls[k] = w.Polling()
+			}
+			require.Equal(t, ends[0], ends[1])
+			require.Equal(t, polls[0], polls[1])
+			require.Equal(t, order[0], order[1])
+			require.NotZero(t, ends[0])
+		})
+	}
+}

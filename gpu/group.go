@@ -32,6 +32,11 @@ type Group struct {
 	wsince sim.Time
 	why    string
 	armed  bool
+
+	// LaunchWaiting: the body to start once the wait holds (nil when the
+	// group has a process), and the wait's predicate.
+	body  func(t *Group)
+	wpred func(v uint64) bool
 }
 
 // Launch starts a group of threads threads running body, now. name names
@@ -47,10 +52,73 @@ func (g *GPU) Launch(name string, threads int, body func(t *Group)) *Group {
 	return t
 }
 
+// LaunchWaiting launches a group whose first action is
+// t.WaitWord(r, off, reason, pred), and whose body runs once that wait is
+// satisfied — without a process (a coroutine) while it waits. The poll
+// timing is WaitWord's: the first load happens when a process launched
+// now would first run, later polls at multiples of the poll period from
+// then, each seeing the writes landed by its instant. At the successful
+// poll the group's process is started, in that same event, and runs body;
+// body is expected to begin with the same wait (through WaitWord or an API
+// built on it), which then succeeds at its first load and pays the load
+// latency, so the group's timing is exactly that of
+//
+//	g.Launch(name, threads, func(t *Group) { t.WaitWord(r, off, reason, pred); body(t) })
+//
+// minus one redundant load of an already satisfied word. The word must be
+// in the GPU's own HBM (a local load has no side effect to repeat). Pure
+// waiters
+// (receivers that spin on a flag) then cost no coroutine until their data
+// is there. Until the body starts, Proc returns nil and Waiting reports
+// the wait; the time counts as polling.
+func (g *GPU) LaunchWaiting(name string, threads int, r *mem.Region, off uint64, reason string,
+	pred func(v uint64) bool, body func(t *Group)) *Group {
+	if threads <= 0 || threads > 1024 {
+		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
+	}
+	if g.where(r) != local {
+		panic(fmt.Sprintf("gpu %s: t=%v: LaunchWaiting %q on %v: the word must be in the GPU's own HBM", g.name, g.s.Now(), name, r))
+	}
+	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
+	g.groups = append(g.groups, t)
+	t.body, t.wpred = body, pred
+	t.wr, t.woff, t.why, t.wsince = r, off, reason, g.s.Now()
+	g.s.Schedule(g.s.Now(), (*waiter)(t), 0) // where a process would first run
+	return t
+}
+
+// waiter is a group without a process, waiting in LaunchWaiting. Its
+// events are the first run (arg 0) and the poll that follows a change of
+// the word (arg 1).
+type waiter Group
+
+// Handle polls the word; when the predicate holds it starts the body.
+func (w *waiter) Handle(s *sim.Sim, arg uint64) {
+	t := (*Group)(w)
+	now := s.Now()
+	if arg == 0 {
+		t.wbase, t.wper = now, t.g.cfg.PollInterval // local HBM: WaitWord's period
+	}
+	if !t.wpred(t.wr.Load64(t.woff)) {
+		t.armed = true
+		t.wr.Watch(t.woff, t)
+		return
+	}
+	t.poll += now.Sub(t.wbase)
+	t.wr, t.why = nil, ""
+	body := t.body
+	t.body, t.wpred = nil, nil
+	s.Start(t.agent, func(p *sim.Proc) {
+		t.p = p
+		body(t)
+	})
+}
+
 // GPU returns the group's GPU.
 func (t *Group) GPU() *GPU { return t.g }
 
-// Proc returns the group's process.
+// Proc returns the group's process (nil while a LaunchWaiting group still
+// waits).
 func (t *Group) Proc() *sim.Proc { return t.p }
 
 // Size returns the number of threads.
@@ -69,7 +137,7 @@ func (t *Group) SM() int { return t.sm }
 func (t *Group) Now() sim.Time { return t.g.s.Now() }
 
 // Done reports whether the group's body has returned.
-func (t *Group) Done() bool { return t.p.Done() }
+func (t *Group) Done() bool { return t.p != nil && t.p.Done() }
 
 // Busy returns the SM time charged to the group for work.
 func (t *Group) Busy() sim.Duration { return t.busy }
@@ -370,6 +438,10 @@ func (t *Group) WordChanged(r *mem.Region, off uint64) {
 	r.Unwatch(off, t)
 	now := t.Now()
 	k := (now.Sub(t.wbase) + t.wper - 1) / t.wper
+	if t.p == nil { // a LaunchWaiting group: poll without a process
+		t.g.s.Schedule(t.wbase.Add(k*t.wper), (*waiter)(t), 1)
+		return
+	}
 	t.p.WakeAt(t.wbase.Add(k * t.wper))
 }
 

@@ -45,6 +45,27 @@ func (e *PanicError) Error() string {
 // Spawn creates a process that starts running body at the current time
 // (after the events already scheduled for this instant).
 func (s *Sim) Spawn(name string, body func(p *Proc)) *Proc {
+	p := s.newProc(name, body)
+	s.wakeAt(s.now, p)
+	return p
+}
+
+// Start creates a process and runs its body at once, inside the event
+// being handled, until it first blocks (or returns). It is Spawn without
+// the extra event: a handler that decides "this work starts now" (a
+// waiter that was kept without a process while it waited) hands over to
+// the process in the same event. Call it only from an event handler, never
+// from a process body.
+func (s *Sim) Start(name string, body func(p *Proc)) *Proc {
+	if s.running != nil {
+		panic(fmt.Sprintf("sim: t=%v: Start(%q) called from process %q (use Spawn)", s.now, name, s.running.name))
+	}
+	p := s.newProc(name, body)
+	p.Handle(s, 0)
+	return p
+}
+
+func (s *Sim) newProc(name string, body func(p *Proc)) *Proc {
 	p := &Proc{s: s, name: name}
 	seq := func(yield func(struct{}) bool) {
 		p.yield = yield
@@ -60,7 +81,6 @@ func (s *Sim) Spawn(name string, body func(p *Proc)) *Proc {
 	}
 	p.next, p.stop = iter.Pull(seq)
 	s.procs = append(s.procs, p)
-	s.wakeAt(s.now, p)
 	return p
 }
 

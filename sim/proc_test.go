@@ -149,3 +149,40 @@ func TestBlockingOutsideBodyPanics(t *testing.T) {
 	}()
 	p.Sleep(1)
 }
+
+// Start runs the new process inside the current event, before the events
+// already queued for the same instant; Spawn runs it after them. Start
+// from a process body panics.
+func TestStartRunsInline(t *testing.T) {
+	s := New(Config{})
+	var log []string
+	s.At(10, func() {
+		s.At(10, func() { log = append(log, "queued@10") })
+		s.Start("started", func(p *Proc) {
+			log = append(log, fmt.Sprintf("started@%v", p.Now()))
+			p.Sleep(5)
+			log = append(log, fmt.Sprintf("started@%v", p.Now()))
+		})
+		s.Spawn("spawned", func(p *Proc) { log = append(log, fmt.Sprintf("spawned@%v", p.Now())) })
+		log = append(log, "handler done")
+	})
+	var perr error
+	s.Spawn("bad", func(p *Proc) {
+		defer func() {
+			if r := recover(); r != nil {
+				perr = fmt.Errorf("%v", r)
+			}
+		}()
+		s.Start("inner", func(*Proc) {})
+	})
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want := "started@10ps handler done queued@10 spawned@10ps started@15ps"
+	if got := strings.Join(log, " "); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if perr == nil || !strings.Contains(perr.Error(), "use Spawn") {
+		t.Fatalf("Start from a process: got %v, want a panic naming Spawn", perr)
+	}
+}

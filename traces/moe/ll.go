@@ -166,13 +166,23 @@ func (w *llWorkload) launchDispatch(r int) {
 	// Count senders: the warp group responsible for expert x waits until
 	// every put to x was issued, then sends the count (n+1) on x's
 	// context, behind the data (PR #521: a 0-byte put with SignalAdd).
+	// A count sender needs no process while it waits (LaunchWaiting): it
+	// starts at the poll that sees the counter complete, as a spinning
+	// warp would.
 	for x := range st.slots {
 		n := uint64(st.count[r][x])
 		dst, le := st.home[x], st.localIdx[x]
-		g.Launch("dispatch/count"+strconv.Itoa(x), 32, func(t *gpu.Group) {
-			if n > 0 {
-				t.WaitWord(w.finish[r].r, w.finish[r].off(x), "ll finish counter", func(v uint64) bool { return v >= n })
-			}
+		name := "dispatch/count" + strconv.Itoa(x)
+		if n == 0 {
+			g.Launch(name, 32, func(t *gpu.Group) {
+				ph.sigs++
+				w.signal(t, r, dst, le, r, n+1, &ph.last)
+			})
+			continue
+		}
+		done := func(v uint64) bool { return v >= n }
+		g.LaunchWaiting(name, 32, w.finish[r].r, w.finish[r].off(x), "ll finish counter", done, func(t *gpu.Group) {
+			t.WaitWord(w.finish[r].r, w.finish[r].off(x), "ll finish counter", done)
 			ph.sigs++
 			w.signal(t, r, dst, le, r, n+1, &ph.last)
 		})
@@ -181,13 +191,30 @@ func (w *llWorkload) launchDispatch(r int) {
 	for le, x := range st.experts[r] {
 		for src := range st.ep {
 			n := st.count[src][x]
-			g.Launch("dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), 32, func(t *gpu.Group) {
-				path := w.waitSignal(t, r, le, src, src)
-				t.Compute(e.p.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
-				e.receiverDone(r, path)
-			})
+			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
+				func(t *gpu.Group, path sigPath) {
+					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
+					e.receiverDone(r, path)
+				})
 		}
 	}
+}
+
+// launchSignalWaiter launches a warp group on g (rank r) that waits for
+// signal id of local expert le's context (waitSignal) and then runs rest.
+// While the signal is zero the group has no process: it is launched with
+// gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
+// body repeats the wait through gin (which then succeeds at once), so the
+// timing is that of a warp spinning in ncclGin::waitSignal from launch.
+func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path sigPath)) {
+	dc := w.comms[le/ctxsPerComm]
+	ctx := le % ctxsPerComm
+	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
+	least := 1 + dc.Backend().SignalOffset(dc, r, ctx, id)
+	lw := &landWatch{s: w.e.s} // from launch, as the spinning warp's
+	reg.Watch(off, lw)
+	g.LaunchWaiting(name, 32, reg, off, "gin signal", func(v uint64) bool { return gin.RollingLessEq(least, v, 64) },
+		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
 }
 
 // signal adds v to signal id of local expert le's context at rank dst,
@@ -216,13 +243,11 @@ func (w *llWorkload) signal(t *gpu.Group, r, dst, le, id int, v uint64, _ *[]sig
 
 // waitSignal waits until signal id of local expert le's context at rank r is
 // non-zero, resets it and returns the path of that signal; from is the
-// sending rank.
-func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int) sigPath {
+// sending rank; lw has watched the signal word since the wait began.
+func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *landWatch) sigPath {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
 	reg, off := dc.Backend().SignalWord(dc, r, le%ctxsPerComm, id)
-	lw := &landWatch{s: e.s}
-	reg.Watch(off, lw)
 	gn.WaitSignal(id, 1, 64)
 	reg.Unwatch(off, lw)
 	seen := t.Now()
@@ -293,16 +318,16 @@ func (w *llWorkload) launchCombine(r int) {
 	// the weighted reduction of k contributions per token.
 	for x := range st.slots {
 		home, le := st.home[x], st.localIdx[x]
-		g.Launch("combine/flag"+strconv.Itoa(x), 32, func(t *gpu.Group) {
-			path := w.waitSignal(t, r, le, st.ep+home, home)
+		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.ep+home, home, func(t *gpu.Group, path sigPath) {
 			e.noteLast(r, path)
 			t.AtomicAdd64(w.flagsSeen[r].r, 0, 1, gpu.ScopeDevice)
 		})
 	}
 	nflags := uint64(st.slots)
 	reduce := sim.Bytes(st.selections[r] * int64(w.comb))
-	g.Launch("combine/reduce", 1024, func(t *gpu.Group) {
-		t.WaitWord(w.flagsSeen[r].r, 0, "ll combine grid sync", func(v uint64) bool { return v >= nflags })
+	all := func(v uint64) bool { return v >= nflags }
+	g.LaunchWaiting("combine/reduce", 1024, w.flagsSeen[r].r, 0, "ll combine grid sync", all, func(t *gpu.Group) {
+		t.WaitWord(w.flagsSeen[r].r, 0, "ll combine grid sync", all)
 		t.Compute(e.p.ReduceRate.TxTime(reduce))
 		e.receiverDone(r, e.lastOf(r))
 	})
