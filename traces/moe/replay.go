@@ -16,9 +16,10 @@ import (
 
 // Modes of Options.Mode.
 const (
-	ModeLL = "ll" // DeepEP V1 low latency
-	ModeHT = "ht" // DeepEP V1 high throughput (normal)
-	ModeV2 = "v2" // V2 / NCCL EP style: aggregated requests
+	ModeLL     = "ll"     // DeepEP V1 low latency
+	ModeHT     = "ht"     // DeepEP V1 high throughput (normal)
+	ModeV2     = "v2"     // DeepEP V2 (ElasticBuffer) direct mode over GIN
+	ModeNCCLEP = "ncclep" // NCCL EP low latency: LL pattern, puts with AggregateRequests
 )
 
 // Backends of Options.Backend.
@@ -30,7 +31,7 @@ const (
 
 // Modes lists the accepted modes; Backends the accepted backends.
 var (
-	Modes    = []string{ModeLL, ModeHT, ModeV2}
+	Modes    = []string{ModeLL, ModeHT, ModeV2, ModeNCCLEP}
 	Backends = []string{BackendGDAKI, BackendProxy, BackendNCCL}
 )
 
@@ -139,6 +140,9 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	switch opt.Mode {
 	case ModeHT:
 		rep.BandwidthDefinition = "DeepEP HT: unique (token, node) pairs incl. the local node × 2H × fp8_factor / t, per rank"
+	case ModeV2:
+		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up): tokens received incl. from itself × " +
+			"(recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank (combine: 2H + 4k)"
 	default:
 		rep.BandwidthDefinition = "DeepEP LL: valid selections incl. local × message bytes / t, per rank (combine: 2H)"
 	}
@@ -169,7 +173,11 @@ func notes(o *Options) []string {
 		n = append(n, "proxy: the GFD-to-post time is not instrumented yet; proxy queueing shows up in the NIC column")
 	}
 	if o.Mode == ModeV2 {
-		n = append(n, "v2: the LL pattern with OptAggregateRequests on every data put (NCCL 2.30); the count/flag put of each (context, peer) rings the doorbell; no per-rank dedup or hybrid forwarding yet")
+		n = append(n, "v2: DeepEP V2 ElasticBuffer direct mode (dispatch.cuh, combine.cuh): prologue GIN barrier, notify warps, one put of the whole token record per distinct destination rank, completion barrier (flush every QP, grid sync, SignalInc to every rank); SMs/QPs from get_theoretical_num_sms/num_qps; TMA copies at DeepEP's 200/50 GB/s per-SM read/write; signals to a rank's own signal words are local atomics (no loopback QP in the model)",
+			"v2: dispatch time is dispatch_impl (copy epilogue excluded, as test_ep.py times it); combine time includes the source's reduction (combine_reduce_epilogue), like V1 LL's combine kernel")
+	}
+	if o.Mode == ModeNCCLEP {
+		n = append(n, "ncclep: NCCL EP low latency (NCCL 2.30): the LL pattern with OptAggregateRequests on every data put; the count/flag put of each (context, peer) rings the doorbell")
 	}
 	if o.Backend == BackendNCCL {
 		n = append(n, ncclNote(o))
@@ -198,7 +206,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	e.newComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: ctxsPerComm}
-		if opt.Mode == ModeV2 {
+		if opt.Mode == ModeV2 || opt.Mode == ModeNCCLEP {
 			cfg.Version = gin.V2_30
 		}
 		if opt.Backends != nil {
@@ -224,6 +232,8 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			w = newLL(e, false)
 		}
 	case ModeV2:
+		w = newV2(e)
+	case ModeNCCLEP:
 		w = newLL(e, true)
 	case ModeHT:
 		w = newHT(e)
