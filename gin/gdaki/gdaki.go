@@ -94,6 +94,8 @@ func (b *Backend) Config() Config { return b.cfg }
 // nil removes it. Tracing formats strings; leave it off on long runs.
 func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
 
+// Call it under "if b.trace != nil": boxing args allocates, and the issue
+// path runs once per put.
 func (b *Backend) tracef(t *gpu.Group, format string, args ...any) {
 	if b.trace != nil {
 		b.trace(t.Now(), t.Agent(), fmt.Sprintf(format, args...))
@@ -377,7 +379,9 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	}
 	b.st.Ops++
 	if op.NeedsSysFence(false) {
-		b.tracef(t, "fence.release.sys")
+		if b.trace != nil {
+			b.tracef(t, "fence.release.sys")
+		}
 		t.Fence(gpu.ScopeSystem)
 	}
 	scope := sharingScope(op.Sharing)
@@ -428,7 +432,9 @@ func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope,
 	n := uint64(len(wrs))
 	base := t.AtomicAdd64(ch.ctrl, offRsvd, n, scope)
 	last := base + n - 1
-	b.tracef(t, "%s reserve [%d,%d]", ch.name, base, last)
+	if b.trace != nil {
+		b.tracef(t, "%s reserve [%d,%d]", ch.name, base, last)
+	}
 	if !skip && last >= ch.depth {
 		b.pollCQ(t, ch, last-ch.depth, "gdaki credit")
 	}
@@ -453,7 +459,9 @@ func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope,
 		}
 		b.st.WQEs++
 	}
-	b.tracef(t, "%s publish ready=%d", ch.name, last+1)
+	if b.trace != nil {
+		b.tracef(t, "%s publish ready=%d", ch.name, last+1)
+	}
 	return last
 }
 
@@ -475,7 +483,9 @@ func (b *Backend) ring(t *gpu.Group, ch *channel, pi uint64) {
 		arrive2 := t.MMIO(ch.dev.nic.Dev(), 8)
 		s.Schedule(arrive2, b, uint64(ch.idx)<<piBits|pi&piMask)
 		b.st.Doorbells++
-		b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, pi, arrive)
+		if b.trace != nil {
+			b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, pi, arrive)
+		}
 	}
 	t.Store64(ch.ctrl, offLock, 0)
 }
@@ -485,7 +495,9 @@ func (b *Backend) ring(t *gpu.Group, ch *channel, pi uint64) {
 func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
 	r, off := ch.cq.WordFor(idx)
 	if r.Load64(off) < idx+1 {
-		b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, why)
+		if b.trace != nil {
+			b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, why)
+		}
 		t.WaitWord(r, off, why, func(v uint64) bool { return v >= idx+1 })
 	}
 	t.Cycles(b.cfg.CQEParseCycles)
@@ -496,7 +508,9 @@ func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
 	}
 	ch.cq.SetConsumer(idx + 1)
 	b.st.CQEs++
-	b.tracef(t, "%s saw CQE %d", ch.name, idx)
+	if b.trace != nil {
+		b.tracef(t, "%s saw CQE %d", ch.name, idx)
+	}
 }
 
 // FlushAsync implements gin.Backend: snapshot sq_rsvd_index, or post a NOP

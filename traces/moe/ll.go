@@ -102,6 +102,23 @@ func (w *llWorkload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
 	return dc.Gin(t, rank, le%ctxsPerComm), dc
 }
 
+// ginCache keeps a group's last GIN handle: device code builds its ncclGin
+// once per context, not per put (and a handle per put allocated).
+type ginCache struct {
+	le int
+	gn *gin.Gin
+	dc *gin.DevComm
+}
+
+// get returns the handle of local expert le's context for group t of rank.
+func (c *ginCache) get(w *llWorkload, t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
+	if c.gn == nil || c.le != le || c.gn.Group() != t {
+		c.gn, c.dc = w.gin(t, rank, le)
+		c.le = le
+	}
+	return c.gn, c.dc
+}
+
 // nvl reports whether traffic from rank a to rank b goes over NVLink.
 func (w *llWorkload) nvl(a, b int) bool {
 	return w.e.opt.NVLink && w.e.m.Ranks[a].Node == w.e.m.Ranks[b].Node
@@ -129,6 +146,7 @@ func (w *llWorkload) launchDispatch(r int) {
 	for s := 0; s < w.sms && s < st.tokens[r]; s++ {
 		for i := range st.topK {
 			g.Launch("dispatch/sm"+strconv.Itoa(s)+"/w"+strconv.Itoa(i), 32, func(t *gpu.Group) {
+				var gc ginCache
 				for tok := s; tok < st.tokens[r]; tok += w.sms {
 					t.Cycles(e.p.CastCycles)
 					x := int(st.topk[r][tok][i])
@@ -149,7 +167,7 @@ func (w *llWorkload) launchDispatch(r int) {
 						win := w.dRecv[le/ctxsPerComm]
 						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.msg))
 					default:
-						gn, dc := w.gin(t, r, le)
+						gn, dc := gc.get(w, t, r, le)
 						var opts []gin.OptFlags
 						if w.agg {
 							opts = append(opts, gin.OptAggregateRequests)
@@ -176,7 +194,7 @@ func (w *llWorkload) launchDispatch(r int) {
 		if n == 0 {
 			g.Launch(name, 32, func(t *gpu.Group) {
 				ph.sigs++
-				w.signal(t, r, dst, le, r, n+1, &ph.last)
+				w.signal(t, nil, r, dst, le, r, n+1, &ph.last)
 			})
 			continue
 		}
@@ -184,7 +202,7 @@ func (w *llWorkload) launchDispatch(r int) {
 		g.LaunchWaiting(name, 32, w.finish[r].r, w.finish[r].off(x), "ll finish counter", done, func(t *gpu.Group) {
 			t.WaitWord(w.finish[r].r, w.finish[r].off(x), "ll finish counter", done)
 			ph.sigs++
-			w.signal(t, r, dst, le, r, n+1, &ph.last)
+			w.signal(t, nil, r, dst, le, r, n+1, &ph.last)
 		})
 	}
 	// Receivers: one warp group per (local expert, source rank).
@@ -218,11 +236,15 @@ func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from
 }
 
 // signal adds v to signal id of local expert le's context at rank dst,
-// from rank r: a 0-byte put with SignalAdd (or an NVLink store).
-func (w *llWorkload) signal(t *gpu.Group, r, dst, le, id int, v uint64, _ *[]sigPath) {
+// from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
+// be nil) is the group's handle cache.
+func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]sigPath) {
 	e := w.e
 	start := t.Now()
-	gn, dc := w.gin(t, r, le)
+	if gc == nil {
+		gc = &ginCache{}
+	}
+	gn, dc := gc.get(w, t, r, le)
 	if dst == r {
 		reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
@@ -285,6 +307,7 @@ func (w *llWorkload) launchCombine(r int) {
 		for dst := range st.ep {
 			toks := st.recvTokens[dst][x]
 			g.Launch("combine/send"+strconv.Itoa(le)+"."+strconv.Itoa(dst), 32, func(t *gpu.Group) {
+				var gc ginCache
 				for j, tok := range toks {
 					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
 					off := ((uint64(r)*ctxsPerComm+uint64(le%ctxsPerComm))*T + uint64(tok)) * w.comb
@@ -300,7 +323,7 @@ func (w *llWorkload) launchCombine(r int) {
 						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.comb))
 						continue
 					}
-					gn, dc := w.gin(t, r, le)
+					gn, dc := gc.get(w, t, r, le)
 					var opts []gin.OptFlags
 					if w.agg {
 						opts = append(opts, gin.OptAggregateRequests)
@@ -310,7 +333,7 @@ func (w *llWorkload) launchCombine(r int) {
 					ph.rdmaBytes += int64(w.comb)
 				}
 				ph.sigs++
-				w.signal(t, r, dst, le, st.ep+r, 1, nil)
+				w.signal(t, &gc, r, dst, le, st.ep+r, 1, nil)
 			})
 		}
 	}
