@@ -49,8 +49,8 @@ type channel struct {
 	posts []pendingPost // doorbells in flight, FIFO
 	ph    int
 	cqBuf [4]nic.CQE
-	gfd   [128]byte // GPU-side encode scratch
-	q     [16]uint64
+	gfd   [128]byte  // GPU-side encode scratch (writers never yield while using it)
+	q     [16]uint64 // GPU-side encode scratch
 	// Watch state while the thread is parked.
 	wRing, wCQ bool
 	wCQOff     uint64
@@ -462,6 +462,8 @@ func (b *Backend) write(t *gpu.Group, cs *commState, ch *channel, g *GFD) {
 		binary.LittleEndian.PutUint64(ch.gfd[8*i:], ch.q[i])
 	}
 	slot := idx & (q - 1)
+	// The stores copy the bytes at issue (gpu.Group.WriteWT), so the next
+	// writer of this channel may reuse ch.gfd at once.
 	landed := t.WriteWT(ch.ring, slot*uint64(8*n), ch.gfd[:8*n], sim.Bytes(8*n))
 	b.st.GFDs++
 	b.tracef(t.Now(), t.Agent(), "%s GFD #%d op=%#x size=%d stored (lands %v)", ch.name, idx, g.Op, g.Size, landed)

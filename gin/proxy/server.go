@@ -35,6 +35,9 @@ type Server struct {
 	idleStart sim.Time
 	period    sim.Duration
 	watched   []watchRef
+	// q is the thread's copy of the GFD it is reading: it sleeps between
+	// qwords, so it must not share a buffer with the GPU-side writers.
+	q [16]uint64
 }
 
 type connRef struct {
@@ -228,13 +231,13 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 				s.work(cfg.QwordFlagCost) // a later 16-byte store is still crossing PCIe
 				continue
 			}
-			ch.q[k] = ch.ring.Load64(off + uint64(8*k))
+			s.q[k] = ch.ring.Load64(off + uint64(8*k))
 			s.work(cfg.QwordFlagCost)
 			k++
 		}
 		ch.ring.Fill(off, size, 0, s.name)
 		s.work(cfg.ZeroCost)
-		g := Decode(cs.ver, ch.q[:n])
+		g := Decode(cs.ver, s.q[:n])
 		i := ch.sis
 		ch.sis++
 		ch.st[i&(q-1)] = slotState{op: g.Op, counter: g.CounterID}
@@ -341,6 +344,13 @@ func (s *Server) idle(passStart sim.Time) {
 			if ch == nil {
 				continue
 			}
+			// Something that arrived while the pass was looking elsewhere
+			// means the busy loop would find it on its next pass.
+			if ch.ring.Load64((ch.sis&(q-1))*size)&flag != 0 ||
+				(ch.cisSh < ch.sis && ch.cq.Landed() > ch.cq.Consumed()) {
+				s.unwatch()
+				return
+			}
 			s.watch(ch.ring, (ch.sis&(q-1))*size)
 			if ch.cisSh < ch.sis {
 				r, off := ch.cq.WordFor(ch.cq.Landed())
@@ -350,6 +360,14 @@ func (s *Server) idle(passStart sim.Time) {
 	}
 	s.parked, s.idleStart, s.period = true, passStart, period
 	s.p.Park("proxy idle: no GFD and no completion")
+}
+
+func (s *Server) unwatch() {
+	for _, w := range s.watched {
+		w.r.Unwatch(w.off, s)
+	}
+	clear(s.watched)
+	s.watched = s.watched[:0]
 }
 
 func (s *Server) watch(r *mem.Region, off uint64) {
@@ -364,11 +382,7 @@ func (s *Server) WordChanged(*mem.Region, uint64) {
 		return
 	}
 	s.parked = false
-	for _, w := range s.watched {
-		w.r.Unwatch(w.off, s)
-	}
-	clear(s.watched)
-	s.watched = s.watched[:0]
+	s.unwatch()
 	now := s.p.Now()
 	k := (now.Sub(s.idleStart) + s.period - 1) / s.period
 	resume := s.idleStart.Add(k * s.period)

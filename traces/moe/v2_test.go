@@ -47,10 +47,6 @@ func TestV2Replay(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, backend := range []string{BackendGDAKI, BackendProxy} {
 		t.Run(backend, func(t *testing.T) {
-			if backend == BackendProxy {
-				t.Skip("blocked on gin/proxy: the GPU's GFD encode and the CPU's GFD copy share channel.q, " +
-					"and the idle thread parks past an already-landed CQE or GFD (see the v2 report)")
-			}
 			tr := tinyTrace(t, 16, 8)
 			var gd *gdaki.Backend
 			bk := func() map[gin.Type]gin.Backend {
