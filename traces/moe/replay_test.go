@@ -46,8 +46,8 @@ func TestReplayTiny(t *testing.T) {
 		{"ll-ep16", 16, ModeLL, BackendGDAKI, false},
 		{"ll-ep16-proxy", 16, ModeLL, BackendProxy, false},
 		{"ll-ep16-nvlink", 16, ModeLL, BackendGDAKI, true},
-		{"v2-ep16", 16, ModeV2, BackendGDAKI, false},
-		{"v2-ep8-proxy", 8, ModeV2, BackendProxy, false},
+		{"ncclep-ep16", 16, ModeNCCLEP, BackendGDAKI, false},
+		{"ncclep-ep8-proxy", 8, ModeNCCLEP, BackendProxy, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := tinyTrace(t, c.ep, 4)
