@@ -693,6 +693,10 @@ func (w *htWorkload) launchDispatch(r, c int) {
 						if head[src] == tail[src] {
 							reg, off, o := w.sigWord(r, c, src, false)
 							tail[src] = int(readSig(t, reg, off, o))
+							if tail[src] > len(seqs[src]) {
+								panic(fmt.Sprintf("moe: ht: t=%v rank %d channel %d: tail signal of node %d says %d records, %d were sent",
+									t.Now(), r, c, src, tail[src], len(seqs[src])))
+							}
 						}
 						if tail[src] > head[src] {
 							found = true
