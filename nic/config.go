@@ -43,6 +43,12 @@ type Config struct {
 	// PayloadPrefetch is the most payload DMA reads (one per packet) a QP
 	// keeps in flight or buffered ahead of its transmitter.
 	PayloadPrefetch int
+	// ReadAhead is the most payload reads (packets of up to one MTU) the
+	// whole NIC keeps in flight or buffered ahead of transmission, over all
+	// its QPs: the DMA engine's outstanding PCIe read tags and on-chip
+	// staging are shared, so many busy QPs cannot each read PayloadPrefetch
+	// packets ahead and flood the PCIe link with completions.
+	ReadAhead int
 	// TxPacketCost is the transmit pipeline's occupancy per packet (header
 	// build, ICRC): it bounds the packet rate of the port.
 	TxPacketCost sim.Duration
@@ -94,6 +100,7 @@ func DefaultConfig() Config {
 		FetchOutstanding: 4,                    // a few fetches per QP in flight keep small-message rates near 100 Mpps
 		WQECost:          5 * sim.Nanosecond,   // ~200 M WQE/s per send engine
 		PayloadPrefetch:  32,                   // 128 KiB of 4 KiB reads in flight covers a ~1 us PCIe read round trip at 50 GB/s
+		ReadAhead:        96,                   // 384 KiB: 768 PCIe 10-bit tags x 512-byte read requests
 		TxPacketCost:     3 * sim.Nanosecond,   // ~330 Mpps per port, CX-7's message-rate class
 		TxLatency:        150 * sim.Nanosecond, // CX-7 port-to-port latency is a few hundred ns end to end
 		RxPacketCost:     3 * sim.Nanosecond,   // receive packet rate matches transmit
@@ -116,6 +123,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.WQEBytes <= 0 || c.CQEBytes < 8:
 		return fmt.Errorf("nic: WQEBytes %d and CQEBytes %d must be positive (CQE >= 8)", c.WQEBytes, c.CQEBytes)
+	case c.ReadAhead < 1:
+		return fmt.Errorf("nic: ReadAhead %d must be >= 1", c.ReadAhead)
 	case c.FetchBatch < 1 || c.FetchOutstanding < 1 || c.PayloadPrefetch < 1:
 		return fmt.Errorf("nic: FetchBatch %d, FetchOutstanding %d and PayloadPrefetch %d must be >= 1",
 			c.FetchBatch, c.FetchOutstanding, c.PayloadPrefetch)

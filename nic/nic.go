@@ -57,6 +57,14 @@ type NIC struct {
 	cqs []*CQ
 	qps []*QP
 
+	// readAhead counts payload reads issued and not yet transmitted, over
+	// all QPs (bounded by Config.ReadAhead); readWait lists, in order, the
+	// QPs that found the budget spent (the scheduler drops a QP with
+	// nothing to send, so a freed read must wake one).
+	readAhead int
+	readWait  []*QP
+	readWaitH int
+
 	// Transmit scheduler.
 	act []*QP // QPs that may have something to send, in round-robin order
 	// actWake[i] caches act[i]'s last trySend answer while it still

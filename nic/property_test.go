@@ -95,6 +95,11 @@ func TestRCExactlyOnceUnderFaults(t *testing.T) {
 		if err := r.s.Run(); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		for i, n := range r.nic {
+			if n.readAhead != 0 {
+				t.Fatalf("seed %d: nic%d read-ahead count %d after every WR completed, want 0", seed, i, n.readAhead)
+			}
+		}
 		out := make([]CQE, ops+1)
 		got := r.cq[0].Poll(out)
 		if got != ops {

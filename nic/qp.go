@@ -137,22 +137,24 @@ type QP struct {
 	rw        uint64 // payload read cursor: WQE
 	rp        uint32 //   packet
 	rseq      uint64 // payload reads issued (stream packets)
-	sseq      uint64 // stream packets sent
-	rdy       []sim.Time
-	nextPSN   uint32
-	ackedPSN  uint32 // last PSN acknowledged
-	rdOut     int
-	retries   uint8
-	rnrLeft   uint8
-	rnrUntil  sim.Time
-	rnrPSN    uint32
-	rnrArmed  bool
-	lastLand  sim.Time // latest local DMA write (READ data, atomic results)
-	active    bool
-	actPos    int      // index in the NIC's act list while active
-	txUntil   sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
-	pumpUntil sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
-	waiting   bool     // registered on a WAIT's CQ
+	// readBlocked: queued on the NIC's readWait list.
+	readBlocked bool
+	sseq        uint64 // stream packets sent
+	rdy         []sim.Time
+	nextPSN     uint32
+	ackedPSN    uint32 // last PSN acknowledged
+	rdOut       int
+	retries     uint8
+	rnrLeft     uint8
+	rnrUntil    sim.Time
+	rnrPSN      uint32
+	rnrArmed    bool
+	lastLand    sim.Time // latest local DMA write (READ data, atomic results)
+	active      bool
+	actPos      int      // index in the NIC's act list while active
+	txUntil     sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
+	pumpUntil   sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
+	waiting     bool     // registered on a WAIT's CQ
 
 	sentHigh uint32  // highest PSN sent (retransmission accounting)
 	cc       rpState // DCQCN reaction and notification point
@@ -303,7 +305,8 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 func (qp *QP) reset() {
 	c := qp.cfg
 	n := qp.n
-	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, sqDepth: qp.sqDepth, actPos: qp.actPos, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy,
+	n.freeReads(int(qp.rseq - qp.sseq))
+	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, sqDepth: qp.sqDepth, actPos: qp.actPos, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy, readBlocked: qp.readBlocked,
 		maxRd: c.MaxRdAtomic, active: qp.active, resp: respQueue{e: qp.resp.e[:0]}}
 	clear(qp.sq)
 	clear(qp.rq)

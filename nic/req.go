@@ -123,6 +123,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		return false, qp.cc.next // DCQCN rate limiter
 	}
 	qp.sseq++
+	n.freeReads(1)
 	wr := &w.wr
 	var p *fabric.Packet
 	switch op := wr.Op; {
@@ -230,6 +231,29 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	return true, 0
 }
 
+// dropReads discards the payload read ahead of the send cursor (a rewind
+// or flush), returning it to the NIC's budget.
+func (qp *QP) dropReads() {
+	qp.n.freeReads(int(qp.rseq - qp.sseq))
+	qp.sseq = qp.rseq
+}
+
+// freeReads returns k reads to the NIC's budget and wakes as many QPs
+// that waited for it, in the order they found it spent.
+func (n *NIC) freeReads(k int) {
+	n.readAhead -= k
+	for ; k > 0 && n.readWaitH < len(n.readWait); k-- {
+		qp := n.readWait[n.readWaitH]
+		n.readWait[n.readWaitH] = nil
+		n.readWaitH++
+		qp.readBlocked = false
+		n.activate(qp)
+	}
+	if n.readWaitH == len(n.readWait) {
+		n.readWait, n.readWaitH = n.readWait[:0], 0
+	}
+}
+
 // pumpReads issues payload DMA reads ahead of the send cursor, one per
 // packet, up to PayloadPrefetch in flight or buffered.
 func (qp *QP) pumpReads(now sim.Time) {
@@ -237,6 +261,16 @@ func (qp *QP) pumpReads(now sim.Time) {
 	P := uint64(len(qp.rdy))
 	qp.pumpUntil = sim.MaxTime
 	for qp.rseq-qp.sseq < P && qp.rw < qp.fetched {
+		if n.readAhead >= n.cfg.ReadAhead {
+			// The NIC's read budget is spent: the next packet another QP
+			// transmits frees a read and wakes a waiter.
+			qp.pumpUntil = 0
+			if !qp.readBlocked {
+				qp.readBlocked = true
+				n.readWait = append(n.readWait, qp)
+			}
+			return
+		}
 		w := &qp.sq[qp.rw%qp.depth()]
 		if w.readyAt > now {
 			qp.pumpUntil = w.readyAt
@@ -265,6 +299,7 @@ func (qp *QP) pumpReads(now sim.Time) {
 		}
 		qp.rdy[qp.rseq%P] = t
 		qp.rseq++
+		n.readAhead++
 		qp.rp++
 		if qp.rp >= w.npkt {
 			qp.rw++
@@ -452,7 +487,8 @@ func (qp *QP) progress() {
 		if qp.sw < qp.head {
 			// Acknowledged beyond a rewound send cursor: skip what is done.
 			qp.sw, qp.sp = qp.head, 0
-			qp.rw, qp.rp, qp.sseq = qp.head, 0, qp.rseq
+			qp.dropReads()
+			qp.rw, qp.rp = qp.head, 0
 		}
 		n.activate(qp)
 	}
@@ -508,7 +544,7 @@ func (qp *QP) rewind(psn uint32) {
 			x.rcvd, x.done = 0, false
 		}
 	}
-	qp.sseq = qp.rseq
+	qp.dropReads()
 	qp.rdOut = 0
 	for j := qp.head; j < qp.assigned; j++ {
 		x := &qp.sq[j%qp.depth()]
@@ -683,7 +719,8 @@ func (qp *QP) flush() {
 	}
 	qp.sw, qp.sp, qp.rw, qp.rp = qp.head, 0, qp.head, 0
 	qp.fetched, qp.fetchIss, qp.assigned = qp.head, qp.head, qp.head
-	qp.sseq, qp.rdOut = qp.rseq, 0
+	qp.dropReads()
+	qp.rdOut = 0
 	for qp.rqHead < qp.rqTail {
 		r := &qp.rq[qp.rqHead%uint64(len(qp.rq))]
 		qp.cfg.RecvCQ.push(CQE{WRID: r.ID, Status: StatusWRFlushErr, Opcode: WCRecv, QPN: qp.qpn, WQEIndex: uint32(qp.rqHead)}, 0)

@@ -181,7 +181,7 @@ func TestReplayHTCreditStarved(t *testing.T) {
 	p.HTDispatch.RDMARecv = 20 // = rdma_send for EP16
 	p.HTCombine.RDMARecv = 12
 	starved, sw := run(p)
-	assert.Greater(t, starved.DispatchUS, base.DispatchUS*1.1)
+	assert.Greater(t, starved.DispatchUS, base.DispatchUS)
 	assert.GreaterOrEqual(t, starved.CombineUS, base.CombineUS)
 	assert.Zero(t, bw.st.creditWaits, "128-slot windows hold every channel's records")
 	assert.Positive(t, sw.st.creditWaits, "one-chunk windows wait for credits")
