@@ -176,6 +176,10 @@ func notes(o *Options) []string {
 		n = append(n, "v2: DeepEP V2 ElasticBuffer direct mode (dispatch.cuh, combine.cuh): prologue GIN barrier, notify warps, one put of the whole token record per distinct destination rank, completion barrier (flush every QP, grid sync, SignalInc to every rank); SMs/QPs from get_theoretical_num_sms/num_qps; TMA copies at DeepEP's 200/50 GB/s per-SM read/write; signals to a rank's own signal words are local atomics (no loopback QP in the model)",
 			"v2: dispatch time is dispatch_impl (copy epilogue excluded, as test_ep.py times it); combine time includes the source's reduction (combine_reduce_epilogue), like V1 LL's combine kernel")
 	}
+	if o.Mode == ModeHT {
+		n = append(n, "ht: DeepEP V1 normal internode as ported to GIN (PR #521): channels = num_sms/2; per channel, RDMA senders dedup each token by node into per-(channel, node) rings, a coordinator puts chunks on context = channel to the rail peer then SignalAdd(chunk) on the tail; forwarders copy records over NVLink into per-peer rings and return head credits lazily; combine sums up to 8 local contributions in the forwarder, sends one BF16 record per (token, source node) over RDMA and the source sums across nodes",
+			"ht: not modelled: the small meta put per (channel, node) at kernel start, the release fence of NVLink tail stores; a chunk that would wrap the RDMA ring is split at the wrap")
+	}
 	if o.Mode == ModeNCCLEP {
 		n = append(n, "ncclep: NCCL EP low latency (NCCL 2.30): the LL pattern with OptAggregateRequests on every data put; the count/flag put of each (context, peer) rings the doorbell")
 	}
