@@ -280,10 +280,25 @@ func (g *Gin) Put(team Team, peer int, dst *Window, dstOff uint64, src *Window, 
 		!g.options(op, opts) || !g.remote(op, remote, w) || !g.local(op, local) {
 		return
 	}
-	g.record(Call{Op: CallPut, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: bytes, Remote: remote, Local: local, Opts: g.op})
-	g.op = Op{Kind: OpPut, Peer: w, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: bytes, Remote: remote, Local: local,
-		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	if g.dc.hook != nil && !g.internal {
+		g.recordPut(team, peer, dst, dstOff, src, srcOff, bytes, remote, local)
+	}
+	// Fill the op in place: a composite literal here (and the Call above)
+	// would sit in this frame, which every issuing coroutine's stack holds
+	// while the backend blocks below it.
+	o := &g.op
+	flags, given, required := o.Flags, o.GivenRelease, o.RequiredRelease
+	*o = Op{}
+	o.Kind, o.Peer, o.Dst, o.DstOff, o.Src, o.SrcOff, o.Bytes = OpPut, w, dst, dstOff, src, srcOff, bytes
+	o.Remote, o.Local, o.Flags, o.GivenRelease, o.RequiredRelease = remote, local, flags, given, required
 	g.issue()
+}
+
+// recordPut reports a put to the hook (kept out of Put's frame).
+//
+//go:noinline
+func (g *Gin) recordPut(team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64, bytes uint64, remote RemoteAction, local LocalAction) {
+	g.record(Call{Op: CallPut, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Src: src, SrcOff: srcOff, Bytes: bytes, Remote: remote, Local: local, Opts: g.op})
 }
 
 // PutValue is ncclGin::putValue: size (1, 2, 4 or 8) bytes of value to

@@ -37,6 +37,9 @@ type channel struct {
 	dev   gpuDev
 	comp  *channel // companion loopback channel (counters), or nil
 	wrs   []nic.WR // scratch: the WRs of the op being issued
+
+	wqeBytes  uint64       // the NIC's WQE size
+	atomicGPU sim.Duration // the GPU's device-scope atomic (sq_lock's atomicCAS)
 }
 
 // gpuDev is where the channel's doorbells go.
@@ -100,6 +103,18 @@ func (b *Backend) tracef(t *gpu.Group, format string, args ...any) {
 	if b.trace != nil {
 		b.trace(t.Now(), t.Agent(), fmt.Sprintf(format, args...))
 	}
+}
+
+// traceIdx and traceRange are tracef with one or two indices, out of line
+// so that the boxed arguments stay out of the issue path's frames (every
+// issuing coroutine's stack holds them while it blocks).
+//
+//go:noinline
+func (b *Backend) traceIdx(t *gpu.Group, format, name string, a uint64) { b.tracef(t, format, name, a) }
+
+//go:noinline
+func (b *Backend) traceRange(t *gpu.Group, format, name string, a, z uint64) {
+	b.tracef(t, format, name, a, z)
 }
 
 // Name implements gin.Backend.
@@ -247,7 +262,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string) (*channe
 		return nil, fmt.Errorf("gdaki: %s: %w", name, err)
 	}
 	ch := &channel{idx: len(b.chans), name: name, qp: qp, cq: cq, sq: sq, ctrl: ctrl, depth: uint64(cs.depth),
-		dev: gpuDev{nic: n}}
+		dev: gpuDev{nic: n}, wqeBytes: uint64(wqe), atomicGPU: rs.gpu.Config().AtomicGPU}
 	b.chans = append(b.chans, ch)
 	return ch, nil
 }
@@ -334,6 +349,10 @@ func (b *Backend) EventName(arg uint64) string {
 }
 
 // Issue implements gin.Backend.
+//
+// WRs are built in place in the channel's scratch slice (addWR): literals
+// of nic.WR would sit in this frame, which every issuing coroutine's stack
+// holds while post and ring block below it.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	cs := b.state(dc)
 	rs := &cs.ranks[rank]
@@ -350,32 +369,36 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 		}
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
-			ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRWrite, Signaled: true,
-				Local:    nic.SGE{MR: src, Off: op.SrcOff + off, Len: n},
-				RemoteVA: dst.VA + op.DstOff + off, RKey: dst.RKey})
+			w := ch.addWR(nic.WRWrite)
+			w.Local = nic.SGE{MR: src, Off: op.SrcOff + off, Len: n}
+			w.RemoteVA, w.RKey = dst.VA+op.DstOff+off, dst.RKey
 		}
 	case gin.OpPutValue:
 		dst := cs.winMR(op.Peer, op.Dst)
-		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRWrite, Signaled: true, Inline: true, InlineData: op.Value,
-			Local: nic.SGE{Len: uint64(op.ValueSize)}, RemoteVA: dst.VA + op.DstOff, RKey: dst.RKey})
+		w := ch.addWR(nic.WRWrite)
+		w.Inline, w.InlineData = true, op.Value
+		w.Local = nic.SGE{Len: uint64(op.ValueSize)}
+		w.RemoteVA, w.RKey = dst.VA+op.DstOff, dst.RKey
 	case gin.OpSignal:
 	case gin.OpGet:
 		local, remote := cs.winMR(rank, op.Dst), cs.winMR(op.Peer, op.Src)
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
-			ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRRead, Signaled: true,
-				Local:    nic.SGE{MR: local, Off: op.DstOff + off, Len: n},
-				RemoteVA: remote.VA + op.SrcOff + off, RKey: remote.RKey})
+			w := ch.addWR(nic.WRRead)
+			w.Local = nic.SGE{MR: local, Off: op.DstOff + off, Len: n}
+			w.RemoteVA, w.RKey = remote.VA+op.SrcOff+off, remote.RKey
 		}
 	}
 	if id, add, ok := gin.SignalOf(op.Remote); ok {
 		smr := ps.sigMR[op.Ctx]
-		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: add,
-			Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: smr.VA + 8*uint64(id), RKey: smr.RKey})
-	} else if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
-		mr := cs.winMR(op.Peer, w)
-		ch.wrs = append(ch.wrs, nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: add,
-			Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: mr.VA + off, RKey: mr.RKey})
+		w := ch.addWR(nic.WRFetchAdd)
+		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sinkMR, Len: 8}
+		w.RemoteVA, w.RKey = smr.VA+8*uint64(id), smr.RKey
+	} else if win, off, add, ok := gin.VASignalOf(op.Remote); ok {
+		mr := cs.winMR(op.Peer, win)
+		w := ch.addWR(nic.WRFetchAdd)
+		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sinkMR, Len: 8}
+		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
 	}
 	b.st.Ops++
 	if op.NeedsSysFence(false) {
@@ -390,10 +413,12 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
 		cmr := rs.ctrMR[op.Ctx]
 		comp := ch.comp
-		comp.wrs = append(comp.wrs[:0],
-			nic.WR{Op: nic.WRWait, Signaled: true, WaitCQ: ch.cq, WaitIndex: last + 1},
-			nic.WR{Op: nic.WRFetchAdd, Signaled: true, CompareAdd: 1, Local: nic.SGE{MR: rs.sinkMR, Len: 8},
-				RemoteVA: cmr.VA + 8*uint64(ctr.Counter), RKey: cmr.RKey})
+		comp.wrs = comp.wrs[:0]
+		w := comp.addWR(nic.WRWait)
+		w.WaitCQ, w.WaitIndex = ch.cq, last+1
+		w = comp.addWR(nic.WRFetchAdd)
+		w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
+		w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
 		clast := b.post(t, comp, comp.wrs, scope, skip)
 		if op.Flags&gin.OptAggregateRequests == 0 {
 			b.ring(t, ch, last+1)
@@ -410,6 +435,15 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	if op.Flags&gin.OptAggregateRequests == 0 {
 		b.ring(t, ch, last+1)
 	}
+}
+
+// addWR appends a signaled WR of opcode op to the channel's scratch list
+// and returns it for the caller to fill.
+func (ch *channel) addWR(op nic.WROpcode) *nic.WR {
+	ch.wrs = append(ch.wrs, nic.WR{})
+	w := &ch.wrs[len(ch.wrs)-1]
+	w.Op, w.Signaled = op, true
+	return w
 }
 
 // sharingScope is the scope of the index atomics for a resource-sharing
@@ -433,12 +467,12 @@ func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope,
 	base := t.AtomicAdd64(ch.ctrl, offRsvd, n, scope)
 	last := base + n - 1
 	if b.trace != nil {
-		b.tracef(t, "%s reserve [%d,%d]", ch.name, base, last)
+		b.traceRange(t, "%s reserve [%d,%d]", ch.name, base, last)
 	}
 	if !skip && last >= ch.depth {
 		b.pollCQ(t, ch, last-ch.depth, "gdaki credit")
 	}
-	wqe := uint64(ch.dev.nic.Config().WQEBytes)
+	wqe := ch.wqeBytes
 	for i := range wrs {
 		t.Cycles(b.cfg.WQEBuildCycles)
 		t.Write(ch.sq, ((base+uint64(i))%ch.depth)*wqe, nil, sim.Bytes(wqe))
@@ -453,16 +487,24 @@ func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope,
 	for i := range wrs {
 		wrs[i].ID = base + uint64(i)
 		if _, err := ch.qp.WriteWQE(&wrs[i]); err != nil {
-			t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: WQE %d overran the send queue (depth %d) — "+
-				"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), base+uint64(i), ch.depth, err))
-			t.Proc().Park("gdaki: send queue overrun")
+			overrun(t, ch, base+uint64(i), err)
 		}
 		b.st.WQEs++
 	}
 	if b.trace != nil {
-		b.tracef(t, "%s publish ready=%d", ch.name, last+1)
+		b.traceIdx(t, "%s publish ready=%d", ch.name, last+1)
 	}
 	return last
+}
+
+// overrun fails the run on a WQE written past the send queue (kept out of
+// post's frame).
+//
+//go:noinline
+func overrun(t *gpu.Group, ch *channel, idx uint64, err error) {
+	t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: WQE %d overran the send queue (depth %d) — "+
+		"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), idx, ch.depth, err))
+	t.Proc().Park("gdaki: send queue overrun")
 }
 
 // ring is DOCA's submit in DB mode: take sq_lock, atomicMax sq_wqe_pi, and
@@ -472,7 +514,7 @@ func (b *Backend) ring(t *gpu.Group, ch *channel, pi uint64) {
 		t.WaitWord(ch.ctrl, offLock, "gdaki sq_lock", func(v uint64) bool { return v == 0 })
 	}
 	ch.ctrl.Store64(offLock, 1, t.Agent())
-	t.Compute(t.GPU().Config().AtomicGPU) // the acquiring atomicCAS
+	t.Compute(ch.atomicGPU) // the acquiring atomicCAS
 	old := t.AtomicAdd64(ch.ctrl, offPI, 0, gpu.ScopeDevice)
 	if old < pi {
 		ch.ctrl.Store64(offPI, pi, t.Agent()) // atomicMax's effect

@@ -12,10 +12,29 @@ import (
 )
 
 // BenchmarkReplayLLEP256 replays DeepSeek-V3 LL dispatch+combine at EP256
-// (32 nodes × 8, 128 tokens per rank) and reports events/s and peak heap.
-func BenchmarkReplayLLEP256(b *testing.B) {
+// (32 nodes × 8, 128 tokens per rank) and reports events/s and peak heap
+// plus goroutine stacks (sampled every 50 ms).
+//
+// Profiling: build once and run the binary, so that compile time and the
+// heap of the go command stay out of the figures:
+//
+//	go test -c -o /tmp/moe.test ./traces/moe
+//	cd traces/moe && /tmp/moe.test -test.run '^$' -test.bench ReplayLLEP256 \
+//	    -test.benchtime 1x -test.benchmem -test.cpuprofile /tmp/cpu.out -test.memprofile /tmp/mem.out
+//	go tool pprof -top /tmp/moe.test /tmp/cpu.out
+//	go tool pprof -sample_index=alloc_space -top /tmp/moe.test /tmp/mem.out
+//
+// The memory profile records allocations (alloc_space, alloc_objects);
+// coroutine stacks do not appear in it, only in peakMiB.
+func BenchmarkReplayLLEP256(b *testing.B) { benchReplayLL(b, 256) }
+
+// BenchmarkReplayLLEP64 is the same replay at EP64 (8 nodes), for quick
+// before/after comparisons.
+func BenchmarkReplayLLEP64(b *testing.B) { benchReplayLL(b, 64) }
+
+func benchReplayLL(b *testing.B, ep int) {
 	m, _ := traces.ModelByName("deepseek-v3")
-	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 256, RanksPerNode: 8, TokensPerRank: 128, Seed: 1})
+	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: ep, RanksPerNode: 8, TokensPerRank: 128, Seed: 1})
 	require.NoError(b, err)
 	spec, _ := machine.Preset("h100-ib")
 	var peak uint64
