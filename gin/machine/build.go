@@ -63,6 +63,11 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 	if err := prof.NIC.Validate(); err != nil {
 		return nil, fmt.Errorf("machine: profile %s: %w", prof.Name, err)
 	}
+	if spec.Topology.Lossless {
+		// Credit flow control instead of ECN: RoCE's DCQCN does not run
+		// on an InfiniBand port (IB congestion control is not modelled).
+		prof.NIC.ECT, prof.NIC.DCQCN = false, false
+	}
 	g, k := spec.GPUsPerNode, spec.NICsPerGPU
 	ts := TopoSpec(spec, nodes)
 	ts.PCIe, ts.NVLink = &prof.PCIe, &prof.NVLink

@@ -72,9 +72,10 @@ type Topology struct {
 	// CableDelay is the propagation delay of every link.
 	CableDelay Duration `yaml:"cable_delay"`
 	// Lossless gives switch ports unbounded buffers, standing for
-	// InfiniBand's credit-based link-level flow control (or a PFC
-	// Ethernet fabric): congestion queues instead of dropping. false keeps
-	// fabric/topo's finite buffers, which tail-drop (lossy RoCE).
+	// InfiniBand's credit-based link-level flow control: congestion
+	// queues instead of dropping, and the NICs run no DCQCN (IB's own
+	// congestion control is not modelled). false keeps fabric/topo's
+	// finite buffers, which tail-drop, with DCQCN on (lossy RoCE).
 	Lossless bool `yaml:"lossless"`
 }
 
