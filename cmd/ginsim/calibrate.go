@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ginsim/ginsim/gin/bench"
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/spf13/cobra"
+)
+
+func init() { Register("", newCalibrateCmd) }
+
+// calRow is one calibration target: what the model gives against the
+// published figure.
+type calRow struct {
+	Case      string  `json:"case"`
+	Metric    string  `json:"metric"`
+	Unit      string  `json:"unit"`
+	Model     float64 `json:"model"`
+	Published float64 `json:"published"`
+	// ErrorPct is (model - published) / published in percent.
+	ErrorPct float64 `json:"error_pct"`
+	Source   string  `json:"source"`
+}
+
+// calCase runs one calibration case and returns its rows.
+type calCase struct {
+	name, what string
+	run        func(seed uint64) ([]calRow, error)
+}
+
+func calibrationCases() []calCase {
+	row := func(c, metric, unit string, model, pub float64, src string) calRow {
+		return calRow{Case: c, Metric: metric, Unit: unit, Model: round2(model), Published: pub,
+			ErrorPct: round2(100 * (model - pub) / pub), Source: src}
+	}
+	return []calCase{
+		{"pingpong", "GIN put+signal ping-pong, 8 B, GDAKI, 2 nodes of h100-ib (nccl-tests ginPutSignalLatency pingpong)",
+			func(seed uint64) ([]calRow, error) {
+				rows, err := bench.Run(bench.Options{Env: bench.EnvConfig{Profile: "h100-ib", Backend: "gdaki", Seed: seed},
+					Op: "put_signal", Pattern: "pingpong", Sizes: []uint64{8}, Iters: 100, Warmup: 10})
+				if err != nil {
+					return nil, err
+				}
+				return []calRow{row("pingpong", "round trip", "us", 2*rows[0].LatencyUs, 16.7,
+					"GIN paper (arXiv 2511.15076), abstract")}, nil
+			}},
+		{"ll-ep8", "DeepEP LL over GIN GDAKI, DeepSeek-V3, EP8, 128 tokens, 288 experts, h100-ib",
+			func(seed uint64) ([]calRow, error) {
+				tr, err := traces.OpenExample("deepseek-v3-ll-ep8-288e.jsonl.gz")
+				if err != nil {
+					return nil, err
+				}
+				rep, err := calReplay(tr, moe.ModeLL, seed)
+				if err != nil {
+					return nil, err
+				}
+				src := "DeepEP PR #521 README-NCCL.md (GIN paper's DeepEP rows)"
+				return []calRow{row("ll-ep8", "dispatch", "us", rep.DispatchUS, 160.8, src),
+					row("ll-ep8", "combine", "us", rep.CombineUS, 302.8, src)}, nil
+			}},
+		{"ht-ep16", "DeepEP HT over GIN GDAKI, DeepSeek-V3, EP16, 4096 tokens, 256 experts, node-grouped routing, h100-ib",
+			func(seed uint64) ([]calRow, error) {
+				m, err := traces.ModelByName("deepseek-v3")
+				if err != nil {
+					return nil, err
+				}
+				tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 4096,
+					Experts: 256, Routing: "grouped", Seed: 1, Phase: "prefill"})
+				if err != nil {
+					return nil, err
+				}
+				rep, err := calReplay(tr, moe.ModeHT, seed)
+				if err != nil {
+					return nil, err
+				}
+				src := "DeepEP PR #521 README-NCCL.md (GIN paper's DeepEP rows)"
+				return []calRow{row("ht-ep16", "dispatch", "GB/s", rep.DispatchGBps, 76.9, src),
+					row("ht-ep16", "combine", "GB/s", rep.CombineGBps, 66.2, src)}, nil
+			}},
+	}
+}
+
+func calReplay(tr *traces.Trace, mode string, seed uint64) (*moe.Report, error) {
+	spec, ok := machine.Preset("h100-ib")
+	if !ok {
+		return nil, fmt.Errorf("no h100-ib preset")
+	}
+	return moe.Replay(tr, spec, moe.Options{Mode: mode, Backend: moe.BackendGDAKI, Seed: seed, Layers: 1,
+		Backends: ginBackends})
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+func newCalibrateCmd() *cobra.Command {
+	var (
+		only    []string
+		asJSON  bool
+		seed    uint64
+		verbose bool
+	)
+	cases := calibrationCases()
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.name)
+	}
+	c := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Run the calibration rows and compare the model with the published figures",
+		Long: `Calibrate runs the cases the model's free timing parameters were fitted
+against, on the built-in profiles, and prints model, published figure and error:
+
+` + func() string {
+			var b strings.Builder
+			for _, c := range cases {
+				fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.what)
+			}
+			return b.String()
+		}() + `
+The fitted parameters and the reasons for their values are listed in
+README.md ("Calibration"); the held-out published rows are not fitted.`,
+		Example: "  ginsim calibrate\n  ginsim calibrate --cases pingpong,ll-ep8 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, n := range only {
+				if !slices.Contains(names, n) {
+					return Usagef("--cases: unknown case %q (have %s)", n, strings.Join(names, ", "))
+				}
+			}
+			var rows []calRow
+			for _, c := range cases {
+				if len(only) > 0 && !slices.Contains(only, c.name) {
+					continue
+				}
+				if verbose {
+					fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: running %s\n", c.name)
+				}
+				r, err := c.run(seed)
+				if err != nil {
+					return fmt.Errorf("calibrate %s: %w", c.name, err)
+				}
+				rows = append(rows, r...)
+			}
+			return writeCalibration(cmd.OutOrStdout(), rows, asJSON)
+		},
+	}
+	fl := c.Flags()
+	fl.StringSliceVar(&only, "cases", nil, "run only these cases ("+strings.Join(names, ",")+")")
+	fl.BoolVar(&asJSON, "json", false, "print JSON rows")
+	fl.Uint64Var(&seed, "seed", 1, "simulation seed")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "say which case runs (on standard error)")
+	return c
+}
+
+func writeCalibration(w io.Writer, rows []calRow, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tmetric\tmodel\tpublished\terror\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f %s\t%.1f %s\t%+.1f%%\t\n", r.Case, r.Metric, r.Model, r.Unit, r.Published, r.Unit, r.ErrorPct)
+	}
+	return tw.Flush()
+}
