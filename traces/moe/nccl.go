@@ -1,6 +1,7 @@
 package moe
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -25,7 +26,15 @@ import (
 // copy). Combine is the reverse all-to-all-v of 2H BF16 per selection; its
 // splits are known, so the host enqueued it ahead and it starts at once.
 //
-// Transport, Simple protocol only. Remote-node peers (and, without --nvlink,
+// The all-to-all uses the Simple protocol; the counts all-gather uses LL
+// on NET connections (AllGatherLL: NCCL's tuner picks LL for a few KiB per
+// rank): the kernel stores 16-byte lines (8 data bytes, two flags) into an
+// LL buffer in pinned host memory, the send proxy checks the size and the
+// flags instead of a tail and RDMA-writes the lines into the receiver's
+// host LL buffer, and the receiving kernel polls the flags over PCIe, so
+// no receive-proxy hop or tail sits on the ring's per-step path.
+//
+// Transport (Simple). Remote-node peers (and, without --nvlink,
 // same-node peers, as with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) use the
 // NET transport with IB verbs: the kernel's send warps wait for a FIFO slot
 // credit (head, in pinned host memory, read over PCIe), write the slot's
@@ -47,8 +56,11 @@ import (
 // the receiver's FIFO, fence and store the tail into the receiver's memory;
 // the receiver copies out and stores the head back over NVLink. No proxy.
 //
-// Simplified: no LL/LL128 protocols (NCCL would pick LL for the counts
-// all-gather and for per-peer sizes under 16 KiB per channel), no PXN, no
+// Simplified: no LL128, and no LL for the all-to-all (NCCL would pick LL
+// for per-peer sizes under 16 KiB per channel; P2P ring hops of the counts
+// all-gather keep Simple), the receiving kernel of an LL step waits for
+// the last line's flag and then reads the lines (NCCL polls every line;
+// one WRITE lands them together), no PXN, no
 // user-buffer registration (PyTorch does not register), zero-byte peers are
 // skipped, the ring all-gather runs on one channel, the sender takes the
 // remote slot address from its own step count rather than reading it out of
@@ -112,6 +124,18 @@ type NCCLConfig struct {
 	// CTSSlots is the slots of a connection's CTS FIFO modelled (NCCL has
 	// NET_IB_MAX_REQUESTS; only Steps can be outstanding).
 	CTSSlots int
+	// AllGatherLL runs the counts all-gather with the LL protocol, as
+	// NCCL's tuner picks for an all-gather of a few KiB per rank: LL
+	// buffers in pinned host memory on both sides of a NET connection
+	// (net.cc places only non-LL buffers in GPU memory), 16-byte lines of
+	// 8 data bytes and two flags; the send proxy checks the flags instead
+	// of waiting for a tail, and the receiving kernel polls the flags the
+	// NIC wrote instead of waiting for the receive proxy.
+	AllGatherLL bool
+	// LLLineCheck is the send proxy's check of one more 64-byte line of
+	// LL flags after the first miss: a hardware-prefetched streaming read
+	// of lines the GPU wrote over PCIe, ~5 ns a line.
+	LLLineCheck sim.Duration
 	// MTU is the path MTU NCCL sets on RoCE/IB QPs: 4096.
 	MTU int
 	// QPTimeout is NCCL_IB_TIMEOUT (20); QPRetry NCCL_IB_RETRY_CNT (7).
@@ -156,6 +180,8 @@ func DefaultNCCLConfig() NCCLConfig {
 		OpThreads:       256,
 		AdaptiveRouting: true,
 		ARThreshold:     8192,
+		AllGatherLL:     true,
+		LLLineCheck:     5 * sim.Nanosecond,
 		CTSBytes:        48,
 		CTSSlots:        16,
 		MTU:             4096,
@@ -187,6 +213,8 @@ func (c NCCLConfig) Validate() error {
 		return fmt.Errorf("moe: nccl OpThreads %d out of [1, 1024]", c.OpThreads)
 	case c.CTSBytes < 16 || c.CountBytes < 1:
 		return fmt.Errorf("moe: nccl CTSBytes %d must hold the idx word; CountBytes %d >= 1", c.CTSBytes, c.CountBytes)
+	case c.LLLineCheck < 0:
+		return fmt.Errorf("moe: nccl LLLineCheck %v must not be negative", c.LLLineCheck)
 	case c.OpCheck+c.YieldCost <= 0:
 		return fmt.Errorf("moe: nccl an idle proxy pass must take time (OpCheck+YieldCost > 0)")
 	}
@@ -244,6 +272,7 @@ type ncclConn struct {
 	ch       int
 	net      bool
 	ring     bool
+	ll       bool // LL protocol (NET only): host LL buffers, flags instead of tail
 	bytes    uint64
 	chunk    uint64
 	nsteps   int
@@ -256,6 +285,11 @@ type ncclConn struct {
 	ctsMR, ctsSrcMR  *nic.MR
 	sPosts, rPosts   []ncclPost // posted, doorbell still crossing PCIe
 	sPostsH, rPostsH int
+	// LL (NET): the LL FIFOs in pinned host memory, backed so that the
+	// flags travel with the data, and their MRs.
+	sll, rll     *mem.Region
+	sllMR, rllMR *nic.MR
+	llSrc, llDst []byte // the sending kernel's lines per slot; the receiving kernel's read of one slot
 
 	// P2P (NVLink): FIFO and tail in the receiver's HBM, head in the
 	// sender's.
@@ -352,6 +386,7 @@ func (w *ncclWorkload) viaNet(a, b int) bool {
 func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring bool) (*ncclConn, error) {
 	c := &ncclConn{id: len(w.conns), src: src, dst: dst, ch: ch, net: w.viaNet(src, dst), ring: ring,
 		bytes: bytes, chunk: chunk}
+	c.ll = c.net && ring && w.cfg.AllGatherLL
 	c.nsteps = int((bytes + chunk - 1) / chunk)
 	w.conns = append(w.conns, c)
 	name := "nccl/" + strconv.Itoa(src) + ">" + strconv.Itoa(dst) + "." + strconv.Itoa(ch)
@@ -363,19 +398,34 @@ func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring bool)
 		c.phead = S.g.Alloc(name+"/p2p-head", 8, false)
 		return c, nil
 	}
-	if S.used+slots > uint64(S.fifo.Size()) || D.used+slots > uint64(D.fifo.Size()) {
-		return nil, fmt.Errorf("moe: nccl: shared buffers of rank %d or %d exhausted", src, dst)
+	var err error
+	if c.ll {
+		// LL buffers: NCCL_STEPS slots of LL lines in host memory.
+		n := uint64(w.cfg.Steps) * c.llSlot()
+		c.llSrc, c.llDst = make([]byte, n), make([]byte, c.llSlot())
+		c.sll = S.g.AllocHost(name+"/send-ll", sim.Bytes(n), true)
+		c.rll = D.g.AllocHost(name+"/recv-ll", sim.Bytes(n), true)
+		if c.sllMR, err = S.nic.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, S.g.Bus().Host(), true); err != nil {
+			return nil, fmt.Errorf("moe: nccl: %w", err)
+		}
+		if c.rllMR, err = D.nic.RegMR(c.rll, 0, n, w.va(n), nic.AccessLocalWrite|nic.AccessRemoteWrite,
+			D.g.Bus().Host(), true); err != nil {
+			return nil, fmt.Errorf("moe: nccl: %w", err)
+		}
+	} else {
+		if S.used+slots > uint64(S.fifo.Size()) || D.used+slots > uint64(D.fifo.Size()) {
+			return nil, fmt.Errorf("moe: nccl: shared buffers of rank %d or %d exhausted", src, dst)
+		}
+		c.sfifo, c.rfifo = S.used, D.used
+		S.used += slots
+		D.used += slots
 	}
-	c.sfifo, c.rfifo = S.used, D.used
-	S.used += slots
-	D.used += slots
 	cs := uint64(w.cfg.CTSSlots) * ctsSlot
 	c.sctl = S.g.AllocHost(name+"/send-ctl", sim.Bytes(ctlSlots+cs), false)
 	c.rctl = D.g.AllocHost(name+"/recv-ctl", sim.Bytes(ctlSlots+cs), true)
 	// An unbacked region keeps the words of backed writes (the CTS) only
 	// once it holds a word.
 	c.sctl.Store64(ctlHead, 0, "nccl/setup")
-	var err error
 	if c.ctsMR, err = S.nic.RegMR(c.sctl, ctlSlots, cs, w.va(cs), nic.AccessLocalWrite|nic.AccessRemoteWrite,
 		S.g.Bus().Host(), true); err != nil {
 		return nil, fmt.Errorf("moe: nccl: %w", err)
@@ -471,6 +521,32 @@ func (w *ncclWorkload) buildA2A(bytes func(s, d int) uint64) error {
 // stepBytes is the size of step i of c.
 func (c *ncclConn) stepBytes(i int) uint64 { return min(c.chunk, c.bytes-uint64(i)*c.chunk) }
 
+// LL lines: 16 bytes carry 8 data bytes (data1, flag1, data2, flag2, four
+// 32-bit words); the flag of step i is i+1.
+const (
+	llLine     = 16
+	llLineData = 8
+)
+
+// llSlot is one LL FIFO slot of c: a chunk's lines.
+func (c *ncclConn) llSlot() uint64 { return (c.chunk + llLineData - 1) / llLineData * llLine }
+
+// llWire is the LL bytes of step i of c: its lines.
+func (c *ncclConn) llWire(i int) uint64 {
+	return (c.stepBytes(i) + llLineData - 1) / llLineData * llLine
+}
+
+// llFlagWord is the offset in c's LL FIFO of the 8-byte word holding the
+// last line's data2 and flag2 for step i: the word both the send proxy
+// and the receiving kernel test last.
+func (c *ncclConn) llFlagWord(i, steps int) uint64 {
+	return uint64(i%steps)*c.llSlot() + c.llWire(i) - 8
+}
+
+// llFlagSet reports whether the word v (data2 | flag2<<32) carries the
+// flag of step i.
+func llFlagSet(v uint64, i int) bool { return v>>32 == uint64(i+1) }
+
 // dispatch: the counts all-gather on every rank's stream, then the host
 // path (D2H, sync, splits, enqueue), then the all-to-all-v.
 func (w *ncclWorkload) dispatch() {
@@ -529,13 +605,20 @@ func (w *ncclWorkload) launchAllGather(r int) {
 		p.Park("nccl host: cudaStreamSynchronize after the counts all-gather")
 		w.hostPath(p, r)
 	})
+	sendStep, waitData := w.sendStep, w.waitData
+	if send.ll {
+		sendStep = w.llSendStep
+	}
+	if recv.ll {
+		waitData = w.llWaitData
+	}
 	rk.g.Launch("nccl/allgather", w.cfg.OpThreads, func(t *gpu.Group) {
-		w.sendStep(t, send, 0)
+		sendStep(t, send, 0)
 		for k := 0; k < st.ep-1; k++ {
-			w.waitData(t, recv, k)
+			waitData(t, recv, k)
 			t.Write(rk.out, 0, nil, sim.Bytes(blk)) // into the gathered counts
 			if k < st.ep-2 {
-				w.sendStep(t, send, k+1) // forward the block to the next rank
+				sendStep(t, send, k+1) // forward the block to the next rank
 			}
 			w.release(t, recv, k)
 		}
@@ -664,6 +747,35 @@ func (w *ncclWorkload) sendStep(t *gpu.Group, c *ncclConn, i int) {
 	t.Write(c.pfifo, slot*c.chunk, nil, sim.Bytes(n))
 	t.Fence(gpu.ScopeSystem)
 	c.lastLanded = t.Store64(c.ptail, 0, uint64(i+1))
+}
+
+// llSendStep is one LL step of a NET send: wait for the slot credit, write
+// the size and store the chunk as LL lines (each with the step's flag
+// twice) into the host LL buffer over PCIe; no fence and no tail, the
+// flags tell the proxy the lines are there.
+func (w *ncclWorkload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
+	t.WaitWord(c.sctl, ctlHead, "nccl LL send: proxy slot credit", func(v uint64) bool { return v > uint64(i) })
+	t.Store64(c.sctl, ctlSize, c.stepBytes(i))
+	off := uint64(i%w.cfg.Steps) * c.llSlot()
+	n := c.llWire(i)
+	lines := c.llSrc[off : off+n]
+	clear(lines)
+	for k := uint64(0); k < n; k += llLine {
+		binary.LittleEndian.PutUint32(lines[k+4:], uint32(i+1))
+		binary.LittleEndian.PutUint32(lines[k+12:], uint32(i+1))
+	}
+	c.lastQueued = t.Write(c.sll, off, lines, sim.Bytes(n))
+}
+
+// llWaitData waits until the LL lines of step i of c are in the host LL
+// buffer (the kernel polls the last line's flag over PCIe) and reads them.
+// NCCL's threads poll every line; the lines of one WRITE land together
+// here, so the last flag stands for all of them.
+func (w *ncclWorkload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
+	t.WaitWord(c.rll, c.llFlagWord(i, w.cfg.Steps), "nccl LL recv: line flags",
+		func(v uint64) bool { return llFlagSet(v, i) })
+	off := uint64(i%w.cfg.Steps) * c.llSlot()
+	t.Read(c.rll, off, c.llDst[:c.llWire(i)])
 }
 
 // waitData waits until step i of c is in the receive FIFO.
@@ -837,11 +949,7 @@ func (px *ncclProxy) progressSend(c *ncclConn) bool {
 		return true
 	}
 	if c.sTrans < c.sPosted && c.sTrans < c.sDone+steps {
-		if tail := c.sctl.Load64(ctlTail); tail > uint64(c.sTrans) {
-			if tail > c.tailSeen {
-				c.tailSeen = tail
-				px.work(cfg.LineMiss) // tail and connFifo lines, written over PCIe by the GPU
-			}
+		if px.dataReady(c, c.sTrans) {
 			slot := uint64(c.sTrans % cfg.CTSSlots)
 			if c.sctl.Load64(ctlSlots+slot*ctsSlot+ctsSlot-8) == uint64(c.sTrans+1) {
 				if c.ctsSeen <= c.sTrans {
@@ -869,6 +977,33 @@ func (px *ncclProxy) progressSend(c *ncclConn) bool {
 	return false
 }
 
+// dataReady reports whether the kernel published step i of c, charging
+// the reads: Simple waits for the tail (tail and connFifo lines, written
+// over PCIe by the GPU); LL ignores the tail and checks the size and every
+// line's flags in the host LL buffer.
+func (px *ncclProxy) dataReady(c *ncclConn, i int) bool {
+	cfg := &px.w.cfg
+	if c.ll {
+		if !llFlagSet(c.sll.Load64(c.llFlagWord(i, cfg.Steps)), i) {
+			return false
+		}
+		if uint64(i+1) > c.tailSeen {
+			c.tailSeen = uint64(i + 1)
+			px.work(cfg.LineMiss + cfg.LLLineCheck*sim.Duration((c.llWire(i)+63)/64))
+		}
+		return true
+	}
+	tail := c.sctl.Load64(ctlTail)
+	if tail <= uint64(i) {
+		return false
+	}
+	if tail > c.tailSeen {
+		c.tailSeen = tail
+		px.work(cfg.LineMiss)
+	}
+	return true
+}
+
 // isend posts chunk i of c: WRITE + 0-byte WRITE_WITH_IMM (adaptive
 // routing, above ARThreshold) or one WRITE_WITH_IMM, only the last WR
 // signalled, and rings the doorbell.
@@ -880,6 +1015,11 @@ func (px *ncclProxy) isend(c *ncclConn, i int) {
 	var pp ncclPost
 	data := nic.WR{ID: uint64(i), Op: nic.WRWrite, Local: nic.SGE{MR: S.mr, Off: c.sfifo + slot*c.chunk, Len: n},
 		RemoteVA: D.mr.VA + c.rfifo + slot*c.chunk, RKey: D.mr.RKey}
+	if c.ll {
+		n = c.llWire(i)
+		data.Local = nic.SGE{MR: c.sllMR, Off: slot * c.llSlot(), Len: n}
+		data.RemoteVA, data.RKey = c.rllMR.VA+slot*c.llSlot(), c.rllMR.RKey
+	}
 	if cfg.AdaptiveRouting && n > uint64(cfg.ARThreshold) {
 		pp.wrs[0] = data
 		pp.wrs[1] = nic.WR{ID: uint64(i), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: S.mr},
@@ -991,7 +1131,11 @@ func (px *ncclProxy) idle(start sim.Time) {
 	for _, s := range px.subs {
 		c := s.c
 		if s.send {
-			px.watch(c.sctl, ctlTail)
+			if c.ll {
+				px.watch(c.sll, c.llFlagWord(c.sTrans, px.w.cfg.Steps))
+			} else {
+				px.watch(c.sctl, ctlTail)
+			}
 			px.watch(c.sctl, ctlSlots+uint64(c.sTrans%px.w.cfg.CTSSlots)*ctsSlot+ctsSlot-8)
 			px.watch(c.scq.WordFor(c.scq.Landed()))
 		} else {
@@ -1033,8 +1177,8 @@ func ncclNote(o *Options) string {
 	if o.NVLink {
 		intra = "same-node peers over NCCL's P2P transport (write mode: NVLink copy into the peer's FIFO, tail/head over NVLink, no proxy)"
 	}
-	return "nccl: Megatron all-to-all-v over NCCL, Simple protocol only (no LL/LL128, PXN, buffer registration; zero-byte peers skipped); " +
-		"dispatch = counts all-gather (ring, E int64 per rank) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
+	return "nccl: Megatron all-to-all-v over NCCL, Simple protocol (no LL128, PXN, buffer registration; zero-byte peers skipped); " +
+		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on NET hops: flag lines in host memory, no receive-proxy hop) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
 		"+ all_to_all_single until every output is complete; combine = the reverse all-to-all-v, enqueued ahead (no host sync); " +
 		"permute/unpermute kernels excluded; NET transport: kernel copies 128 KiB-step chunks (tuned by size) into GDR FIFO slots " +
 		"(8 per connection, 2 channels per peer), one CPU proxy thread per GPU posts RDMA WRITE + 0-byte WRITE_WITH_IMM per chunk " +

@@ -63,14 +63,16 @@ func TestNCCLReplayEP16(t *testing.T) {
 	assert.Greater(t, l.Combine.Breakdown.ProxyQueueUS, 0.0)
 	joined := strings.Join(rep.Notes, "\n")
 	assert.Contains(t, joined, "cudaStreamSynchronize")
-	assert.Contains(t, joined, "Simple protocol only")
+	assert.Contains(t, joined, "Simple protocol")
+	assert.Contains(t, joined, "LL protocol on NET hops")
 }
 
 // TestNCCLBytesMatchRouting checks the payload the NICs carried against the
 // all-to-all-v matrix computed from the routing: dispatch moves
 // sel[s][d] × token bytes (FP8 payload and scales, no DeepEP header) for
 // every s != d whose path is the NET transport, plus the ring all-gather of
-// E int64 counts (ep-1 NET steps per NET ring hop); combine moves
+// E int64 counts in LL lines (16 bytes per 8 data bytes: twice the block,
+// ep-1 NET steps per NET ring hop); combine moves
 // sel[s][d] × 2H back. Data RDMA WRITEs count as messages; every chunk
 // adds a 48-byte CTS WRITE and, above 8 KiB, a 0-byte WRITE_WITH_IMM
 // (signals), which are not in RDMABytes.
@@ -98,7 +100,7 @@ func TestNCCLBytesMatchRouting(t *testing.T) {
 				}
 			}
 			if net(s, (s+1)%ep) {
-				disp += int64(ep-1) * blk
+				disp += int64(ep-1) * 2 * blk // LL: data and flags
 			}
 		}
 		assert.Equal(t, disp, l.Dispatch.RDMABytes, "nvlink=%v", nvlink)
@@ -143,6 +145,7 @@ func TestNCCLConfigValidate(t *testing.T) {
 		{"threads", func(c *NCCLConfig) { c.OpThreads = 2048 }, "OpThreads"},
 		{"cts bytes", func(c *NCCLConfig) { c.CTSBytes = 8 }, "CTSBytes"},
 		{"idle pass", func(c *NCCLConfig) { c.OpCheck, c.YieldCost = 0, 0 }, "idle"},
+		{"ll line check", func(c *NCCLConfig) { c.LLLineCheck = -1 }, "LLLineCheck"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultNCCLConfig()
