@@ -114,8 +114,8 @@ func (t *Tree) Config() Config { return t.cfg }
 // AddSwitch adds a PCIe switch on a root port and returns its index.
 func (t *Tree) AddSwitch(name string) int {
 	n := node{name: name, parent: -1}
-	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency}
-	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency}
+	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
 	t.sws = append(t.sws, n)
 	return len(t.sws) - 1
 }
@@ -127,8 +127,8 @@ func (t *Tree) AddDevice(name string, sw int) DevID {
 		panic(fmt.Sprintf("pcie: AddDevice %q under switch %d: tree has %d switches", name, sw, len(t.sws)))
 	}
 	n := node{name: name, parent: int32(sw), readLat: t.cfg.DevMemReadLatency}
-	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency}
-	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency}
+	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
 	t.devs = append(t.devs, n)
 	return DevID(len(t.devs) - 1)
 }
@@ -222,11 +222,16 @@ func (t *Tree) tlps(n, mps sim.Bytes) (first, total, last sim.Bytes, count int64
 // forwards a TLP once it has received it whole (cut-through at TLP
 // granularity). It returns when the first and the last TLP have been
 // received, and processed, at the destination.
-func stream(hs []hop, at, lastReady sim.Time, first, total, last sim.Bytes) (firstIn, lastIn sim.Time) {
+//
+// src and posted give the train's ordering: a posted train (writes) is
+// never passed by a later train of the same source on any link; reads and
+// completions may be passed by that source's later writes.
+func stream(hs []hop, now sim.Time, src DevID, posted bool, at, lastReady sim.Time, first, total, last sim.Bytes) (firstIn, lastIn sim.Time) {
 	ready := at
 	for i := range hs {
 		p := hs[i].p
-		start, end := p.ReserveStream(ready, total, lastReady.Add(p.Rate.TxTime(last)))
+		p.Forget(now)
+		start, end := p.ReserveOrdered(int32(src), posted, ready, total, lastReady.Add(p.Rate.TxTime(last)))
 		ready = start.Add(p.Rate.TxTime(first) + hs[i].after)
 		lastReady = end.Add(hs[i].after)
 	}
@@ -255,7 +260,7 @@ func (t *Tree) Write(at sim.Time, from, to DevID, n sim.Bytes) sim.Time {
 		at = at.Add(t.cfg.RootComplexLatency)
 	}
 	first, total, last, _ := t.tlps(n, t.cfg.MaxPayload)
-	_, done := stream(hs[:k], at, at, first, total, last)
+	_, done := stream(hs[:k], t.s.Now(), from, true, at, at, first, total, last)
 	return done
 }
 
@@ -276,7 +281,7 @@ func (t *Tree) Read(at sim.Time, requester, target DevID, n sim.Bytes) sim.Time 
 	}
 	o := t.cfg.TLPOverhead
 	_, _, _, nreq := t.tlps(n, t.cfg.MaxReadRequest)
-	reqFirst, reqLast := stream(hs[:k], at, at, o, sim.Bytes(nreq)*o, o)
+	reqFirst, reqLast := stream(hs[:k], t.s.Now(), requester, false, at, at, o, sim.Bytes(nreq)*o, o)
 
 	mem := t.dev(target).readLat
 	var back [4]hop
@@ -289,7 +294,7 @@ func (t *Tree) Read(at sim.Time, requester, target DevID, n sim.Bytes) sim.Time 
 	_, _, _, cFullN := t.tlps(t.cfg.MaxReadRequest, t.cfg.MaxPayload)
 	count := cLastN + (nreq-1)*cFullN
 	total := max(n, 0) + sim.Bytes(count)*o
-	_, done := stream(back[:k], reqFirst.Add(mem), reqLast.Add(mem), cFirst, total, cLast)
+	_, done := stream(back[:k], t.s.Now(), target, false, reqFirst.Add(mem), reqLast.Add(mem), cFirst, total, cLast)
 	return done
 }
 
@@ -309,11 +314,11 @@ func (t *Tree) Atomic(at sim.Time, requester, target DevID) (applied, done sim.T
 		at = at.Add(t.cfg.RootComplexLatency)
 	}
 	req := 8 + t.cfg.TLPOverhead
-	_, arrive := stream(hs[:k], at, at, req, req, req)
+	_, arrive := stream(hs[:k], t.s.Now(), requester, false, at, at, req, req, req)
 	applied = arrive.Add(t.dev(target).readLat)
 	var back [4]hop
 	t.path(&back, target, requester)
-	_, done = stream(back[:k], applied, applied, req, req, req)
+	_, done = stream(back[:k], t.s.Now(), target, false, applied, applied, req, req, req)
 	return applied, done
 }
 

@@ -1,0 +1,67 @@
+package fabric
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/ginsim/ginsim/sim"
+)
+
+// A backfilling pipe carries a transfer that is ready while the link idles
+// before a later reservation; a FIFO pipe queues it behind.
+func TestPipeBackfillUsesIdleGap(t *testing.T) {
+	for _, bf := range []bool{false, true} {
+		p := Pipe{Name: "x", Rate: 8 * sim.Gbps, Backfill: bf} // 1 ns per byte
+		s1, e1 := p.ReserveStream(sim.Time(10*sim.Microsecond), 1000, 0)
+		s2, e2 := p.ReserveStream(0, 100, 0)
+		if s1 != sim.Time(10*sim.Microsecond) || e1 != s1.Add(1000*sim.Nanosecond) {
+			t.Fatalf("backfill=%v: first [%v,%v)", bf, s1, e1)
+		}
+		want := sim.Time(0)
+		if !bf {
+			want = e1
+		}
+		if s2 != want || e2 != s2.Add(100*sim.Nanosecond) {
+			t.Errorf("backfill=%v: second [%v,%v), want start %v", bf, s2, e2, want)
+		}
+		// Too long for the gap: it goes after the reservation.
+		s3, _ := p.ReserveStream(sim.Time(9900*sim.Nanosecond), 500, 0)
+		if s3 < e1 {
+			t.Errorf("backfill=%v: a 500 ns transfer at 9.9 us started at %v, inside [%v,%v)", bf, s3, s1, e1)
+		}
+	}
+}
+
+// Random reservations on a backfilling pipe never overlap, never start
+// before they are ready, and hold at least until minEnd.
+func TestPipeBackfillNeverDoubleBooks(t *testing.T) {
+	type iv struct{ a, b sim.Time }
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		p := Pipe{Name: "x", Rate: 8 * sim.Gbps, Backfill: true}
+		var got []iv
+		now := sim.Time(0)
+		for range 400 {
+			now = now.Add(sim.Duration(r.IntN(200)) * sim.Nanosecond)
+			p.Forget(now)
+			at := now.Add(sim.Duration(r.IntN(3000)) * sim.Nanosecond)
+			n := sim.Bytes(r.IntN(400) + 1)
+			var minEnd sim.Time
+			if r.IntN(4) == 0 {
+				minEnd = at.Add(sim.Duration(r.IntN(800)) * sim.Nanosecond)
+			}
+			s, e := p.ReserveStream(at, n, minEnd)
+			if s < at || e < s.Add(p.Rate.TxTime(n)) || e < minEnd {
+				t.Fatalf("seed %d: [%v,%v) for at %v, %d B, minEnd %v", seed, s, e, at, n, minEnd)
+			}
+			got = append(got, iv{s, e})
+		}
+		slices.SortFunc(got, func(x, y iv) int { return int(x.a - y.a) })
+		for i := 1; i < len(got); i++ {
+			if got[i].a < got[i-1].b {
+				t.Fatalf("seed %d: [%v,%v) overlaps [%v,%v)", seed, got[i].a, got[i].b, got[i-1].a, got[i-1].b)
+			}
+		}
+	}
+}
