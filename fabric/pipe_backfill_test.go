@@ -65,3 +65,32 @@ func TestPipeBackfillNeverDoubleBooks(t *testing.T) {
 		}
 	}
 }
+
+// PCIe order on a backfilling pipe: a source's later transfer never passes
+// its earlier posted write, even if it would fit a gap; a posted write may
+// pass the same source's earlier completion; another source may use the gap.
+func TestPipeReserveOrdered(t *testing.T) {
+	ns := func(n int64) sim.Time { return sim.Time(n * int64(sim.Nanosecond)) }
+	p := Pipe{Name: "x", Rate: 8 * sim.Gbps, Backfill: true} // 1 ns per byte
+	// Source 1 books a posted write for 10 us, then a small write ready at 0.
+	w1, _ := p.ReserveOrdered(1, true, ns(10000), 1000, 0)
+	w2, _ := p.ReserveOrdered(1, true, 0, 100, 0)
+	if w1 != ns(10000) || w2 < w1 {
+		t.Errorf("source 1's second write started at %v, before its first at %v", w2, w1)
+	}
+	// Source 2 may use the gap before 10 us.
+	if s, _ := p.ReserveOrdered(2, true, 0, 100, 0); s != 0 {
+		t.Errorf("source 2's write started at %v, want 0 (the gap)", s)
+	}
+	// Source 3: a completion booked for 20 us, then a write ready at 1 us
+	// may pass it; a read request after that write may not pass the write.
+	c, _ := p.ReserveOrdered(3, false, ns(20000), 100, 0)
+	w, _ := p.ReserveOrdered(3, true, ns(1000), 100, 0)
+	r, _ := p.ReserveOrdered(3, false, ns(500), 10, 0)
+	if w >= c {
+		t.Errorf("source 3's write at %v did not pass its completion at %v", w, c)
+	}
+	if r < w {
+		t.Errorf("source 3's read at %v passed its earlier write at %v", r, w)
+	}
+}
