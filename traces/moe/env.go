@@ -33,6 +33,8 @@ type env struct {
 	atomics map[[2]int][]wireTimes
 	issues  map[sigKey]issueRec
 	newComm func() (*gin.Comm, error)
+	// posts records the Proxy backend's host path of signal GFDs.
+	posts *proxyPosts
 }
 
 // wireTimes are the tap instants of one atomic (signal) packet.

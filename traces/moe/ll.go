@@ -275,6 +275,7 @@ func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *landWatch
 	seen := t.Now()
 	gn.ResetSignal(id)
 	p := e.issued(r, le, id)
+	e.proxyPath(&p, dc, r, le%ctxsPerComm, id)
 	p.landed, p.seen = lw.at, seen
 	if lw.at == 0 {
 		p.landed = seen

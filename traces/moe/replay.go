@@ -170,7 +170,7 @@ func notes(o *Options) []string {
 		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
 	}
 	if o.Backend == BackendProxy {
-		n = append(n, "proxy: the GFD-to-post time is not instrumented yet; proxy queueing shows up in the NIC column")
+		n = append(n, "proxy: 'proxy queue' runs from the GPU finishing the signal's GFD stores to the CPU thread's ibv_post_send returning (the GFD's PCIe crossing, its wait in the ring while the thread serves other GFDs, the read and post costs); ht records no proxy instants yet")
 	}
 	if o.Mode == ModeV2 {
 		n = append(n, "v2: DeepEP V2 ElasticBuffer direct mode (dispatch.cuh, combine.cuh): prologue GIN barrier, notify warps, one put of the whole token record per distinct destination rank, completion barrier (flush every QP, grid sync, SignalInc to every rank); SMs/QPs from get_theoretical_num_sms/num_qps; TMA copies at DeepEP's 200/50 GB/s per-SM read/write; signals to a rank's own signal words are local atomics (no loopback QP in the model)",
@@ -215,6 +215,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		}
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
+			e.observeProxy(cfg.Backends)
 		}
 		return gin.NewComm(m.Ranks[:st.ep], cfg)
 	}

@@ -311,6 +311,7 @@ func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
 		gn.WaitSignalMeetShadow(i, 64)
 		reg.Unwatch(off, lw)
 		p := e.issued(r, le, i)
+		e.proxyPath(&p, w.dc, r, 0, i)
 		p.seen, p.landed = th.Now(), lw.at
 		if lw.at == 0 {
 			p.landed = p.seen
