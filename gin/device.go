@@ -44,7 +44,7 @@ type Gin struct {
 	given    Scope
 	required Scope
 	op       Op
-	call     Call
+	call     *Call // the last call reported to a hook (allocated by the first)
 }
 
 // Gin returns the handle of world rank rank's coop t on context ctx, in the

@@ -89,6 +89,9 @@ func (g *Gin) record(c Call) {
 	if g.dc.c.prof.SwapScopes { // report the user's argument order
 		c.Opts.GivenRelease, c.Opts.RequiredRelease = c.Opts.RequiredRelease, c.Opts.GivenRelease
 	}
-	g.call = c
-	g.dc.hook.Call(g.t, g.rank, g.ctx, &g.call)
+	if g.call == nil {
+		g.call = new(Call)
+	}
+	*g.call = c
+	g.dc.hook.Call(g.t, g.rank, g.ctx, g.call)
 }

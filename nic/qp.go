@@ -221,8 +221,9 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	// that each carry a handful of WQEs stays small.
 	qp.sqDepth = uint64(c.SQDepth)
 	qp.rq = make([]RecvWR, max(c.RQDepth, 1))
-	qp.rdy = make([]sim.Time, n.cfg.PayloadPrefetch)
-	qp.rrdy = make([]sim.Time, n.cfg.PayloadPrefetch)
+	// rdy, rrdy and atom are allocated on first use (pumpReads,
+	// pumpRespReads, the first atomic received): most QPs of a large
+	// all-to-all machine never carry payload reads or atomics.
 	qp.maxRd = c.MaxRdAtomic
 	n.qps = append(n.qps, qp)
 	return qp, nil
@@ -274,7 +275,7 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 		// outstanding (up to the device's MaxRdAtomic), not only the
 		// maxDest in progress: atomics queued beyond maxDest must still
 		// be answered from it when their responses are lost.
-		qp.atom = make([]atomEntry, qp.n.cfg.MaxRdAtomic)
+		qp.atom = nil // MaxRdAtomic entries, allocated by the first atomic
 		qp.srcPort = a.SrcPort
 		if qp.srcPort == 0 {
 			qp.srcPort = 0xC000 | uint16((qp.qpn*0x9E3779B1)>>18)&0x3FFF

@@ -258,6 +258,9 @@ func (n *NIC) freeReads(k int) {
 // packet, up to PayloadPrefetch in flight or buffered.
 func (qp *QP) pumpReads(now sim.Time) {
 	n := qp.n
+	if qp.rdy == nil {
+		qp.rdy = make([]sim.Time, n.cfg.PayloadPrefetch)
+	}
 	P := uint64(len(qp.rdy))
 	qp.pumpUntil = sim.MaxTime
 	for qp.rseq-qp.sseq < P && qp.rw < qp.fetched {

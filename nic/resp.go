@@ -299,6 +299,9 @@ func (qp *QP) recvAtomic(p *fabric.Packet) {
 		return
 	}
 	qp.msn = psnAdd(qp.msn, 1)
+	if qp.atom == nil {
+		qp.atom = make([]atomEntry, n.cfg.MaxRdAtomic)
+	}
 	qp.atom[qp.atomNext%uint64(len(qp.atom))] = atomEntry{psn: h.PSN, valid: true}
 	qp.atomNext++
 	e := respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN, msn: qp.msn,
@@ -499,6 +502,9 @@ func (qp *QP) popResp() {
 func (qp *QP) pumpRespReads(now sim.Time) {
 	n := qp.n
 	q := &qp.resp
+	if qp.rrdy == nil {
+		qp.rrdy = make([]sim.Time, n.cfg.PayloadPrefetch)
+	}
 	P := uint64(len(qp.rrdy))
 	if qp.rri < q.head {
 		qp.rri, qp.rrk = q.head, 0

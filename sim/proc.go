@@ -80,6 +80,19 @@ func (s *Sim) newProc(name string, body func(p *Proc)) *Proc {
 		body(p)
 	}
 	p.next, p.stop = iter.Pull(seq)
+	if len(s.procs) == cap(s.procs) && len(s.procs) > 0 {
+		// Forget finished processes (keeping spawn order) before the
+		// list grows: a run may spawn millions of short ones.
+		k := 0
+		for _, q := range s.procs {
+			if !q.done {
+				s.procs[k] = q
+				k++
+			}
+		}
+		clear(s.procs[k:])
+		s.procs = s.procs[:k]
+	}
 	s.procs = append(s.procs, p)
 	return p
 }
@@ -100,12 +113,20 @@ func (p *Proc) Handle(s *Sim, _ uint64) {
 	if p.perr != nil {
 		perr := p.perr
 		p.perr = nil
-		p.done = true
+		p.finish()
 		panic(perr)
 	}
 	if !ok {
-		p.done = true
+		p.finish()
 	}
+}
+
+// finish marks the process done and drops its coroutine's closures (the
+// coroutine has ended), so that a finished process holds no memory of its
+// body.
+func (p *Proc) finish() {
+	p.done = true
+	p.next, p.stop, p.yield = nil, nil, nil
 }
 
 // EventName implements Namer.
