@@ -33,6 +33,12 @@ type Group struct {
 	why    string
 	armed  bool
 
+	// AtomicAdd64 in flight (atomicApply).
+	ar       *mem.Region
+	aoff, av uint64
+	aold     uint64
+	adone    sim.Time
+
 	// LaunchWaiting: the body to start once the wait holds (nil when the
 	// group has a process), and the wait's predicate.
 	body  func(t *Group)
@@ -326,10 +332,33 @@ func (t *Group) AtomicAdd64(r *mem.Region, off uint64, v uint64, scope Scope) ui
 	default:
 		applied, done = g.bus.Atomic(now, g.dev, g.bus.Host())
 	}
+	if applied > now && done > applied {
+		// The add happens in an event at applied that then schedules the
+		// group's wake at done: the same events at the same instants, in
+		// the same order, as sleeping to applied, adding and sleeping to
+		// done, without resuming the coroutine in between.
+		t.busy += done.Sub(now)
+		t.ar, t.aoff, t.av, t.adone = r, off, v, done
+		t.g.s.Schedule(applied, (*atomicApply)(t), 0)
+		t.p.Park("atomic in flight")
+		return t.aold
+	}
 	t.work(applied.Sub(now))
 	old := r.FetchAdd64(off, v, t.agent)
 	t.work(done.Sub(applied))
 	return old
+}
+
+// atomicApply is a group whose AtomicAdd64 reaches memory now.
+type atomicApply Group
+
+// Handle applies the add, keeps the old value and wakes the group when the
+// atomic completes.
+func (a *atomicApply) Handle(*sim.Sim, uint64) {
+	t := (*Group)(a)
+	t.aold = t.ar.FetchAdd64(t.aoff, t.av, t.agent)
+	t.ar = nil
+	t.p.WakeAt(t.adone)
 }
 
 // StoreWT writes n bytes at off of host region r as write-through 16-B
