@@ -36,7 +36,12 @@ type channel struct {
 	depth uint64
 	dev   gpuDev
 	comp  *channel // companion loopback channel (counters), or nil
-	wrs   []nic.WR // scratch: the WRs of the op being issued
+	wrs   []nic.WR // scratch: the WRs of the op being built
+	// spare holds scratch lists not in use: post blocks (reservation
+	// atomic, credit poll, WQE stores, publication spin) before it hands
+	// the WRs to the NIC, and another group issuing on the same context
+	// and peer meanwhile must build its WRs elsewhere.
+	spare [][]nic.WR
 
 	wqeBytes  uint64       // the NIC's WQE size
 	atomicGPU sim.Duration // the GPU's device-scope atomic (sq_lock's atomicCAS)
@@ -409,7 +414,9 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	}
 	scope := sharingScope(op.Sharing)
 	skip := op.Flags&gin.OptMaySkipCreditCheck != 0
-	last := b.post(t, ch, ch.wrs, scope, skip)
+	wrs := ch.detach()
+	last := b.post(t, ch, wrs, scope, skip)
+	ch.release(wrs)
 	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
 		cmr := rs.ctrMR[op.Ctx]
 		comp := ch.comp
@@ -419,7 +426,9 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 		w = comp.addWR(nic.WRFetchAdd)
 		w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
 		w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
-		clast := b.post(t, comp, comp.wrs, scope, skip)
+		cwrs := comp.detach()
+		clast := b.post(t, comp, cwrs, scope, skip)
+		comp.release(cwrs)
 		if op.Flags&gin.OptAggregateRequests == 0 {
 			b.ring(t, ch, last+1)
 			b.ring(t, comp, clast+1)
@@ -436,6 +445,22 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 		b.ring(t, ch, last+1)
 	}
 }
+
+// detach takes the WRs just built out of the channel's scratch and gives
+// the channel a spare list (allocated only the first time two groups
+// issue on one channel at once).
+func (ch *channel) detach() []nic.WR {
+	wrs := ch.wrs
+	if n := len(ch.spare); n > 0 {
+		ch.wrs, ch.spare = ch.spare[n-1][:0], ch.spare[:n-1]
+	} else {
+		ch.wrs = make([]nic.WR, 0, cap(wrs))
+	}
+	return wrs
+}
+
+// release returns a posted WR list to the spares.
+func (ch *channel) release(wrs []nic.WR) { ch.spare = append(ch.spare, wrs[:0]) }
 
 // addWR appends a signaled WR of opcode op to the channel's scratch list
 // and returns it for the caller to fill.
@@ -565,7 +590,9 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 	ch := cs.ch(rank, ctx, peer)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
 		ch.wrs = append(ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
-		last := b.post(t, ch, ch.wrs, gpu.ScopeDevice, false)
+		wrs := ch.detach()
+		last := b.post(t, ch, wrs, gpu.ScopeDevice, false)
+		ch.release(wrs)
 		b.ring(t, ch, last+1)
 		return gin.Request{Ctx: ctx, Peer: peer, Ticket: last + 1}
 	}

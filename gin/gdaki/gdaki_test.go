@@ -92,3 +92,10 @@ func TestDeterminism(t *testing.T) {
 		t.Error("two runs with the same seed produced different timelines")
 	}
 }
+
+// Groups sharing a (context, peer) build their WRs apart: one blocked in
+// post (reservation, credit, WQE stores) keeps its list while another
+// builds the next.
+func TestConcurrentIssuersShareChannel(t *testing.T) {
+	backendtest.ConcurrentIssuersShareChannel(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4})
+}

@@ -207,3 +207,44 @@ func CounterAndFlushImplyLocalCompletion(t *testing.T, backend string) {
 		t.Errorf("flush returned at %v before the put's last remote write %v", flushAt, last)
 	}
 }
+
+// ConcurrentIssuersShareChannel has 16 warps of one GPU issue put+SignalAdd
+// on the same (context, peer) at staggered times, so one builds its work
+// while another is blocked mid-issue: every signal add and every put
+// arrives exactly once (the signal sums to the sum of the values).
+func ConcurrentIssuersShareChannel(t *testing.T, cfg bench.EnvConfig) {
+	t.Helper()
+	const warps, per = 16, 12
+	e, err := bench.NewEnv(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for w := range warps {
+		e.Ranks[0].GPU.Launch("w"+string(rune('a'+w)), 32, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 0)
+			tg.Sleep(sim.Duration(w) * 97 * sim.Nanosecond)
+			for i := range per {
+				v := uint64(w*per + i + 1)
+				g.Put(e.Dev.World(0), 1, e.Win, uint64(w*per+i)*64, e.Win, 0, 64, gin.SignalAdd{Signal: 1, Value: v}, nil)
+			}
+		})
+		for i := range per {
+			want += uint64(w*per + i + 1)
+		}
+	}
+	var got uint64
+	e.Ranks[1].GPU.Launch("recv", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 1, 0)
+		got = g.WaitSignal(1, want, 64)
+	})
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("signal 1 = %d, want %d", got, want)
+	}
+	if st := e.Backend.Stats(); st.Ops != warps*per {
+		t.Errorf("%d operations issued, want %d", st.Ops, warps*per)
+	}
+}
