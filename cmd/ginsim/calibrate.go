@@ -59,7 +59,7 @@ func calibrationCases() []calCase {
 				if err != nil {
 					return nil, err
 				}
-				rep, err := calReplay(tr, moe.ModeLL, seed)
+				rep, err := calReplay(tr, "h100-ib", moe.ModeLL, seed)
 				if err != nil {
 					return nil, err
 				}
@@ -67,32 +67,39 @@ func calibrationCases() []calCase {
 				return []calRow{row("ll-ep8", "dispatch", "us", rep.DispatchUS, 160.8, src),
 					row("ll-ep8", "combine", "us", rep.CombineUS, 302.8, src)}, nil
 			}},
-		{"ht-ep16", "DeepEP HT over GIN GDAKI, DeepSeek-V3, EP16, 4096 tokens, 256 experts, node-grouped routing, h100-ib",
-			func(seed uint64) ([]calRow, error) {
-				m, err := traces.ModelByName("deepseek-v3")
-				if err != nil {
-					return nil, err
-				}
-				tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 4096,
-					Experts: 256, Routing: "grouped", Seed: 1, Phase: "prefill"})
-				if err != nil {
-					return nil, err
-				}
-				rep, err := calReplay(tr, moe.ModeHT, seed)
-				if err != nil {
-					return nil, err
-				}
-				src := "DeepEP PR #521 README-NCCL.md (GIN paper's DeepEP rows)"
-				return []calRow{row("ht-ep16", "dispatch", "GB/s", rep.DispatchGBps, 76.9, src),
-					row("ht-ep16", "combine", "GB/s", rep.CombineGBps, 66.2, src)}, nil
-			}},
+		htCase("ht-ep16", "h100-ib", "DeepEP HT over GIN GDAKI, DeepSeek-V3, EP16, 4096 tokens, 256 experts, node-grouped routing, h100-ib",
+			76.9, 66.2, "DeepEP PR #521 README-NCCL.md (GIN paper's DeepEP rows)", row),
+		htCase("ht-h800", "h800-cx7", "DeepEP HT (published over NVSHMEM, run over GIN GDAKI), same shape, h800-cx7",
+			43, 43, "DeepEP README, internode normal kernels, EP16", row),
 	}
 }
 
-func calReplay(tr *traces.Trace, mode string, seed uint64) (*moe.Report, error) {
-	spec, ok := machine.Preset("h100-ib")
+// htCase is a DeepEP HT EP16 calibration case on preset.
+func htCase(name, preset, what string, disp, comb float64, src string,
+	row func(c, metric, unit string, model, pub float64, src string) calRow) calCase {
+	return calCase{name, what, func(seed uint64) ([]calRow, error) {
+		m, err := traces.ModelByName("deepseek-v3")
+		if err != nil {
+			return nil, err
+		}
+		tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 4096,
+			Experts: 256, Routing: "grouped", Seed: 1, Phase: "prefill"})
+		if err != nil {
+			return nil, err
+		}
+		rep, err := calReplay(tr, preset, moe.ModeHT, seed)
+		if err != nil {
+			return nil, err
+		}
+		return []calRow{row(name, "dispatch", "GB/s", rep.DispatchGBps, disp, src),
+			row(name, "combine", "GB/s", rep.CombineGBps, comb, src)}, nil
+	}}
+}
+
+func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*moe.Report, error) {
+	spec, ok := machine.Preset(preset)
 	if !ok {
-		return nil, fmt.Errorf("no h100-ib preset")
+		return nil, fmt.Errorf("no %s preset", preset)
 	}
 	return moe.Replay(tr, spec, moe.Options{Mode: mode, Backend: moe.BackendGDAKI, Seed: seed, Layers: 1,
 		Backends: ginBackends})
