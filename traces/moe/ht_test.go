@@ -3,7 +3,6 @@ package moe
 import (
 	"bytes"
 	"math/bits"
-	"runtime"
 	"testing"
 	"time"
 
@@ -211,36 +210,4 @@ func TestReplayCalibrationHT(t *testing.T) {
 
 // BenchmarkReplayHTEP64 replays DeepSeek-V3 HT dispatch+combine at EP64
 // (8 nodes × 8, 4096 tokens per rank) and reports events/s and peak heap.
-func BenchmarkReplayHTEP64(b *testing.B) {
-	tr := htTrace(b, 64, 4096)
-	spec, _ := machine.Preset("h100-ib")
-	var peak uint64
-	stop := make(chan struct{})
-	go func() { // sample the heap: a benchmark harness goroutine, not model code
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse+ms.StackInuse)
-			}
-		}
-	}()
-	var events uint64
-	start := time.Now()
-	for b.Loop() {
-		rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
-		require.NoError(b, err)
-		events += rep.Events
-		b.ReportMetric(rep.DispatchUS, "dispatch_us")
-		b.ReportMetric(rep.CombineUS, "combine_us")
-		b.ReportMetric(rep.DispatchGBps, "dispatch_GBps")
-		b.ReportMetric(rep.CombineGBps, "combine_GBps")
-	}
-	close(stop)
-	wall := time.Since(start)
-	b.ReportMetric(float64(events)/wall.Seconds(), "events/s")
-	b.ReportMetric(float64(peak)/(1<<20), "peakMiB")
-}
+func BenchmarkReplayHTEP64(b *testing.B) { benchReplay(b, htTrace(b, 64, 4096), ModeHT) }

@@ -36,6 +36,13 @@ func benchReplayLL(b *testing.B, ep int) {
 	m, _ := traces.ModelByName("deepseek-v3")
 	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: ep, RanksPerNode: 8, TokensPerRank: 128, Seed: 1})
 	require.NoError(b, err)
+	benchReplay(b, tr, ModeLL)
+}
+
+// benchReplay replays tr on h100-ib over GDAKI b.N times and reports the
+// phase figures, events per wall second and the peak of heap in use plus
+// goroutine stacks (sampled every 50 ms).
+func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	spec, _ := machine.Preset("h100-ib")
 	var peak uint64
 	stop := make(chan struct{})
@@ -54,11 +61,13 @@ func benchReplayLL(b *testing.B, ep int) {
 	var events uint64
 	start := time.Now()
 	for b.Loop() {
-		rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+		rep, err := Replay(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 1, Backends: backends})
 		require.NoError(b, err)
 		events += rep.Events
 		b.ReportMetric(rep.DispatchUS, "dispatch_us")
 		b.ReportMetric(rep.CombineUS, "combine_us")
+		b.ReportMetric(rep.DispatchGBps, "dispatch_GBps")
+		b.ReportMetric(rep.CombineGBps, "combine_GBps")
 	}
 	close(stop)
 	wall := time.Since(start)

@@ -97,17 +97,20 @@ func TestReplayNVLinkFaster(t *testing.T) {
 	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
 }
 
+// Same trace, same seed: byte-identical reports, for every GIN workload.
 func TestReplayDeterministic(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	run := func() []byte {
-		tr := tinyTrace(t, 16, 8)
-		rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 7, Backends: backends})
-		require.NoError(t, err)
-		var b bytes.Buffer
-		require.NoError(t, rep.WriteJSON(&b))
-		return b.Bytes()
+	for _, mode := range []string{ModeLL, ModeV2, ModeNCCLEP} {
+		run := func() []byte {
+			tr := tinyTrace(t, 16, 8)
+			rep, err := Replay(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 7, Backends: backends})
+			require.NoError(t, err)
+			var b bytes.Buffer
+			require.NoError(t, rep.WriteJSON(&b))
+			return b.Bytes()
+		}
+		assert.Equal(t, string(run()), string(run()), mode)
 	}
-	assert.Equal(t, string(run()), string(run()))
 }
 
 func TestReplayErrors(t *testing.T) {
