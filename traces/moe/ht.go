@@ -488,6 +488,46 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 
 // credit returns v slots of the ring that rank (node src, our local index)
 // fills for us: SignalAdd on the credit context, or a local atomic.
+// launchCredits starts the coordinator that returns RDMA head credits of
+// channel c on rank r lazily: per source node, the least head over ch's
+// warps that have not retired; once it has moved by a chunk since the
+// last credit, the difference goes back to that node as signal id. It
+// re-checks every HTCoordSleep and, when the warps' progress word at off
+// of ctl has not moved, waits for it.
+func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *htChan, warps, chunk int,
+	ctl *mem.Region, off uint64, ph *phase, count *int64) {
+	N := w.N
+	g.Launch(name, 32, func(t *gpu.Group) {
+		dc := w.credComms[c/ctxsPerComm]
+		gn := dc.Gin(t, r, c%ctxsPerComm)
+		last := make([]int, N)
+		for {
+			seen := ctl.Load64(off)
+			all := true
+			for s := range N {
+				minH := htInf
+				for p := range warps {
+					if !ch.retired[p] {
+						all = false
+						minH = min(minH, ch.head[p*N+s])
+					}
+				}
+				if minH != htInf && minH >= last[s]+chunk {
+					w.credit(t, gn, dc, r, c, s, id, uint64(minH-last[s]), ph, count)
+					last[s] = minH
+				}
+			}
+			if all {
+				return
+			}
+			t.Sleep(w.e.p.HTCoordSleep)
+			if ctl.Load64(off) == seen {
+				t.WaitWord(ctl, off, why, func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+}
+
 func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *phase, n *int64) {
 	if src == r/w.G {
 		reg, off, _ := w.sigWord(r, c, id, true)
@@ -751,35 +791,8 @@ func (w *htWorkload) launchDispatch(r, c int) {
 		})
 	}
 	// Forwarder coordinator: lazy head credits to every source node.
-	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
-		dc := w.credComms[c/ctxsPerComm]
-		gn := dc.Gin(t, r, c%ctxsPerComm)
-		last := make([]int, N)
-		for {
-			seen := ctl.Load64(ctlFwdProg * 8)
-			all := true
-			for s := range N {
-				minH := htInf
-				for p := range G {
-					if !ch.retired[p] {
-						all = false
-						minH = min(minH, ch.head[p*N+s])
-					}
-				}
-				if minH != htInf && minH >= last[s]+w.dc.RDMASend {
-					w.credit(t, gn, dc, r, c, s, me, uint64(minH-last[s]), ph, &w.st.dispCredits)
-					last[s] = minH
-				}
-			}
-			if all {
-				return
-			}
-			t.Sleep(e.p.HTCoordSleep)
-			if ctl.Load64(ctlFwdProg*8) == seen {
-				t.WaitWord(ctl, ctlFwdProg*8, "ht forward coordinator", func(v uint64) bool { return v != seen })
-			}
-		}
-	})
+	w.launchCredits(g, name+"forward-coordinator", "ht forward coordinator", r, c, me, ch, G, w.dc.RDMASend,
+		ctl, ctlFwdProg*8, ph, &w.st.dispCredits)
 	// NVLink receivers, one per forwarder of the node.
 	for f := range G {
 		fr := w.rank(me, f)
@@ -1056,33 +1069,6 @@ func (w *htWorkload) launchCombine(r, c int) {
 		})
 	}
 	// Receiver coordinator: head credits back to the forwarders.
-	g.Launch(name+"recv-coordinator", 32, func(t *gpu.Group) {
-		dc := w.credComms[c/ctxsPerComm]
-		gn := dc.Gin(t, r, c%ctxsPerComm)
-		last := make([]int, N)
-		for {
-			seen := ctl.Load64(ctlCRecvProg * 8)
-			all := true
-			for s := range N {
-				minH := htInf
-				for wi := range nr {
-					if !rv.retired[wi] {
-						all = false
-						minH = min(minH, rv.head[wi*N+s])
-					}
-				}
-				if minH != htInf && minH >= last[s]+w.cc.RDMASend {
-					w.credit(t, gn, dc, r, c, s, N+me, uint64(minH-last[s]), ph, &w.st.combCredits)
-					last[s] = minH
-				}
-			}
-			if all {
-				return
-			}
-			t.Sleep(e.p.HTCoordSleep)
-			if ctl.Load64(ctlCRecvProg*8) == seen {
-				t.WaitWord(ctl, ctlCRecvProg*8, "ht combine receiver coordinator", func(v uint64) bool { return v != seen })
-			}
-		}
-	})
+	w.launchCredits(g, name+"recv-coordinator", "ht combine receiver coordinator", r, c, N+me, rv, nr,
+		w.cc.RDMASend, ctl, ctlCRecvProg*8, ph, &w.st.combCredits)
 }
