@@ -180,7 +180,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "trace %s  model %s (H %d, top-%d, %d experts)  EP %d on %d nodes (%s)\n",
 		r.Trace, r.Model, r.Hidden, r.TopK, r.Experts, r.EP, r.Nodes, r.Cluster)
 	nv := "RDMA only"
-	if r.NVLink {
+	switch {
+	case r.Mode == ModeHT:
+		nv = "RDMA between rails, NVLink forwarding inside the node"
+	case r.NVLink:
 		nv = "NVLink inside the node"
 	}
 	fmt.Fprintf(w, "mode %s  backend %s  %s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, r.Tokens, r.Seed)
