@@ -85,6 +85,16 @@ func (e *env) begin(ph *phase, name string, receivers []int) {
 	e.ph = ph
 }
 
+// beginOne begins a phase in which each rank has one receiver (a final
+// reduction or the end of a kernel).
+func (e *env) beginOne(ph *phase, name string) {
+	one := make([]int, e.st.ep)
+	for r := range one {
+		one[r] = 1
+	}
+	e.begin(ph, name, one)
+}
+
 // receiverDone marks one receiver group of rank r finished; path is the
 // signal it waited for last (may be invalid).
 func (e *env) receiverDone(r int, path sigPath) {

@@ -287,11 +287,7 @@ func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *landWatch
 // combine launches the combine kernel on every rank.
 func (w *llWorkload) combine() {
 	e, st := w.e, w.e.st
-	recv := make([]int, st.ep)
-	for r := range st.ep {
-		recv[r] = 1 // the reducer, after every flag
-	}
-	e.begin(&e.comb, "combine", recv)
+	e.beginOne(&e.comb, "combine") // the reducer, after every flag
 	for r := range st.ep {
 		w.launchCombine(r)
 	}

@@ -569,11 +569,7 @@ func (w *ncclWorkload) dispatch() {
 			w.ring = append(w.ring, c)
 		}
 	}
-	recv := make([]int, st.ep)
-	for r, rk := range w.ranks {
-		recv[r] = rk.recvs
-	}
-	e.begin(&e.disp, "dispatch", recv)
+	e.begin(&e.disp, "dispatch", w.receivers())
 	if err != nil {
 		e.s.Fail(err)
 		return
@@ -808,11 +804,7 @@ func (w *ncclWorkload) combine() {
 		}
 		return n * w.comb
 	})
-	recv := make([]int, st.ep)
-	for r, rk := range w.ranks {
-		recv[r] = rk.recvs
-	}
-	e.begin(&e.comb, "combine", recv)
+	e.begin(&e.comb, "combine", w.receivers())
 	if err != nil {
 		e.s.Fail(err)
 		return
@@ -824,6 +816,16 @@ func (w *ncclWorkload) combine() {
 	for r := range st.ep {
 		w.launchA2A(r, &e.comb, w.bwCmb)
 	}
+}
+
+// receivers is each rank's count of receive connections, the phase's
+// receivers.
+func (w *ncclWorkload) receivers() []int {
+	recv := make([]int, len(w.ranks))
+	for r, rk := range w.ranks {
+		recv[r] = rk.recvs
+	}
+	return recv
 }
 
 // Handle delivers a doorbell that crossed PCIe to the NIC (sim.Handler):

@@ -361,11 +361,7 @@ func (w *v2Workload) distinctRanks(r, tok int, buf []int) []int {
 // dispatch launches dispatch_impl on every rank.
 func (w *v2Workload) dispatch() {
 	e, st := w.e, w.e.st
-	ones := make([]int, st.ep)
-	for r := range ones {
-		ones[r] = 1
-	}
-	e.begin(&e.disp, "dispatch", ones)
+	e.beginOne(&e.disp, "dispatch")
 	for r := range st.ep {
 		e.disp.bwBytes[r] = w.recvTokens[r] * w.tokBytes
 		w.launchDispatch(r)
@@ -589,11 +585,7 @@ type v2Record struct{ src, tok, c int }
 // combine launches combine_impl on every rank, then each rank's reduction.
 func (w *v2Workload) combine() {
 	e, st := w.e, w.e.st
-	ones := make([]int, st.ep)
-	for r := range ones {
-		ones[r] = 1
-	}
-	e.begin(&e.comb, "combine", ones)
+	e.beginOne(&e.comb, "combine")
 	for r := range st.ep {
 		e.comb.bwBytes[r] = w.recvTokens[r] * w.combBytes
 		w.launchCombine(r)
