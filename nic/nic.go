@@ -191,6 +191,9 @@ func (n *NIC) kick(t sim.Time) {
 	if now := n.s.Now(); t < now {
 		t = now
 	}
+	// The scheduler can send nothing before the port and the transmit
+	// pipeline are free: running it earlier would only re-kick.
+	t = max(t, n.txFree, n.net.PortFreeAt(n.ep))
 	if n.kickPending && n.kickAt <= t {
 		return
 	}
