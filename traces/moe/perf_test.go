@@ -44,7 +44,7 @@ func benchReplayLL(b *testing.B, ep int) {
 // goroutine stacks (sampled every 50 ms).
 func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	spec, _ := machine.Preset("h100-ib")
-	var peak uint64
+	var peak, pkHeap, pkStack uint64
 	stop := make(chan struct{})
 	go func() { // sample the heap: a benchmark harness goroutine, not model code
 		var ms runtime.MemStats
@@ -55,6 +55,9 @@ func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 			case <-time.After(50 * time.Millisecond):
 				runtime.ReadMemStats(&ms)
 				peak = max(peak, ms.HeapInuse+ms.StackInuse)
+				if ms.HeapInuse+ms.StackInuse >= peak {
+					pkHeap, pkStack = ms.HeapInuse, ms.StackInuse
+				}
 			}
 		}
 	}()
@@ -73,4 +76,6 @@ func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	wall := time.Since(start)
 	b.ReportMetric(float64(events)/wall.Seconds(), "events/s")
 	b.ReportMetric(float64(peak)/(1<<20), "peakMiB")
+	b.ReportMetric(float64(pkHeap)/(1<<20), "heapMiB")
+	b.ReportMetric(float64(pkStack)/(1<<20), "stackMiB")
 }
