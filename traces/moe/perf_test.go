@@ -45,8 +45,9 @@ func benchReplayLL(b *testing.B, ep int) {
 func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	spec, _ := machine.Preset("h100-ib")
 	var peak, pkHeap, pkStack uint64
-	stop := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { // sample the heap: a benchmark harness goroutine, not model code
+		defer close(done)
 		var ms runtime.MemStats
 		for {
 			select {
@@ -73,6 +74,7 @@ func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 		b.ReportMetric(rep.CombineGBps, "combine_GBps")
 	}
 	close(stop)
+	<-done
 	wall := time.Since(start)
 	b.ReportMetric(float64(events)/wall.Seconds(), "events/s")
 	b.ReportMetric(float64(peak)/(1<<20), "peakMiB")
