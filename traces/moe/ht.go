@@ -35,7 +35,17 @@ import (
 // forwarder of the token's rail, forwarder warps (24 per channel, split
 // over destination nodes) sum up to 8 local contributions into the send
 // ring, put chunks plus tails to the source node, and RDMA receiver warps at
-// the source sum across nodes. Credits flow back the same way.
+// the source sum across nodes. Credits flow back the same way. The NVLink
+// ring of each (channel, sender → forwarder) is split into one sub-ring of
+// NVLRecv/nodes slots per source node, each with its own tail and head
+// (DeepEP: "separate NVL buffers for different RDMA sources", against
+// deadlock): a sender warp keeps one lane per source node, and each round
+// visits the nodes round-robin from channel%nodes+1, moving one chunk of at
+// most NVLSend records into every sub-ring that has a chunk of room, then
+// publishes those sub-rings' tails. The forwarder for node s reads only
+// sub-ring s of every peer, its sub-warps free the slots token by token
+// as they finish reducing, and its coordinator returns heads per (node,
+// peer), so the forwarders for every destination node start at once.
 
 // htSenderWarps is kNumDispatchRDMASenderWarps (7): one SM holds the 7
 // sender warps, their coordinator and the 8 NVLink receivers.
@@ -88,6 +98,9 @@ type htStats struct {
 	localChunks                        int64 // chunks to the local node (no RDMA)
 	creditWaits                        int64 // times a sender or forwarder waited for head credits
 	packets, crossRail                 int64 // NIC-sent packets, of which between different local indices
+	// firstPut is, per phase (0 dispatch, 1 combine) and rank, when the
+	// rank issued its first chunk put to another node (0: none).
+	firstPut [2][]sim.Time
 }
 
 // htSM is one SM's shared load and store bandwidth.
@@ -119,7 +132,8 @@ type htWorkload struct {
 
 	ctl  [][]*mem.Region // [rank][channel]: control words
 	nvlD []*mem.Region   // per rank: dispatch NVLink rings [c][from][NVLRecv]
-	nvlC []*mem.Region   // per rank: combine NVLink rings [c][from][NVLRecv]
+	nvlC []*mem.Region   // per rank: combine NVLink rings [c][from][source node][subC]
+	subC int             // combine NVLink sub-ring slots per source node: NVLRecv / nodes
 	sms  [][]htSM        // [rank][sm]
 
 	hbmLat, l2Lat, poll sim.Duration
@@ -158,10 +172,19 @@ const (
 	ctlFixed
 )
 
-func (w *htWorkload) ctlDTail(f int) uint64 { return uint64(ctlFixed+f) * 8 }       // at receiver, from forwarder f
-func (w *htWorkload) ctlDHead(p int) uint64 { return uint64(ctlFixed+w.G+p) * 8 }   // at forwarder, from receiver p
-func (w *htWorkload) ctlCTail(p int) uint64 { return uint64(ctlFixed+2*w.G+p) * 8 } // at forwarder, from sender p
-func (w *htWorkload) ctlCHead(f int) uint64 { return uint64(ctlFixed+3*w.G+f) * 8 } // at sender, from forwarder f
+func (w *htWorkload) ctlDTail(f int) uint64 { return uint64(ctlFixed+f) * 8 }     // at receiver, from forwarder f
+func (w *htWorkload) ctlDHead(p int) uint64 { return uint64(ctlFixed+w.G+p) * 8 } // at forwarder, from receiver p
+
+// ctlCTail is the tail word, at the forwarder, of sender p's combine
+// sub-ring for source node s (nvl_channel_tail[p][s]).
+func (w *htWorkload) ctlCTail(p, s int) uint64 { return uint64(ctlFixed+2*w.G+p*w.N+s) * 8 }
+
+// ctlCHead is the head word, at the sender, of its combine sub-ring for
+// source node s in forwarder f's buffer (nvl_channel_head[f][s]).
+func (w *htWorkload) ctlCHead(f, s int) uint64 { return uint64(ctlFixed+(2+w.N)*w.G+f*w.N+s) * 8 }
+
+// ctlWords is the control words of one (rank, channel).
+func (w *htWorkload) ctlWords() int { return ctlFixed + 2*w.G + 2*w.G*w.N }
 
 func (w *htWorkload) setup() error {
 	e, st := w.e, w.e.st
@@ -192,6 +215,15 @@ func (w *htWorkload) setup() error {
 	}
 	if w.cc, err = p.HTCombine.fill(cd, "combine"); err != nil {
 		return err
+	}
+	// DeepEP asserts NVLRecv % nodes == 0 as well; the sub-ring takes the
+	// floor so that node counts off DeepEP's table still run.
+	if w.subC = w.cc.NVLRecv / w.N; w.subC < w.cc.NVLSend {
+		return fmt.Errorf("moe: combine chunking %+v: %d NVLink slots per source node (NVLRecv / %d nodes) hold less than one NVLSend chunk",
+			w.cc, w.subC, w.N)
+	}
+	for i := range w.st.firstPut {
+		w.st.firstPut[i] = make([]sim.Time, st.ep)
 	}
 	w.recD = uint64(traces.HTDispatchBytes(e.hidden, st.topK, prec))
 	w.recC = uint64(traces.HTCombineBytes(e.hidden, st.topK))
@@ -244,7 +276,7 @@ func (w *htWorkload) setup() error {
 		g := e.m.GPUs[r]
 		cs := make([]*mem.Region, w.C)
 		for c := range w.C {
-			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*(ctlFixed+4*w.G)), false)
+			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*w.ctlWords()), false)
 		}
 		w.ctl = append(w.ctl, cs)
 		w.nvlD = append(w.nvlD, g.Alloc("ht/nvl-dispatch", sim.Bytes(C*G*uint64(w.dc.NVLRecv)*w.recD), false))
@@ -474,6 +506,13 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 	}
 	peer := w.rank(dst, r%w.G)
 	n := uint64(k) * rec
+	fp := &w.st.firstPut[0][r]
+	if ph == &e.comb {
+		fp = &w.st.firstPut[1][r]
+	}
+	if *fp == 0 {
+		*fp = start
+	}
 	gn.Put(dc.World(r), peer, recv, ringOff(c, me, w.N, slots, slot, rec), send, ringOff(c, dst, w.N, slots, slot, rec),
 		n, nil, nil)
 	start = t.Now()
@@ -849,7 +888,7 @@ func (w *htWorkload) combine() {
 	w.cch = make([]htChan, 2*st.ep*w.C)
 	for r := range st.ep {
 		for c := range w.C {
-			fw := &w.cch[2*(r*w.C+c)] // forwarder groups: head[s*G+p]
+			fw := &w.cch[2*(r*w.C+c)] // forwarder groups: head[s*G+p], position in peer p's sub-ring s
 			fw.head = make([]int, w.N*w.G)
 			fw.retired = make([]bool, w.N)
 			rv := &w.cch[2*(r*w.C+c)+1] // receiver warps: head[wi*N+s]
@@ -864,17 +903,15 @@ func (w *htWorkload) combine() {
 	}
 }
 
-// nvlCount returns how many records of channel c from source ranks
-// (s, l), s < upto, local GPU p of node n contributes to (combine) or
-// receives (dispatch).
-func (w *htWorkload) nvlCount(l, c, n, p, upto int) int {
+// nvlCount returns how many records of channel c from source rank (s, l)
+// local GPU p of node n contributes to in combine: the records p moves
+// through its sub-ring s of forwarder l.
+func (w *htWorkload) nvlCount(l, c, n, p, s int) int {
 	k := 0
-	for s := range upto {
-		src := w.rank(s, l)
-		for _, tok := range w.seqOf(src, c, n) {
-			if w.gpus[src][int(tok)*w.N+n]&(1<<uint(p)) != 0 {
-				k++
-			}
+	src := w.rank(s, l)
+	for _, tok := range w.seqOf(src, c, n) {
+		if w.gpus[src][int(tok)*w.N+n]&(1<<uint(p)) != 0 {
+			k++
 		}
 	}
 	return k
@@ -892,49 +929,112 @@ func (w *htWorkload) launchCombine(r, c int) {
 	sendSM, fwdSM := &w.sms[r][2*c], &w.sms[r][2*c+1]
 	rec := sim.Bytes(w.recC)
 	// NVLink senders: this GPU's expert outputs for the tokens forwarder f
-	// gave it, in the order of the receive buffer (source node, token).
+	// gave it, one lane per source node s, each lane in token order through
+	// its own sub-ring s of f's buffer.
 	for f := range G {
 		fr := w.rank(me, f)
-		n := w.nvlCount(f, c, me, l, N)
+		left := make([]int, N)
+		total := 0
+		for s := range N {
+			left[s] = w.nvlCount(f, c, me, l, s)
+			total += left[s]
+		}
 		g.Launch(name+"nvl-sender"+strconv.Itoa(f), 32, func(t *gpu.Group) {
 			ring := w.nvlC[fr]
-			base := uint64((c*G+l)*w.cc.NVLRecv) * w.recC
+			base := uint64((c*G + l) * w.cc.NVLRecv)
 			fctl := w.ctl[fr][c]
-			tail, head := 0, 0
-			for tail < n {
-				batch := min(w.cc.NVLSend, n-tail)
-				for w.cc.NVLRecv-(tail-head) < batch {
-					need := tail + batch - w.cc.NVLRecv
-					head = int(t.WaitWord(ctl, w.ctlCHead(f), "ht combine NVLink space",
-						func(v uint64) bool { return int(v) >= need }))
+			sub, chunk := w.subC, w.cc.NVLSend
+			tail, head := make([]int, N), make([]int, N)
+			ready := make([]bool, N)
+			aw := &htAny{t: t}
+			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
+			cur := c % N
+			for total > 0 {
+				// Until a lane has records and a chunk of room (cached
+				// heads), reload the heads of the lanes with records.
+				for {
+					any := false
+					for s := range N {
+						ready[s] = left[s] > 0 && sub-(tail[s]-head[s]) >= chunk
+						any = any || ready[s]
+					}
+					if any {
+						break
+					}
+					regs, offs = regs[:0], offs[:0]
+					moved := false
+					for s := range N {
+						if left[s] > 0 {
+							regs, offs = append(regs, ctl), append(offs, w.ctlCHead(f, s))
+							moved = moved || int(ctl.Load64(w.ctlCHead(f, s))) != head[s]
+						}
+					}
+					if moved {
+						t.Compute(w.l2Lat)
+					} else {
+						aw.wait(regs, offs, w.poll, w.l2Lat, "ht combine NVLink space")
+					}
+					for s := range N {
+						if left[s] > 0 {
+							head[s] = int(ctl.Load64(w.ctlCHead(f, s)))
+						}
+					}
 				}
-				for range batch {
-					w.load(t, sendSM, w.out2H)
-					w.storeNVL(t, sendSM, f, ring, base+uint64(tail%w.cc.NVLRecv)*w.recC, rec)
-					tail++
+				// One chunk into every ready sub-ring, round-robin.
+				for range N {
+					cur = (cur + 1) % N
+					if !ready[cur] {
+						continue
+					}
+					k := min(chunk, left[cur])
+					for range k {
+						w.load(t, sendSM, w.out2H)
+						slot := base + uint64(cur*sub+tail[cur]%sub)
+						w.storeNVL(t, sendSM, f, ring, slot*w.recC, rec)
+						tail[cur]++
+					}
+					left[cur] -= k
+					total -= k
 				}
-				t.Store64(fctl, w.ctlCTail(l), uint64(tail))
+				for s := range N {
+					if ready[s] {
+						t.Store64(fctl, w.ctlCTail(l, s), uint64(tail[s]))
+					}
+				}
 			}
 		})
 	}
-	// Forwarders: per destination node, sum the local contributions of
-	// each token of source rank (s, l) and put chunks back to it.
+	// Forwarders: per destination node s, sum the local contributions of
+	// each token of source rank (s, l), read from every peer's sub-ring s,
+	// and put chunks back to it.
 	kw := w.fwdWarps()
 	for s := range N {
 		src := w.rank(s, l)
 		seq := w.seqOf(src, c, me)
-		for p := range G {
-			fw.head[s*G+p] = w.nvlCount(l, c, me, p, s)
-		}
 		g.Launch(name+"forwarder"+strconv.Itoa(s), 32*kw, func(t *gpu.Group) {
 			dc := w.dataComms[c/ctxsPerComm]
 			gn := dc.Gin(t, r, c%ctxsPerComm)
 			next, seenTail := make([]int, G), make([]int, G)
-			for p := range G {
-				next[p] = fw.head[s*G+p]
-			}
 			at := make([]sim.Time, kw)
-			reads := make([]sim.Bytes, w.cc.RDMASend)
+			// Tokens of the chunk reduced or reducing, not yet released:
+			// when each one's record is written, and the peers' sub-ring
+			// positions after it.
+			doneAt := make([]sim.Time, w.cc.RDMASend)
+			doneHead := make([]int, w.cc.RDMASend*G)
+			rel, j := 0, 0
+			// release hands the heads of the tokens written by now to the
+			// coordinator, in token order (its min over sub-warps); the
+			// sub-warps' shared-memory head stores overlap their reduce.
+			release := func(now sim.Time) {
+				if rel == j || doneAt[rel] > now {
+					return
+				}
+				for rel < j && doneAt[rel] <= now {
+					rel++
+				}
+				copy(fw.head[s*G:(s+1)*G], doneHead[(rel-1)*G:rel*G])
+				ctl.Store64(ctlCFwdProg*8, ctl.Load64(ctlCFwdProg*8)+1, t.Agent())
+			}
 			creg, coff, co := w.sigWord(r, c, N+s, true)
 			for sent := 0; sent < len(seq); {
 				slot := sent % W
@@ -943,73 +1043,69 @@ func (w *htWorkload) launchCombine(r, c int) {
 					w.st.creditWaits++
 					t.WaitWord(creg, coff, "ht combine credit", func(v uint64) bool { return v-co >= need })
 				}
-				// Wait for every contribution of the chunk.
-				for j := range k {
-					m := w.gpus[src][int(seq[sent+j])*N+me]
-					reads[j] = 0
-					forBits(uint64(m), func(p int) {
-						next[p]++
-						reads[j] += rec
-						if seenTail[p] < next[p] {
-							need := next[p]
-							seenTail[p] = int(t.WaitWord(ctl, w.ctlCTail(p), "ht combine NVLink tail",
-								func(v uint64) bool { return int(v) >= need }))
-						}
-					})
-				}
-				// Sub-warp j%kw reduces token j: the contributions in,
-				// one record out, through the SM's shared bandwidth.
+				// Sub-warp j%kw reduces token j once its contributions are
+				// in its peers' sub-rings: the contributions in, one record
+				// out, through the SM's shared bandwidth. While a tail is
+				// short, the sub-warps that finished release their heads.
 				now := t.Now()
 				end := now
 				for i := range at {
 					at[i] = now
 				}
-				for j := range k {
-					_, re := fwdSM.rd.Reserve(at[j%kw].Add(w.hbmLat), reads[j])
+				rel = 0
+				for j = 0; j < k; j++ {
+					m := w.gpus[src][int(seq[sent+j])*N+me]
+					var reads sim.Bytes
+					forBits(uint64(m), func(p int) {
+						next[p]++
+						reads += rec
+						for seenTail[p] < next[p] {
+							release(t.Now())
+							if v := int(ctl.Load64(w.ctlCTail(p, s))); v >= next[p] || rel == j {
+								need := next[p]
+								seenTail[p] = int(t.WaitWord(ctl, w.ctlCTail(p, s), "ht combine NVLink tail",
+									func(v uint64) bool { return int(v) >= need }))
+								break
+							}
+							t.Sleep(doneAt[rel].Sub(t.Now()))
+						}
+					})
+					_, re := fwdSM.rd.Reserve(max(at[j%kw], t.Now()).Add(w.hbmLat), reads)
 					_, we := fwdSM.wr.Reserve(re, rec)
 					at[j%kw] = we
 					end = max(end, we)
+					doneAt[j] = we
+					copy(doneHead[j*G:(j+1)*G], next)
 				}
-				t.Compute(end.Sub(now))
-				for p := range G {
-					fw.head[s*G+p] = next[p]
+				if d := end.Sub(t.Now()); d > 0 {
+					t.Compute(d)
 				}
+				release(t.Now())
 				w.bump(t, ctl, ctlCFwdProg*8)
 				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/ctxsPerComm], w.cRecv[c/ctxsPerComm],
 					W, w.recC, ph, &w.st.combChunks, &w.st.combTails)
 				sent += k
 			}
-			for p := range G {
-				fw.head[s*G+p] = htInf
-			}
 			fw.retired[s] = true
 			w.bump(t, ctl, ctlCFwdProg*8)
 		})
 	}
-	// Forwarder coordinator: NVLink heads back to the senders.
+	// Forwarder coordinator: NVLink heads back to the senders, per (source
+	// node, peer) sub-ring.
 	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
-		last := make([]int, G)
-		total := make([]int, G)
-		for p := range G {
-			total[p] = w.nvlCount(l, c, me, p, N)
-		}
+		last := make([]int, N*G)
 		for {
 			seen := ctl.Load64(ctlCFwdProg * 8)
 			all := true
-			for p := range G {
-				h := htInf
-				for s := range N {
-					if !fw.retired[s] {
-						all = false
+			for s := range N {
+				if !fw.retired[s] {
+					all = false
+				}
+				for p := range G {
+					if h := fw.head[s*G+p]; h > last[s*G+p] {
+						t.Store64(w.ctl[w.rank(me, p)][c], w.ctlCHead(l, s), uint64(h))
+						last[s*G+p] = h
 					}
-					h = min(h, fw.head[s*G+p])
-				}
-				if h == htInf {
-					h = total[p]
-				}
-				if h > last[p] {
-					t.Store64(w.ctl[w.rank(me, p)][c], w.ctlCHead(l), uint64(h))
-					last[p] = h
 				}
 			}
 			if all {

@@ -2,6 +2,7 @@ package moe
 
 import (
 	"bytes"
+	"math"
 	"math/bits"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
 )
 
@@ -211,3 +213,78 @@ func TestReplayCalibrationHT(t *testing.T) {
 // BenchmarkReplayHTEP64 replays DeepSeek-V3 HT dispatch+combine at EP64
 // (8 nodes × 8, 4096 tokens per rank) and reports events/s and peak heap.
 func BenchmarkReplayHTEP64(b *testing.B) { benchReplay(b, htTrace(b, 64, 4096), ModeHT) }
+
+// TestReplayHTBothDirectionsAtOnce checks that on every rail both
+// directions of a phase start together: each rank's first chunk put to
+// the other node comes within 25% of the earliest rank's, and combine then
+// runs at the line rate of the busiest NIC direction. Combine NVLink
+// senders that served the forwarders of one source node only after the
+// other's (one ring per sender and forwarder instead of one sub-ring per
+// source node) start one direction of every rail hundreds of records late.
+func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := htTrace(t, 16, 512)
+	var rep *Report
+	w := observeHT(t, func() {
+		var err error
+		rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+		require.NoError(t, err)
+	})
+	for i, ph := range []*phase{&w.e.disp, &w.e.comb} {
+		lo, hi := sim.Duration(math.MaxInt64), sim.Duration(0)
+		for r, at := range w.st.firstPut[i] {
+			require.NotZero(t, at, "%s: rank %d put nothing to the other node", ph.name, r)
+			d := at.Sub(ph.start)
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		t.Logf("%s: first chunk put %.1f..%.1f us after the start", ph.name, lo.Us(), hi.Us())
+		assert.LessOrEqual(t, hi, lo+lo/4, "%s: the first chunk puts of the ranks are spread over %.1f..%.1f us",
+			ph.name, lo.Us(), hi.Us())
+	}
+	// Payload bytes each rank's NIC sends and receives in combine: one
+	// record per (token, node) pair between the nodes.
+	var busiest sim.Bytes
+	for r := range tr.EP() {
+		me, l := r/w.G, r%w.G
+		var tx, rx sim.Bytes
+		for c := range w.C {
+			for s := range w.N {
+				if s != me {
+					tx += sim.Bytes(len(w.seqOf(w.rank(s, l), c, me))) * sim.Bytes(w.recC)
+					rx += sim.Bytes(len(w.seqOf(r, c, s))) * sim.Bytes(w.recC)
+				}
+			}
+		}
+		busiest = max(busiest, tx, rx)
+	}
+	wire := w.e.m.Net.LinkRate(0).TxTime(busiest)
+	var first sim.Time
+	for _, at := range w.st.firstPut[1] {
+		first = max(first, at)
+	}
+	bound := first.Sub(w.e.comb.start) + wire + wire/5
+	t.Logf("combine %.1f us; busiest NIC direction %d B = %.1f us at line rate; bound %.1f us",
+		rep.CombineUS, busiest, wire.Us(), bound.Us())
+	assert.LessOrEqual(t, rep.CombineUS, bound.Us(), "combine runs at line rate once the first chunks go")
+}
+
+// TestReplayHTCombineSubRings shrinks the combine NVLink rings: with one
+// slot per source node the senders and forwarders still finish (each
+// source node's sub-ring drains on its own), and a ring whose share per
+// source node holds less than one NVLSend chunk is refused.
+func TestReplayHTCombineSubRings(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := htTrace(t, 16, 96)
+	p := DefaultParams()
+	p.HTCombine = HTChunks{NVLSend: 1, NVLRecv: 2}
+	rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
+	require.NoError(t, err)
+	base, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.Greater(t, rep.CombineUS, base.CombineUS, "one slot per source node is slower")
+	assert.Equal(t, base.Layers[0].Combine.RDMABytes, rep.Layers[0].Combine.RDMABytes)
+
+	p.HTCombine = HTChunks{NVLSend: 4, NVLRecv: 6} // 3 slots per source node
+	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
+	require.ErrorContains(t, err, "per source node")
+}
