@@ -482,6 +482,8 @@ func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) si
 	if land == 0 || land > p.seen {
 		p.landed = p.seen
 	}
+	// Tails ride the data communicator's context c%4 (putChunk).
+	w.e.proxyPath(&p, w.dataComms[c/ctxsPerComm], to, c%ctxsPerComm, id)
 	return p
 }
 
