@@ -1,7 +1,6 @@
 package moe
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -26,47 +25,82 @@ import (
 // copy). Combine is the reverse all-to-all-v of 2H BF16 per selection; its
 // splits are known, so the host enqueued it ahead and it starts at once.
 //
-// The all-to-all uses the Simple protocol; the counts all-gather uses LL
-// on NET connections (AllGatherLL: NCCL's tuner picks LL for a few KiB per
-// rank): the kernel stores 16-byte lines (8 data bytes, two flags) into an
-// LL buffer in pinned host memory, the send proxy checks the size and the
-// flags instead of a tail and RDMA-writes the lines into the receiver's
-// host LL buffer, and the receiving kernel polls the flags over PCIe, so
-// no receive-proxy hop or tail sits on the ring's per-step path.
+// Protocols. The counts all-gather uses LL (AllGatherLL: NCCL's tuner picks
+// LL for a few KiB per rank) on its NET hops. A point-to-point transfer
+// uses LL when it is at most NCCL_P2P_LL_THRESHOLD (16 KiB) per channel and
+// its connection has LL buffers (addP2pToPlan): the P2P transport always
+// has them; NET connections of the p2p connection index have them only
+// with NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (NetP2PLL, off by default as in
+// NCCL), so by default small sends over the network stay Simple. An LL
+// step is 16-byte lines of 8 data bytes and two flags (the step count);
+// there is no tail and no fence: the sender waits only for the head credit
+// and stores the lines, the receiver polls the flags. On NET the LL buffers
+// are in pinned host memory on both sides (net.cc places only non-LL
+// buffers in GPU memory): the send proxy checks the size and the flags
+// instead of a tail and RDMA-writes the lines into the receiver's host LL
+// buffer, and the receiving kernel polls the flags over PCIe, so no
+// receive-proxy hop sits on the data path. On P2P the sender stores the
+// lines over NVLink into the receiver's LL buffer in its HBM.
 //
-// Transport (Simple). Remote-node peers (and, without --nvlink,
+// NET transport (Simple). Remote-node peers (and, without --nvlink,
 // same-node peers, as with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) use the
 // NET transport with IB verbs: the kernel's send warps wait for a FIFO slot
 // credit (head, in pinned host memory, read over PCIe), write the slot's
 // size, copy the chunk into the proxy's GPU-resident shared buffer (GDR),
-// fence and publish the tail (host memory). The rank's proxy thread (one CPU
-// thread, round robin over its connections, one action per connection per
-// pass) posts slots, sees the tail, waits for the receiver's clear-to-send,
+// fence and publish the tail (host memory). The proxy thread (one CPU
+// thread per GPU, round robin over its ops, one action per op per pass)
+// posts slots, sees the tail, matches the receiver's clear-to-send and
 // posts an RDMA WRITE of the chunk plus a 0-byte WRITE_WITH_IMM (adaptive
 // routing, chunks above ARThreshold) or one WRITE_WITH_IMM carrying the
 // data, and polls its CQ. The receiver's proxy posts a receive WQE and
-// RDMA-writes a 48-byte CTS (the ncclIbSendFifo element) into the sender's
-// CTS FIFO per slot, polls its CQ for the immediate completion, does no
+// RDMA-writes a 48-byte CTS element (ncclIbSendFifo) per request into the
+// send comm's CTS FIFO, polls its CQ for the immediate completion, does no
 // GPU-direct flush (Hopper: ncclTopoNeedFlush returns FlushNone for compute
 // capability 9.0) and stores the tail the receive warps poll over PCIe;
 // they copy the chunk into the output and return the slot (head, host
 // memory), which the proxy reads before posting the next receive.
-// Same-node peers with --nvlink use NCCL's P2P transport in write mode
-// (Hopper has P2P read off): the send warps copy the chunk over NVLink into
-// the receiver's FIFO, fence and store the tail into the receiver's memory;
-// the receiver copies out and stores the head back over NVLink. No proxy.
 //
-// Simplified: no LL128, and no LL for the all-to-all (NCCL would pick LL
-// for per-peer sizes under 16 KiB per channel; P2P ring hops of the counts
-// all-gather keep Simple), the receiving kernel of an LL step waits for
-// the last line's flag and then reads the lines (NCCL polls every line;
-// one WRITE lands them together), no PXN, no
-// user-buffer registration (PyTorch does not register), zero-byte peers are
-// skipped, the ring all-gather runs on one channel, the sender takes the
-// remote slot address from its own step count rather than reading it out of
-// the CTS (the CTS content is the same), CTS WRITEs are unsignalled (the NIC
-// model frees send-queue slots on ACK), and the permute/unpermute kernels
-// are not part of either phase.
+// PXN (NCCL_P2P_PXN_LEVEL=2, the default; --nvlink only: NCCL_P2P_DISABLE
+// removes the NVLink paths it needs). ncclTopoGetNetDev sends to a remote
+// rank from the NIC of the local GPU with the destination's local index —
+// the destination's rail — through that GPU (the intermediate) when NVLink
+// joins the two GPUs and GDR reaches its NIC. The send connection's proxy
+// runs in the intermediate's proxy thread: its shared send buffer is in the
+// intermediate's HBM (sharedNetBuffersInit; imported by the sender over
+// CUDA IPC), head, tail and connFifo in shared host memory. The sending
+// kernel copies each chunk over NVLink into that buffer, fences and stores
+// the tail over PCIe into host memory; the intermediate's proxy thread sees
+// the tail and RDMA-writes the chunk from its own HBM through its own NIC
+// to the destination's NIC, same rail, so no packet crosses a spine. The
+// intermediate's SMs do nothing. Receives stay local (no PXN on receive).
+// With NCCL_NET_SHARED_COMMS the sends of every local rank through one NIC
+// to one remote rank on one channel share one IB connection (the P2P
+// schedule puts all senders of a node on the destination on the same
+// channels), and the receiver's proxy groups their receives (up to
+// NCCL_NET_IB_MAX_RECVS): one receive WQE and one CTS listing every member
+// per step; the intermediate's proxy posts the step only once every
+// member's chunk is ready (a multi-send: one WRITE per member, then a
+// WRITE_WITH_IMM of the sizes into the receiver's completion records), and
+// the receiver stores all members' tails on the one completion.
+//
+// P2P transport. Same-node peers with --nvlink use it in write mode (Hopper
+// has P2P read off): Simple send warps copy the chunk over NVLink into the
+// receiver's FIFO, fence and store the tail into the receiver's memory; the
+// receiver copies out and stores the head back over NVLink. No proxy.
+//
+// Simplified: no LL128; P2P hops of the counts all-gather keep Simple;
+// the receiving kernel of an LL step waits for the last line's flag and
+// then reads the lines (NCCL polls every line; one WRITE or NVLink copy
+// lands them in order); no user-buffer registration
+// (PyTorch does not register); zero-byte peers are skipped; the ring
+// all-gather runs on one channel and its inter-node hops use the ranks'
+// own NICs; each GPU uses its first NIC; every p2p sub-op may have
+// NCCL_STEPS slots in flight (NCCL shares NCCL_SHARED_STEPS per channel
+// among the sub-ops of one proxy op); the sender takes the remote slot
+// address from its own step count rather than reading it out of the CTS
+// (the CTS content is the same); CTS WRITEs are unsignalled (the NIC model
+// frees send-queue slots on ACK); the permute/unpermute kernels are not
+// part of either phase.
 
 // NCCLConfig holds the host, transport and proxy-thread parameters of the
 // NCCL baseline. Every field stands for one fact of NCCL, CUDA or the CPU.
@@ -121,21 +155,43 @@ type NCCLConfig struct {
 	// CTSBytes is sizeof(struct ncclIbSendFifo): addr, size, 4 rkeys,
 	// nreqs, tag, idx = 48 bytes.
 	CTSBytes sim.Bytes
-	// CTSSlots is the slots of a connection's CTS FIFO modelled (NCCL has
-	// NET_IB_MAX_REQUESTS; only Steps can be outstanding).
+	// CTSSlots is the slots of a receive group's CTS FIFO modelled (NCCL
+	// has NET_IB_MAX_REQUESTS; only Steps can be outstanding per group).
 	CTSSlots int
-	// AllGatherLL runs the counts all-gather with the LL protocol, as
-	// NCCL's tuner picks for an all-gather of a few KiB per rank: LL
-	// buffers in pinned host memory on both sides of a NET connection
-	// (net.cc places only non-LL buffers in GPU memory), 16-byte lines of
-	// 8 data bytes and two flags; the send proxy checks the flags instead
-	// of waiting for a tail, and the receiving kernel polls the flags the
-	// NIC wrote instead of waiting for the receive proxy.
+	// AllGatherLL runs the counts all-gather with the LL protocol on NET
+	// hops, as NCCL's tuner picks for an all-gather of a few KiB per rank:
+	// LL buffers in pinned host memory on both sides, 16-byte lines of 8
+	// data bytes and two flags.
 	AllGatherLL bool
+	// P2PLLThreshold is NCCL_P2P_LL_THRESHOLD (16 KiB): a p2p transfer of
+	// at most this many bytes per channel uses LL where the connection has
+	// LL buffers.
+	P2PLLThreshold sim.Bytes
+	// LLBuffSize is buffSizes[NCCL_PROTO_LL], DEFAULT_LL_BUFFSIZE: 8 lines
+	// per thread × 512 threads × NCCL_STEPS × 16 bytes = 512 KiB, so an LL
+	// step of a P2P connection carries 32 KiB of data (16 KiB on NET,
+	// where addP2pToPlan halves the chunk).
+	LLBuffSize sim.Bytes
+	// NetP2PLL is NCCL_ALLOC_P2P_NET_LL_BUFFERS (0 by default since NCCL
+	// 2.14): only with it set do NET p2p connections get LL buffers, so
+	// that small sends over the network may use LL.
+	NetP2PLL bool
 	// LLLineCheck is the send proxy's check of one more 64-byte line of
 	// LL flags after the first miss: a hardware-prefetched streaming read
 	// of lines the GPU wrote over PCIe, ~5 ns a line.
 	LLLineCheck sim.Duration
+	// PXNLevel is NCCL_P2P_PXN_LEVEL (2: use PXN as much as possible to
+	// maximise aggregation; 1: when needed; 0: never). On an HGX node a
+	// GPU reaches another GPU's NIC only through the CPU, so levels 1 and
+	// 2 pick the same intermediate; PXN needs the NVLink paths (--nvlink).
+	PXNLevel int
+	// SharedComms is NCCL_NET_SHARED_COMMS (1): the p2p connections of all
+	// local ranks through one NIC to one remote rank on one channel share
+	// one IB connection, and their receives are grouped.
+	SharedComms bool
+	// MaxRecvs is NCCL_NET_IB_MAX_RECVS (8): the receives of one receive
+	// comm grouped into one receive WQE and one CTS (a multi-recv).
+	MaxRecvs int
 	// MTU is the path MTU NCCL sets on RoCE/IB QPs: 4096.
 	MTU int
 	// QPTimeout is NCCL_IB_TIMEOUT (20); QPRetry NCCL_IB_RETRY_CNT (7).
@@ -148,7 +204,7 @@ type NCCLConfig struct {
 	// the same DRAM/LLC miss as proxy.Config.GFDLineCost.
 	LineMiss sim.Duration
 	// HostStore is a CPU store into pinned host memory (head, tail, CTS
-	// element): a cached store, ~5 ns.
+	// element, completion record): a cached store, ~5 ns.
 	HostStore sim.Duration
 	// PostSendBase, PostSendPerWR, DoorbellIssue, PollCQCost, CQEReadCost
 	// and YieldCost are the verbs and loop costs of proxy.Config.
@@ -181,7 +237,12 @@ func DefaultNCCLConfig() NCCLConfig {
 		AdaptiveRouting: true,
 		ARThreshold:     8192,
 		AllGatherLL:     true,
+		P2PLLThreshold:  16 << 10,
+		LLBuffSize:      512 << 10,
 		LLLineCheck:     5 * sim.Nanosecond,
+		PXNLevel:        2,
+		SharedComms:     true,
+		MaxRecvs:        8,
 		CTSBytes:        48,
 		CTSSlots:        16,
 		MTU:             4096,
@@ -215,6 +276,13 @@ func (c NCCLConfig) Validate() error {
 		return fmt.Errorf("moe: nccl CTSBytes %d must hold the idx word; CountBytes %d >= 1", c.CTSBytes, c.CountBytes)
 	case c.LLLineCheck < 0:
 		return fmt.Errorf("moe: nccl LLLineCheck %v must not be negative", c.LLLineCheck)
+	case c.P2PLLThreshold < 0 || c.llChunk(true) < llLineData:
+		return fmt.Errorf("moe: nccl P2PLLThreshold %d must not be negative; LLBuffSize %d must give every step a line",
+			c.P2PLLThreshold, c.LLBuffSize)
+	case c.PXNLevel < 0 || c.PXNLevel > 2:
+		return fmt.Errorf("moe: nccl PXNLevel %d out of [0, 2]", c.PXNLevel)
+	case c.MaxRecvs < 1 || c.MaxRecvs > 64:
+		return fmt.Errorf("moe: nccl MaxRecvs %d out of [1, 64]", c.MaxRecvs)
 	case c.OpCheck+c.YieldCost <= 0:
 		return fmt.Errorf("moe: nccl an idle proxy pass must take time (OpCheck+YieldCost > 0)")
 	}
@@ -223,16 +291,14 @@ func (c NCCLConfig) Validate() error {
 
 // Host control words of a NET connection (pinned host memory, one region
 // per side). Sender side: head (slots posted by the proxy: the kernel's
-// credit), tail (steps the kernel published), the connFifo size word, then
-// the CTS FIFO (one 64-byte slot per entry, idx in its last word). Receiver
-// side: tail (steps received, stored by the proxy), head (steps the kernel
-// consumed), then the CTS elements the proxy writes from.
+// credit), tail (steps the kernel published), the connFifo size word.
+// Receiver side: tail (steps received, stored by the proxy), head (steps
+// the kernel consumed).
 const (
 	ctlHead  = 0
 	ctlTail  = 8
 	ctlSize  = 16
-	ctlSlots = 64
-	ctsSlot  = 64
+	ctlBytes = 64
 )
 
 // ncclWorkload is the NCCL baseline.
@@ -244,9 +310,12 @@ type ncclWorkload struct {
 	bwDisp, bwCmb int64  // DeepEP LL numerator per selection (as ll.go)
 	step          uint64 // p2p step (chunk) size of the communicator
 	ranks         []*ncclRank
-	conns         []*ncclConn // every connection ever built; index = id (doorbell events)
-	a2a           []*ncclConn // the running phase's all-to-all connections
-	ring          []*ncclConn // counts all-gather: rank r -> r+1
+	conns         []*ncclConn    // every connection ever built
+	comms         []*ncclNetComm // every IB connection ever built; index = id (doorbell events)
+	a2a           []*ncclConn    // the running phase's all-to-all connections
+	ring          []*ncclConn    // counts all-gather: rank r -> r+1
+	phComms       []*ncclNetComm // the running phase's IB connections
+	shared        map[[3]int]*ncclNetComm
 	nextVA        uint64
 }
 
@@ -257,7 +326,7 @@ type ncclRank struct {
 	nic   *nic.NIC
 	px    *ncclProxy
 	host  *sim.Proc
-	fifo  *mem.Region // GDR shared buffers of the rank's NET connections
+	fifo  *mem.Region // GDR shared buffers of the NET connections its proxy sends or receives
 	mr    *nic.MR
 	used  uint64
 	out   *mem.Region // receive (output) buffer
@@ -269,47 +338,44 @@ type ncclRank struct {
 type ncclConn struct {
 	id       int
 	src, dst int
+	proxy    int // NET: the rank whose proxy thread and NIC send (src, or the PXN intermediate)
 	ch       int
 	net      bool
 	ring     bool
-	ll       bool // LL protocol (NET only): host LL buffers, flags instead of tail
+	ll       bool // LL protocol: lines with flags in LL buffers, no tail
 	bytes    uint64
-	chunk    uint64
+	chunk    uint64 // data bytes per step
 	nsteps   int
 
-	// NET: host control regions, FIFO slot bases, QPs and CQs.
-	sctl, rctl       *mem.Region
-	sfifo, rfifo     uint64
-	sqp, rqp         *nic.QP
-	scq, rcq         *nic.CQ
-	ctsMR, ctsSrcMR  *nic.MR
-	sPosts, rPosts   []ncclPost // posted, doorbell still crossing PCIe
-	sPostsH, rPostsH int
-	// LL (NET): the LL FIFOs in pinned host memory, backed so that the
-	// flags travel with the data, and their MRs.
+	// NET: the IB connection and receive group it belongs to, host
+	// control words, FIFO slot bases (sender side in the proxy rank's
+	// buffers, receiver side in dst's).
+	comm         *ncclNetComm
+	grp          *ncclRecvGroup
+	sctl, rctl   *mem.Region
+	sfifo, rfifo uint64
+	sSlot        []int // per step mod Steps: the CTS slot its request matched
+	// LL: the receiver's LL buffer (NET: host memory; P2P: its HBM) and,
+	// on NET, the sender's (host memory) and their MRs; backed, so that
+	// the flags and data travel. llSlots slots of one chunk's lines.
 	sll, rll     *mem.Region
 	sllMR, rllMR *nic.MR
+	llSlots      int
 	llSrc, llDst []byte // the sending kernel's lines per slot; the receiving kernel's read of one slot
+	llGot        uint64 // LL data bytes the receiving kernel checked
 
 	// P2P (NVLink): FIFO and tail in the receiver's HBM, head in the
 	// sender's.
 	pfifo, ptail, phead *mem.Region
 
-	// Proxy state (NET): sender posted/transmitted/done, receiver
-	// posted/received/transmitted/done; cached device-written values.
-	sPosted, sTrans, sDone        int
-	rPosted, rRecv, rTrans, rDone int
-	tailSeen, headSeen            uint64
-	ctsSeen                       int
+	// Proxy state (NET): sender posted/transmitted/done, receiver done;
+	// cached device-written values.
+	sPosted, sTrans, sDone int
+	rDone                  int
+	tailSeen, headSeen     uint64
 
 	// Instants of the last step, for the breakdown.
 	lastQueued, lastPosted, lastCQE, lastLanded sim.Time
-}
-
-// ncclPost is one ibv_post_send whose doorbell is crossing PCIe.
-type ncclPost struct {
-	wrs [2]nic.WR
-	n   int
 }
 
 func newNCCL(e *env) workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
@@ -335,6 +401,7 @@ func (w *ncclWorkload) setup() error {
 		w.step = uint64(w.cfg.NetChunk)
 	}
 	w.nextVA = 0x7e00_0000_0000
+	w.shared = map[[3]int]*ncclNetComm{}
 	var outMax uint64
 	for r := range st.ep {
 		outMax = max(outMax, uint64(st.selections[r]))
@@ -348,6 +415,7 @@ func (w *ncclWorkload) setup() error {
 		}
 		outMax = max(outMax, in)
 	}
+	local := uint64(e.m.Spec.GPUsPerNode)
 	for r := range st.ep {
 		rk := e.m.Ranks[r]
 		if len(rk.NICs) == 0 {
@@ -357,8 +425,9 @@ func (w *ncclWorkload) setup() error {
 		nr := &ncclRank{r: r, g: g, nic: rk.NICs[0]}
 		nr.out = g.Alloc("nccl/out", sim.Bytes(max(outMax, 1)*max(w.tok, w.comb)), false)
 		// Shared buffers: Steps slots for every NET connection the rank
-		// may have (each direction, ChannelsPerPeer per peer, plus ring).
-		size := uint64(w.cfg.Steps) * w.step * uint64(2*st.ep*w.cfg.ChannelsPerPeer+2)
+		// may receive or send through its NIC (its own sends and, under
+		// PXN, those of every local rank to its rail), plus the ring.
+		size := uint64(w.cfg.Steps) * w.step * (uint64(st.ep*w.cfg.ChannelsPerPeer)*(1+local) + 2)
 		nr.fifo = g.Alloc("nccl/gdr-buffers", sim.Bytes(size), false)
 		nr.mr, err = nr.nic.RegMR(nr.fifo, 0, size, w.va(size), nic.AccessLocalWrite|nic.AccessRemoteWrite, g.Dev(), true)
 		if err != nil {
@@ -382,30 +451,62 @@ func (w *ncclWorkload) viaNet(a, b int) bool {
 	return m.Ranks[a].Node != m.Ranks[b].Node || !w.e.opt.NVLink
 }
 
-// newConn builds a connection carrying bytes from src to dst.
-func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring bool) (*ncclConn, error) {
-	c := &ncclConn{id: len(w.conns), src: src, dst: dst, ch: ch, net: w.viaNet(src, dst), ring: ring,
-		bytes: bytes, chunk: chunk}
-	c.ll = c.net && ring && w.cfg.AllGatherLL
+// proxyOf is the rank whose proxy thread and NIC carry s's p2p NET sends
+// to d (ncclTopoGetNetDev): under PXN the GPU of s's node with d's local
+// index (d's rail), when NVLink joins it to s (the P2P transport is on)
+// and it is a rank of the communicator; s itself otherwise.
+func (w *ncclWorkload) proxyOf(s, d int) int {
+	m := w.e.m
+	S, D := m.Ranks[s], m.Ranks[d]
+	if w.cfg.PXNLevel == 0 || !w.e.opt.NVLink || S.Node == D.Node || S.Local == D.Local {
+		return s
+	}
+	p := S.Node*m.Spec.GPUsPerNode + D.Local
+	if p >= w.e.st.ep || m.Ranks[p].Node != S.Node {
+		return s
+	}
+	return p
+}
+
+// newConn builds a connection carrying bytes from src to dst in steps of
+// chunk data bytes; NET connections join their IB connection (finished
+// by finishComms).
+func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll bool) (*ncclConn, error) {
+	c := &ncclConn{id: len(w.conns), src: src, dst: dst, proxy: src, ch: ch, net: w.viaNet(src, dst), ring: ring,
+		ll: ll, bytes: bytes, chunk: chunk}
+	if c.net && !ring {
+		c.proxy = w.proxyOf(src, dst)
+	}
 	c.nsteps = int((bytes + chunk - 1) / chunk)
 	w.conns = append(w.conns, c)
 	name := "nccl/" + strconv.Itoa(src) + ">" + strconv.Itoa(dst) + "." + strconv.Itoa(ch)
-	S, D := w.ranks[src], w.ranks[dst]
-	slots := uint64(w.cfg.Steps) * chunk
+	if ring {
+		name += "/ring"
+	}
+	S, D, P := w.ranks[src], w.ranks[dst], w.ranks[c.proxy]
+	if c.ll {
+		c.llSlots = min(w.cfg.Steps, c.nsteps)
+		n := uint64(c.llSlots) * c.llSlot()
+		c.llSrc, c.llDst = make([]byte, n), make([]byte, c.llSlot())
+	}
 	if !c.net {
-		c.pfifo = D.g.Alloc(name+"/p2p-fifo", sim.Bytes(slots), false)
-		c.ptail = D.g.Alloc(name+"/p2p-tail", 8, false)
 		c.phead = S.g.Alloc(name+"/p2p-head", 8, false)
+		if c.ll {
+			c.rll = D.g.Alloc(name+"/p2p-ll", sim.Bytes(len(c.llSrc)), true)
+			return c, nil
+		}
+		c.pfifo = D.g.Alloc(name+"/p2p-fifo", sim.Bytes(uint64(w.cfg.Steps)*chunk), false)
+		c.ptail = D.g.Alloc(name+"/p2p-tail", 8, false)
 		return c, nil
 	}
 	var err error
 	if c.ll {
-		// LL buffers: NCCL_STEPS slots of LL lines in host memory.
-		n := uint64(w.cfg.Steps) * c.llSlot()
-		c.llSrc, c.llDst = make([]byte, n), make([]byte, c.llSlot())
+		// LL buffers in pinned host memory: the sender's in the proxy
+		// rank's (host) memory of the sender's node, registered on its NIC.
+		n := uint64(len(c.llSrc))
 		c.sll = S.g.AllocHost(name+"/send-ll", sim.Bytes(n), true)
 		c.rll = D.g.AllocHost(name+"/recv-ll", sim.Bytes(n), true)
-		if c.sllMR, err = S.nic.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, S.g.Bus().Host(), true); err != nil {
+		if c.sllMR, err = P.nic.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, P.g.Bus().Host(), true); err != nil {
 			return nil, fmt.Errorf("moe: nccl: %w", err)
 		}
 		if c.rllMR, err = D.nic.RegMR(c.rll, 0, n, w.va(n), nic.AccessLocalWrite|nic.AccessRemoteWrite,
@@ -413,100 +514,167 @@ func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring bool)
 			return nil, fmt.Errorf("moe: nccl: %w", err)
 		}
 	} else {
-		if S.used+slots > uint64(S.fifo.Size()) || D.used+slots > uint64(D.fifo.Size()) {
-			return nil, fmt.Errorf("moe: nccl: shared buffers of rank %d or %d exhausted", src, dst)
+		slots := uint64(w.cfg.Steps) * chunk
+		if P.used+slots > uint64(P.fifo.Size()) || D.used+slots > uint64(D.fifo.Size()) {
+			return nil, fmt.Errorf("moe: nccl: shared buffers of rank %d or %d exhausted", c.proxy, dst)
 		}
-		c.sfifo, c.rfifo = S.used, D.used
-		S.used += slots
+		c.sfifo, c.rfifo = P.used, D.used
+		P.used += slots
 		D.used += slots
 	}
-	cs := uint64(w.cfg.CTSSlots) * ctsSlot
-	c.sctl = S.g.AllocHost(name+"/send-ctl", sim.Bytes(ctlSlots+cs), false)
-	c.rctl = D.g.AllocHost(name+"/recv-ctl", sim.Bytes(ctlSlots+cs), true)
+	c.sctl = S.g.AllocHost(name+"/send-ctl", ctlBytes, false)
+	c.rctl = D.g.AllocHost(name+"/recv-ctl", ctlBytes, false)
+	c.sSlot = make([]int, w.cfg.Steps)
+	key := [3]int{c.proxy, dst, ch}
+	m := w.shared[key]
+	if m == nil || ring || !w.cfg.SharedComms {
+		m = &ncclNetComm{id: len(w.comms), proxy: c.proxy, dst: dst, ch: ch}
+		w.comms = append(w.comms, m)
+		w.phComms = append(w.phComms, m)
+		if !ring && w.cfg.SharedComms {
+			w.shared[key] = m
+		}
+	}
+	c.comm = m
+	m.subs = append(m.subs, c)
+	return c, nil
+}
+
+// finishComms groups the receives of the phase's new IB connections and
+// builds their QPs, CQs and CTS FIFOs.
+func (w *ncclWorkload) finishComms() error {
+	for _, m := range w.phComms {
+		if m.sqp != nil {
+			continue
+		}
+		if err := w.finishComm(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
+	cfg := &w.cfg
+	for i := 0; i < len(m.subs); i += cfg.MaxRecvs {
+		g := &ncclRecvGroup{comm: m, subs: m.subs[i:min(i+cfg.MaxRecvs, len(m.subs))]}
+		for _, c := range g.subs {
+			c.grp = g
+			g.nsteps = max(g.nsteps, c.nsteps)
+		}
+		g.left = len(g.subs)
+		m.groups = append(m.groups, g)
+	}
+	n := uint64(min(cfg.MaxRecvs, len(m.subs)))
+	m.slots = cfg.CTSSlots * len(m.groups)
+	m.cts = make([]ncclCTS, m.slots)
+	m.stride = (n*uint64(cfg.CTSBytes) + 63) &^ 63
+	m.recStride = (4*n + 7) &^ 7
+	m.recBase = uint64(m.slots) * m.stride
+	size := m.recBase + uint64(m.slots)*m.recStride
+	P, D := w.ranks[m.proxy], w.ranks[m.dst]
+	name := "nccl/comm" + strconv.Itoa(m.proxy) + ">" + strconv.Itoa(m.dst) + "." + strconv.Itoa(m.ch)
+	m.sh = P.g.AllocHost(name+"/send-comm", sim.Bytes(size), false)
+	m.rh = D.g.AllocHost(name+"/recv-comm", sim.Bytes(size), true)
 	// An unbacked region keeps the words of backed writes (the CTS) only
 	// once it holds a word.
-	c.sctl.Store64(ctlHead, 0, "nccl/setup")
-	if c.ctsMR, err = S.nic.RegMR(c.sctl, ctlSlots, cs, w.va(cs), nic.AccessLocalWrite|nic.AccessRemoteWrite,
-		S.g.Bus().Host(), true); err != nil {
-		return nil, fmt.Errorf("moe: nccl: %w", err)
+	m.sh.Store64(0, 0, "nccl/setup")
+	var err error
+	access := nic.AccessLocalWrite | nic.AccessRemoteWrite
+	if m.sMR, err = P.nic.RegMR(m.sh, 0, size, w.va(size), access, P.g.Bus().Host(), true); err != nil {
+		return fmt.Errorf("moe: nccl: %w", err)
 	}
-	if c.ctsSrcMR, err = D.nic.RegMR(c.rctl, ctlSlots, cs, w.va(cs), nic.AccessLocalWrite, D.g.Bus().Host(), true); err != nil {
-		return nil, fmt.Errorf("moe: nccl: %w", err)
+	if m.rMR, err = D.nic.RegMR(m.rh, 0, size, w.va(size), access, D.g.Bus().Host(), true); err != nil {
+		return fmt.Errorf("moe: nccl: %w", err)
 	}
+	// Outstanding per group: Steps multi-sends of up to n data WRs and an
+	// immediate, Steps receives and CTS WRITEs.
+	depth := max(64, cfg.Steps*len(m.groups)*(int(n)+1))
 	mk := func(rk *ncclRank, side string) (*nic.QP, *nic.CQ, error) {
-		const depth = 64
-		cfg := rk.nic.Config()
-		ring := rk.g.AllocHost(name+"/"+side+"-cq", sim.Bytes(depth)*cfg.CQEBytes, false)
+		ncfg := rk.nic.Config()
+		ring := rk.g.AllocHost(name+"/"+side+"-cq", sim.Bytes(depth)*ncfg.CQEBytes, false)
 		cq, err := rk.nic.CreateCQ(depth, ring, rk.g.Bus().Host())
 		if err != nil {
 			return nil, nil, err
 		}
-		sq := rk.g.AllocHost(name+"/"+side+"-sq", sim.Bytes(depth)*cfg.WQEBytes, false)
+		sq := rk.g.AllocHost(name+"/"+side+"-sq", sim.Bytes(depth)*ncfg.WQEBytes, false)
 		qp, err := rk.nic.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: depth, RQDepth: depth, SQRing: sq,
 			SQWhere: rk.g.Bus().Host()})
 		return qp, cq, err
 	}
-	if c.sqp, c.scq, err = mk(S, "send"); err != nil {
-		return nil, fmt.Errorf("moe: nccl: %w", err)
+	if m.sqp, m.scq, err = mk(P, "send"); err != nil {
+		return fmt.Errorf("moe: nccl: %w", err)
 	}
-	if c.rqp, c.rcq, err = mk(D, "recv"); err != nil {
-		return nil, fmt.Errorf("moe: nccl: %w", err)
+	if m.rqp, m.rcq, err = mk(D, "recv"); err != nil {
+		return fmt.Errorf("moe: nccl: %w", err)
 	}
 	for _, p := range []struct {
 		qp, peer *nic.QP
 		ep       *nic.NIC
-	}{{c.sqp, c.rqp, D.nic}, {c.rqp, c.sqp, S.nic}} {
+	}{{m.sqp, m.rqp, D.nic}, {m.rqp, m.sqp, P.nic}} {
 		for _, st := range []struct {
 			to nic.QPState
 			a  nic.ModifyAttr
 		}{
 			{nic.QPSInit, nic.ModifyAttr{}},
-			{nic.QPSRTR, nic.ModifyAttr{RemoteEP: p.ep.Endpoint(), RemoteQPN: p.peer.QPN(), MTU: w.cfg.MTU, MinRNRTimer: 12}},
-			{nic.QPSRTS, nic.ModifyAttr{Timeout: w.cfg.QPTimeout, RetryCnt: w.cfg.QPRetry, RNRRetry: 7}},
+			{nic.QPSRTR, nic.ModifyAttr{RemoteEP: p.ep.Endpoint(), RemoteQPN: p.peer.QPN(), MTU: cfg.MTU, MinRNRTimer: 12}},
+			{nic.QPSRTS, nic.ModifyAttr{Timeout: cfg.QPTimeout, RetryCnt: cfg.QPRetry, RNRRetry: 7}},
 		} {
 			if err := p.qp.Modify(st.to, st.a); err != nil {
-				return nil, fmt.Errorf("moe: nccl: %w", err)
+				return fmt.Errorf("moe: nccl: %w", err)
 			}
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// beginPhase forgets the earlier phase's connections: their buffers are
+// free and their IB connections are not reused.
+func (w *ncclWorkload) beginPhase() {
+	w.a2a = w.a2a[:0]
+	w.ring = w.ring[:0]
+	w.phComms = w.phComms[:0]
+	clear(w.shared)
+	for _, rk := range w.ranks {
+		rk.recvs = 1 // the local copy
+		rk.used = 0
+		rk.px.reset()
+	}
 }
 
 // buildA2A creates the phase's all-to-all connections from the byte
 // matrix: per peer, ChannelsPerPeer channels capped at bytes/(step/2)
-// (NCCL's minimum part size), and for NET the chunk tuning of addP2pToPlan
-// (a quarter step below one step of bytes, half below eight steps).
+// (NCCL's minimum part size); LL where p2pLL says so, with LL steps; for
+// Simple over NET the chunk tuning of addP2pToPlan (a quarter step below
+// one step of bytes, half below eight steps).
 func (w *ncclWorkload) buildA2A(bytes func(s, d int) uint64) error {
 	st := w.e.st
-	w.a2a = w.a2a[:0]
-	for _, rk := range w.ranks {
-		rk.recvs = 1 // the local copy
-		rk.used = 0  // the earlier phase's buffers are free
-	}
 	for s := range st.ep {
 		for d := range st.ep {
 			b := bytes(s, d)
 			if s == d || b == 0 {
 				continue
 			}
-			chunk := w.step
-			if w.viaNet(s, d) {
-				switch {
-				case b < w.step:
-					chunk /= 4
-				case b < 8*w.step:
-					chunk /= 2
-				}
-			}
+			net := w.viaNet(s, d)
 			minPart := w.step / 8
 			if w.e.m.Nodes > 1 {
 				minPart = w.step / 2
 			}
 			nch := int(min(uint64(w.cfg.ChannelsPerPeer), (b+minPart-1)/minPart))
+			ll := w.cfg.p2pLL(b, nch, net)
+			chunk := w.step
+			switch {
+			case ll:
+				chunk = w.cfg.llChunk(net)
+			case net && b < w.step:
+				chunk /= 4
+			case net && b < 8*w.step:
+				chunk /= 2
+			}
 			part := (b + uint64(nch) - 1) / uint64(nch)
 			for ch := range nch {
 				pb := min(part, b-uint64(ch)*part)
-				c, err := w.newConn(s, d, ch, pb, chunk, false)
+				c, err := w.newConn(s, d, ch, pb, chunk, false, ll)
 				if err != nil {
 					return err
 				}
@@ -521,36 +689,11 @@ func (w *ncclWorkload) buildA2A(bytes func(s, d int) uint64) error {
 // stepBytes is the size of step i of c.
 func (c *ncclConn) stepBytes(i int) uint64 { return min(c.chunk, c.bytes-uint64(i)*c.chunk) }
 
-// LL lines: 16 bytes carry 8 data bytes (data1, flag1, data2, flag2, four
-// 32-bit words); the flag of step i is i+1.
-const (
-	llLine     = 16
-	llLineData = 8
-)
-
-// llSlot is one LL FIFO slot of c: a chunk's lines.
-func (c *ncclConn) llSlot() uint64 { return (c.chunk + llLineData - 1) / llLineData * llLine }
-
-// llWire is the LL bytes of step i of c: its lines.
-func (c *ncclConn) llWire(i int) uint64 {
-	return (c.stepBytes(i) + llLineData - 1) / llLineData * llLine
-}
-
-// llFlagWord is the offset in c's LL FIFO of the 8-byte word holding the
-// last line's data2 and flag2 for step i: the word both the send proxy
-// and the receiving kernel test last.
-func (c *ncclConn) llFlagWord(i, steps int) uint64 {
-	return uint64(i%steps)*c.llSlot() + c.llWire(i) - 8
-}
-
-// llFlagSet reports whether the word v (data2 | flag2<<32) carries the
-// flag of step i.
-func llFlagSet(v uint64, i int) bool { return v>>32 == uint64(i+1) }
-
 // dispatch: the counts all-gather on every rank's stream, then the host
 // path (D2H, sync, splits, enqueue), then the all-to-all-v.
 func (w *ncclWorkload) dispatch() {
 	e, st := w.e, w.e.st
+	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
 		var n uint64
 		for _, x := range st.experts[d] {
@@ -562,27 +705,27 @@ func (w *ncclWorkload) dispatch() {
 		blk := uint64(st.slots) * uint64(w.cfg.CountBytes)
 		for r := range st.ep {
 			var c *ncclConn
-			c, err = w.newConn(r, (r+1)%st.ep, 0, blk*uint64(st.ep-1), blk, true)
+			c, err = w.newConn(r, (r+1)%st.ep, 0, blk*uint64(st.ep-1), blk, true, w.cfg.AllGatherLL && w.viaNet(r, (r+1)%st.ep))
 			if err != nil {
 				break
 			}
 			w.ring = append(w.ring, c)
 		}
 	}
+	if err == nil {
+		err = w.finishComms()
+	}
 	e.begin(&e.disp, "dispatch", w.receivers())
 	if err != nil {
 		e.s.Fail(err)
 		return
 	}
-	for r := range st.ep {
-		w.ranks[r].px.reset()
-	}
 	// The all-gather was enqueued by the host behind the router kernels:
 	// its proxy ops are posted and its kernel starts with the phase.
 	for r := range st.ep {
-		if w.ring[r].net {
-			w.ranks[r].px.add(w.ring[r], true, false)
-			w.ranks[(r+1)%st.ep].px.add(w.ring[r], false, false)
+		if c := w.ring[r]; c.net {
+			w.ranks[r].px.add(ncclSub{c: c}, false)
+			w.ranks[(r+1)%st.ep].px.add(ncclSub{g: c.grp}, false)
 		}
 	}
 	for r := range st.ep {
@@ -601,20 +744,13 @@ func (w *ncclWorkload) launchAllGather(r int) {
 		p.Park("nccl host: cudaStreamSynchronize after the counts all-gather")
 		w.hostPath(p, r)
 	})
-	sendStep, waitData := w.sendStep, w.waitData
-	if send.ll {
-		sendStep = w.llSendStep
-	}
-	if recv.ll {
-		waitData = w.llWaitData
-	}
 	rk.g.Launch("nccl/allgather", w.cfg.OpThreads, func(t *gpu.Group) {
-		sendStep(t, send, 0)
+		w.sendStep(t, send, 0)
 		for k := 0; k < st.ep-1; k++ {
-			waitData(t, recv, k)
+			w.waitData(t, recv, k)
 			t.Write(rk.out, 0, nil, sim.Bytes(blk)) // into the gathered counts
 			if k < st.ep-2 {
-				sendStep(t, send, k+1) // forward the block to the next rank
+				w.sendStep(t, send, k+1) // forward the block to the next rank
 			}
 			w.release(t, recv, k)
 		}
@@ -639,18 +775,19 @@ func (w *ncclWorkload) hostPath(p *sim.Proc, r int) {
 	w.launchA2A(r, &e.disp, w.bwDisp)
 }
 
-// postA2A hands rank r's all-to-all proxy ops to its proxy thread.
+// postA2A hands rank r's all-to-all proxy ops to the proxy threads: its
+// sends to the thread of each connection's proxy rank (its own, or under
+// PXN the intermediate's), its receive groups to its own.
 func (w *ncclWorkload) postA2A(r int, wake bool) {
-	px := w.ranks[r].px
 	for _, c := range w.a2a {
 		if !c.net {
 			continue
 		}
 		if c.src == r {
-			px.add(c, true, wake)
+			w.ranks[c.proxy].px.add(ncclSub{c: c}, wake)
 		}
-		if c.dst == r {
-			px.add(c, false, wake)
+		if c.dst == r && c.grp.subs[0] == c {
+			w.ranks[r].px.add(ncclSub{g: c.grp}, wake)
 		}
 	}
 }
@@ -710,7 +847,7 @@ func (w *ncclWorkload) selfBytes(r int, ph *phase) uint64 {
 // receiver: issue ends at the sender's all-to-all kernel start (the host
 // path before it is the GPU-issue column), the proxy queue runs to the
 // post of the last chunk, the remote write to its completion at the
-// receiving proxy (NET) or the tail landing (P2P).
+// receiving proxy (NET) or the landing of its tail or lines (P2P).
 func (w *ncclWorkload) path(c *ncclConn) sigPath {
 	S := w.ranks[c.src]
 	p := sigPath{valid: true, issueStart: S.kick, issueEnd: S.kick, from: c.src, to: c.dst, rdma: c.net,
@@ -725,15 +862,21 @@ func (w *ncclWorkload) path(c *ncclConn) sigPath {
 	return p
 }
 
-// sendStep is one step of a send: wait for the slot credit, write the
-// slot's size, copy the chunk, fence and publish the tail.
+// sendStep is one step of a send. Simple: wait for the slot credit, write
+// the slot's size, copy the chunk (NET: into the proxy rank's GDR buffer,
+// over NVLink when that is a PXN intermediate; P2P: into the receiver's
+// FIFO over NVLink), fence and publish the tail.
 func (w *ncclWorkload) sendStep(t *gpu.Group, c *ncclConn, i int) {
+	if c.ll {
+		w.llSendStep(t, c, i)
+		return
+	}
 	n := c.stepBytes(i)
 	slot := uint64(i % w.cfg.Steps)
 	if c.net {
 		t.WaitWord(c.sctl, ctlHead, "nccl send: proxy slot credit", func(v uint64) bool { return v > uint64(i) })
 		t.Store64(c.sctl, ctlSize, n)
-		t.Write(w.ranks[c.src].fifo, c.sfifo+slot*c.chunk, nil, sim.Bytes(n))
+		t.Write(w.ranks[c.proxy].fifo, c.sfifo+slot*c.chunk, nil, sim.Bytes(n))
 		t.Fence(gpu.ScopeSystem)
 		c.lastQueued = t.Store64(c.sctl, ctlTail, uint64(i+1))
 		return
@@ -745,42 +888,17 @@ func (w *ncclWorkload) sendStep(t *gpu.Group, c *ncclConn, i int) {
 	c.lastLanded = t.Store64(c.ptail, 0, uint64(i+1))
 }
 
-// llSendStep is one LL step of a NET send: wait for the slot credit, write
-// the size and store the chunk as LL lines (each with the step's flag
-// twice) into the host LL buffer over PCIe; no fence and no tail, the
-// flags tell the proxy the lines are there.
-func (w *ncclWorkload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
-	t.WaitWord(c.sctl, ctlHead, "nccl LL send: proxy slot credit", func(v uint64) bool { return v > uint64(i) })
-	t.Store64(c.sctl, ctlSize, c.stepBytes(i))
-	off := uint64(i%w.cfg.Steps) * c.llSlot()
-	n := c.llWire(i)
-	lines := c.llSrc[off : off+n]
-	clear(lines)
-	for k := uint64(0); k < n; k += llLine {
-		binary.LittleEndian.PutUint32(lines[k+4:], uint32(i+1))
-		binary.LittleEndian.PutUint32(lines[k+12:], uint32(i+1))
-	}
-	c.lastQueued = t.Write(c.sll, off, lines, sim.Bytes(n))
-}
-
-// llWaitData waits until the LL lines of step i of c are in the host LL
-// buffer (the kernel polls the last line's flag over PCIe) and reads them.
-// NCCL's threads poll every line; the lines of one WRITE land together
-// here, so the last flag stands for all of them.
-func (w *ncclWorkload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
-	t.WaitWord(c.rll, c.llFlagWord(i, w.cfg.Steps), "nccl LL recv: line flags",
-		func(v uint64) bool { return llFlagSet(v, i) })
-	off := uint64(i%w.cfg.Steps) * c.llSlot()
-	t.Read(c.rll, off, c.llDst[:c.llWire(i)])
-}
-
-// waitData waits until step i of c is in the receive FIFO.
+// waitData waits until step i of c is in the receive buffer: the tail
+// (Simple) or the lines' flags (LL, which also reads and checks them).
 func (w *ncclWorkload) waitData(t *gpu.Group, c *ncclConn, i int) {
-	if c.net {
+	switch {
+	case c.ll:
+		w.llWaitData(t, c, i)
+	case c.net:
 		t.WaitWord(c.rctl, ctlTail, "nccl recv: proxy tail", func(v uint64) bool { return v > uint64(i) })
-		return
+	default:
+		t.WaitWord(c.ptail, 0, "nccl p2p recv: sender tail", func(v uint64) bool { return v > uint64(i) })
 	}
-	t.WaitWord(c.ptail, 0, "nccl p2p recv: sender tail", func(v uint64) bool { return v > uint64(i) })
 }
 
 // release returns slot i of c to the sender (head).
@@ -797,6 +915,7 @@ func (w *ncclWorkload) release(t *gpu.Group, c *ncclConn, i int) {
 // the phase start.
 func (w *ncclWorkload) combine() {
 	e, st := w.e, w.e.st
+	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
 		var n uint64
 		for _, x := range st.experts[s] {
@@ -804,13 +923,15 @@ func (w *ncclWorkload) combine() {
 		}
 		return n * w.comb
 	})
+	if err == nil {
+		err = w.finishComms()
+	}
 	e.begin(&e.comb, "combine", w.receivers())
 	if err != nil {
 		e.s.Fail(err)
 		return
 	}
 	for r := range st.ep {
-		w.ranks[r].px.reset()
 		w.postA2A(r, false)
 	}
 	for r := range st.ep {
@@ -828,363 +949,28 @@ func (w *ncclWorkload) receivers() []int {
 	return recv
 }
 
-// Handle delivers a doorbell that crossed PCIe to the NIC (sim.Handler):
-// arg is connection id << 1 | 1 for the receiver's QP.
-func (w *ncclWorkload) Handle(s *sim.Sim, arg uint64) {
-	c := w.conns[arg>>1]
-	qp, q, h := c.sqp, &c.sPosts, &c.sPostsH
-	if arg&1 == 1 {
-		qp, q, h = c.rqp, &c.rPosts, &c.rPostsH
-	}
-	pp := &(*q)[*h]
-	*h++
-	if *h == len(*q) {
-		*q, *h = (*q)[:0], 0
-	}
-	if err := qp.PostSend(pp.wrs[:pp.n]); err != nil {
-		s.Fail(fmt.Errorf("moe: nccl: %s: %w", qp.Name(), err))
-	}
-}
-
-// ncclProxy is one rank's NCCL proxy progress thread: round robin over its
-// active connection ops, one action per op per pass; idle passes yield;
-// with no op at all the thread blocks until the host posts one.
-type ncclProxy struct {
-	w       *ncclWorkload
-	rk      *ncclRank
-	name    string
-	p       *sim.Proc
-	subs    []ncclSub
-	blocked bool
-	parked  bool
-	idleAt  sim.Time
-	period  sim.Duration
-	watched []watchRef
-	busy    sim.Duration
-}
-
-// ncclSub is one connection op on one side.
-type ncclSub struct {
-	c    *ncclConn
-	send bool
-}
-
-// watchRef is one word an idle proxy watches.
-type watchRef struct {
-	r   *mem.Region
-	off uint64
-}
-
-func newNCCLProxy(w *ncclWorkload, rk *ncclRank) *ncclProxy {
-	px := &ncclProxy{w: w, rk: rk, name: rk.g.Name() + "/nccl-proxy"}
-	px.p = w.e.s.Spawn(px.name, px.loop)
-	return px
-}
-
-// reset drops the ops of an earlier phase.
-func (px *ncclProxy) reset() { px.subs = px.subs[:0] }
-
-// add hands one op to the thread (ncclProxyPost); wake says whether a
-// blocked thread pays the condition-variable wake-up.
-func (px *ncclProxy) add(c *ncclConn, send, wake bool) {
-	px.subs = append(px.subs, ncclSub{c, send})
-	switch {
-	case px.blocked:
-		px.blocked = false
-		at := px.p.Now()
-		if wake {
-			at = at.Add(px.w.cfg.ProxyWake)
-		}
-		px.p.WakeAt(at)
-	case px.parked:
-		px.resume()
-	}
-}
-
-func (px *ncclProxy) work(d sim.Duration) {
-	px.busy += d
-	px.p.Sleep(d)
-}
-
-func (px *ncclProxy) loop(p *sim.Proc) {
-	cfg := &px.w.cfg
-	for {
-		if len(px.subs) == 0 {
-			px.blocked = true
-			p.Park("nccl proxy: no op (pthread_cond_wait)")
-			continue
-		}
-		start := p.Now()
-		worked := false
-		for i := 0; i < len(px.subs); i++ {
-			s := px.subs[i]
-			p.Sleep(cfg.OpCheck)
-			if s.send && px.progressSend(s.c) || !s.send && px.progressRecv(s.c) {
-				worked = true
-			}
-		}
-		k := 0
-		for _, s := range px.subs {
-			if s.send && s.c.sDone < s.c.nsteps || !s.send && s.c.rDone < s.c.nsteps {
-				px.subs[k] = s
-				k++
-			}
-		}
-		clear(px.subs[k:])
-		px.subs = px.subs[:k]
-		if !worked && len(px.subs) > 0 {
-			p.Sleep(cfg.YieldCost)
-			px.idle(start)
-		}
-	}
-}
-
-// progressSend is sendProxyProgress for one op: post a slot to the
-// kernel, or send a published chunk whose CTS arrived, or retire a send.
-func (px *ncclProxy) progressSend(c *ncclConn) bool {
-	w, cfg := px.w, &px.w.cfg
-	steps := cfg.Steps
-	if c.sPosted < c.nsteps && c.sPosted < c.sDone+steps {
-		c.sPosted++
-		px.work(cfg.HostStore)
-		c.sctl.Store64(ctlHead, uint64(c.sPosted), px.name)
-		return true
-	}
-	if c.sTrans < c.sPosted && c.sTrans < c.sDone+steps {
-		if px.dataReady(c, c.sTrans) {
-			slot := uint64(c.sTrans % cfg.CTSSlots)
-			if c.sctl.Load64(ctlSlots+slot*ctsSlot+ctsSlot-8) == uint64(c.sTrans+1) {
-				if c.ctsSeen <= c.sTrans {
-					c.ctsSeen = c.sTrans + 1
-					px.work(cfg.LineMiss) // the CTS line the NIC wrote
-				}
-				px.isend(c, c.sTrans)
-				c.sTrans++
-				return true
-			}
-		}
-	}
-	if c.sDone < c.sTrans {
-		px.p.Sleep(cfg.PollCQCost)
-		var cqe [1]nic.CQE
-		if c.scq.Poll(cqe[:]) == 1 {
-			px.work(cfg.CQEReadCost)
-			if cqe[0].Status != nic.StatusSuccess {
-				w.fail(c, "send", cqe[0])
-			}
-			c.sDone++
-			return true
-		}
-	}
-	return false
-}
-
-// dataReady reports whether the kernel published step i of c, charging
-// the reads: Simple waits for the tail (tail and connFifo lines, written
-// over PCIe by the GPU); LL ignores the tail and checks the size and every
-// line's flags in the host LL buffer.
-func (px *ncclProxy) dataReady(c *ncclConn, i int) bool {
-	cfg := &px.w.cfg
-	if c.ll {
-		if !llFlagSet(c.sll.Load64(c.llFlagWord(i, cfg.Steps)), i) {
-			return false
-		}
-		if uint64(i+1) > c.tailSeen {
-			c.tailSeen = uint64(i + 1)
-			px.work(cfg.LineMiss + cfg.LLLineCheck*sim.Duration((c.llWire(i)+63)/64))
-		}
-		return true
-	}
-	tail := c.sctl.Load64(ctlTail)
-	if tail <= uint64(i) {
-		return false
-	}
-	if tail > c.tailSeen {
-		c.tailSeen = tail
-		px.work(cfg.LineMiss)
-	}
-	return true
-}
-
-// isend posts chunk i of c: WRITE + 0-byte WRITE_WITH_IMM (adaptive
-// routing, above ARThreshold) or one WRITE_WITH_IMM, only the last WR
-// signalled, and rings the doorbell.
-func (px *ncclProxy) isend(c *ncclConn, i int) {
-	w, cfg, e := px.w, &px.w.cfg, px.w.e
-	S, D := w.ranks[c.src], w.ranks[c.dst]
-	n := c.stepBytes(i)
-	slot := uint64(i % cfg.Steps)
-	var pp ncclPost
-	data := nic.WR{ID: uint64(i), Op: nic.WRWrite, Local: nic.SGE{MR: S.mr, Off: c.sfifo + slot*c.chunk, Len: n},
-		RemoteVA: D.mr.VA + c.rfifo + slot*c.chunk, RKey: D.mr.RKey}
-	if c.ll {
-		n = c.llWire(i)
-		data.Local = nic.SGE{MR: c.sllMR, Off: slot * c.llSlot(), Len: n}
-		data.RemoteVA, data.RKey = c.rllMR.VA+slot*c.llSlot(), c.rllMR.RKey
-	}
-	if cfg.AdaptiveRouting && n > uint64(cfg.ARThreshold) {
-		pp.wrs[0] = data
-		pp.wrs[1] = nic.WR{ID: uint64(i), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: S.mr},
-			RemoteVA: data.RemoteVA, RKey: data.RKey, Imm: uint32(i)}
-		pp.n = 2
-		e.ph.sigs++
-	} else {
-		data.Op, data.Signaled, data.Imm = nic.WRWriteImm, true, uint32(i)
-		pp.wrs[0] = data
-		pp.n = 1
-	}
-	e.ph.msgs++
-	e.ph.rdmaBytes += int64(n)
-	px.post(c, false, pp)
-	c.lastPosted = px.p.Now()
-}
-
-// post charges ibv_post_send and sends the doorbell across PCIe.
-func (px *ncclProxy) post(c *ncclConn, recvSide bool, pp ncclPost) {
-	cfg := &px.w.cfg
-	px.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
-	db := sim.Bytes(8)
-	if pp.n == 1 && px.rk.nic.Config().BlueFlame {
-		db = 64
-	}
-	bus := px.rk.g.Bus()
-	arrive := bus.Write(px.p.Now(), bus.Host(), px.rk.nic.Dev(), db)
-	arg := uint64(c.id) << 1
-	if recvSide {
-		c.rPosts = append(c.rPosts, pp)
-		arg |= 1
-	} else {
-		c.sPosts = append(c.sPosts, pp)
-	}
-	px.w.e.s.Schedule(arrive, px.w, arg)
-}
-
-// progressRecv is recvProxyProgress for one op: post a receive and its
-// CTS, or take a completion, or publish the tail, or retire consumed
-// slots (head).
-func (px *ncclProxy) progressRecv(c *ncclConn) bool {
-	w, cfg := px.w, &px.w.cfg
-	if c.rPosted < c.nsteps && c.rPosted < c.rDone+cfg.Steps {
-		i := c.rPosted
-		px.work(cfg.PostRecvCost)
-		if err := c.rqp.PostRecv(nic.RecvWR{ID: uint64(i)}); err != nil {
-			w.e.s.Fail(fmt.Errorf("moe: nccl: %s: %w", c.rqp.Name(), err))
-		}
-		slot := uint64(i % cfg.CTSSlots)
-		elem := ctlSlots + slot*ctsSlot
-		px.work(cfg.HostStore)
-		c.rctl.Store64(elem+ctsSlot-8, uint64(i+1), px.name) // idx; the addr/size/rkey words are implied
-		// The element is CTSBytes long and ends with its idx word, at
-		// the end of the slot, so that the word lands with it.
-		lead := uint64(ctsSlot - w.cfg.CTSBytes)
-		var pp ncclPost
-		pp.wrs[0] = nic.WR{ID: uint64(i), Op: nic.WRWrite, Local: nic.SGE{MR: c.ctsSrcMR, Off: slot*ctsSlot + lead,
-			Len: uint64(cfg.CTSBytes)}, RemoteVA: c.ctsMR.VA + slot*ctsSlot + lead, RKey: c.ctsMR.RKey}
-		pp.n = 1
-		w.e.ph.sigs++
-		px.post(c, true, pp)
-		c.rPosted++
-		return true
-	}
-	if c.rRecv < c.rPosted {
-		px.p.Sleep(cfg.PollCQCost)
-		var cqe [1]nic.CQE
-		if c.rcq.Poll(cqe[:]) == 1 {
-			px.work(cfg.CQEReadCost)
-			if cqe[0].Status != nic.StatusSuccess || cqe[0].Opcode != nic.WCRecvRDMAWithImm {
-				w.fail(c, "recv", cqe[0])
-			}
-			c.rRecv++
-			c.lastCQE = px.p.Now()
-			return true
-		}
-	}
-	if c.rTrans < c.rRecv {
-		// No GPU-direct flush: Hopper needs none (ncclTopoNeedFlush).
-		c.rTrans++
-		px.work(cfg.HostStore)
-		c.rctl.Store64(ctlTail, uint64(c.rTrans), px.name)
-		return true
-	}
-	if c.rDone < c.rTrans {
-		if head := c.rctl.Load64(ctlHead); head > uint64(c.rDone) {
-			if head > c.headSeen {
-				c.headSeen = head
-				px.work(cfg.LineMiss) // written by the GPU over PCIe
-			}
-			c.rDone = int(min(head, uint64(c.rTrans)))
-			return true
-		}
-	}
-	return false
-}
-
-func (w *ncclWorkload) fail(c *ncclConn, side string, e nic.CQE) {
-	w.e.s.Fail(fmt.Errorf("moe: nccl: t=%v connection %d>%d.%d %s completion: %v (%v)", w.e.s.Now(),
-		c.src, c.dst, c.ch, side, e.Status, e.Opcode))
-}
-
-// idle parks the thread after a pass that found nothing, watching every
-// word a later pass would find changed; it resumes at the first pass
-// boundary at or after the change, as the busy loop would.
-func (px *ncclProxy) idle(start sim.Time) {
-	px.period = px.p.Now().Sub(start)
-	px.idleAt = start
-	for _, s := range px.subs {
-		c := s.c
-		if s.send {
-			if c.ll {
-				px.watch(c.sll, c.llFlagWord(c.sTrans, px.w.cfg.Steps))
-			} else {
-				px.watch(c.sctl, ctlTail)
-			}
-			px.watch(c.sctl, ctlSlots+uint64(c.sTrans%px.w.cfg.CTSSlots)*ctsSlot+ctsSlot-8)
-			px.watch(c.scq.WordFor(c.scq.Landed()))
-		} else {
-			px.watch(c.rctl, ctlHead)
-			px.watch(c.rcq.WordFor(c.rcq.Landed()))
-		}
-	}
-	px.parked = true
-	px.p.Park("nccl proxy idle: no tail, CTS, completion or head")
-}
-
-func (px *ncclProxy) watch(r *mem.Region, off uint64) {
-	r.Watch(off, px)
-	px.watched = append(px.watched, watchRef{r, off})
-}
-
-// WordChanged implements mem.Watcher.
-func (px *ncclProxy) WordChanged(*mem.Region, uint64) {
-	if px.parked {
-		px.resume()
-	}
-}
-
-func (px *ncclProxy) resume() {
-	px.parked = false
-	for _, x := range px.watched {
-		x.r.Unwatch(x.off, px)
-	}
-	clear(px.watched)
-	px.watched = px.watched[:0]
-	now := px.p.Now()
-	k := (now.Sub(px.idleAt) + px.period - 1) / px.period
-	px.p.WakeAt(px.idleAt.Add(k * px.period))
-}
-
 // ncclNote is replay's note on what the nccl backend models.
 func ncclNote(o *Options) string {
 	intra := "same-node peers also through the NIC (as NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; --nvlink: P2P transport, NVLink copies, no proxy)"
+	pxn := "no PXN: with NCCL_P2P_DISABLE=1 NCCL has no NVLink path to another GPU's NIC, so every rank sends from its own NIC and " +
+		"cross-rail sends cross the spine (--nvlink models NCCL's default PXN)"
 	if o.NVLink {
 		intra = "same-node peers over NCCL's P2P transport (write mode: NVLink copy into the peer's FIFO, tail/head over NVLink, no proxy)"
+		pxn = "PXN (NCCL_P2P_PXN_LEVEL=2): a send to a remote-node rank with another local index is copied over NVLink into the " +
+			"shared GDR buffer of the local GPU on the destination's rail, whose proxy thread posts the RDMA from its NIC " +
+			"(traffic stays on rails, the intermediate's SMs idle); the sends of all local ranks through one NIC to one rank and " +
+			"channel share one IB connection (NCCL_NET_SHARED_COMMS) and the receiver groups them (up to 8 per CTS, one " +
+			"WRITE per member + one WRITE_WITH_IMM of the sizes per step, posted once every member's chunk is ready)"
 	}
-	return "nccl: Megatron all-to-all-v over NCCL, Simple protocol (no LL128, PXN, buffer registration; zero-byte peers skipped); " +
+	return "nccl: Megatron all-to-all-v over NCCL (no LL128, buffer registration; zero-byte peers skipped); " +
+		"protocol per send: LL when <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD) on connections with LL buffers (P2P/NVLink; " +
+		"NET p2p connections have none unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network), " +
+		"Simple otherwise; " +
 		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on NET hops: flag lines in host memory, no receive-proxy hop) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
 		"+ all_to_all_single until every output is complete; combine = the reverse all-to-all-v, enqueued ahead (no host sync); " +
 		"permute/unpermute kernels excluded; NET transport: kernel copies 128 KiB-step chunks (tuned by size) into GDR FIFO slots " +
 		"(8 per connection, 2 channels per peer), one CPU proxy thread per GPU posts RDMA WRITE + 0-byte WRITE_WITH_IMM per chunk " +
-		"after the receiver proxy's 48-byte CTS WRITE, no GPU flush (Hopper); " + intra + "; " +
+		"after the receiver proxy's 48-byte CTS WRITE, no GPU flush (Hopper); " + pxn + "; " + intra + "; " +
 		"breakdown: 'GPU issue' = host path until the critical sender's all-to-all kernel started (counts all-gather, host sync, launch), " +
 		"'proxy queue' = FIFO copies, tail over PCIe and proxy wait until the last chunk was posted, 'remote write' = NIC, wire and the " +
 		"receiving proxy's CQ poll, 'signal seen' = tail store, the kernel's PCIe poll and copy out; messages = data RDMA WRITEs, " +
