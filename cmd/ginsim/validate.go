@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/validate/gpumicro"
+)
+
+func init() {
+	Register("", newValidateCmd)
+	Register("validate", newValidateGPUCmd)
+}
+
+func newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "Compare the model with measurements taken on real hardware",
+		Long: `Validate lines up measurements taken on real hardware with the same
+measurements made on the model.`,
+		Args: cobra.NoArgs,
+	}
+}
+
+// defaultGPUMeasurement is the committed H200 run the gpu.Config defaults
+// were set from.
+const defaultGPUMeasurement = "h200-2026-12-01.jsonl"
+
+func newValidateGPUCmd() *cobra.Command {
+	var (
+		cluster string
+		asJSON  bool
+	)
+	c := &cobra.Command{
+		Use:   "gpu [FILE]",
+		Short: "GPU latencies (validate/gpumicro) on hardware and on the model",
+		Long: `Validate gpu reads the output of validate/gpumicro/gpumicro.cu (JSON Lines,
+one measurement a line), makes the same measurements on one GPU of the
+cluster's hardware profile and prints both with the model's error.
+
+Without FILE it uses the H200 run the model's GPU defaults were set from
+(` + defaultGPUMeasurement + `). To measure your own GPU:
+
+  nvcc -O2 -std=c++17 -arch=sm_90 -o gpumicro validate/gpumicro/gpumicro.cu -lpthread
+  ./gpumicro > my-gpu.jsonl
+  ginsim validate gpu my-gpu.jsonl`,
+		Example: "  ginsim validate gpu\n  ginsim validate gpu my-gpu.jsonl --cluster h800-cx7 --json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec, err := machine.Resolve(cluster)
+			if err != nil {
+				return Usagef("--cluster: %v", err)
+			}
+			var hw *gpumicro.Run
+			if len(args) == 0 {
+				if hw, _, err = gpumicro.Measured(defaultGPUMeasurement); err != nil {
+					return err
+				}
+			} else {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				hw, err = gpumicro.Parse(f, args[0])
+				if err != nil {
+					var pe *gpumicro.ParseError
+					if errors.As(err, &pe) {
+						return Usagef("%v", err)
+					}
+					return err
+				}
+			}
+			model, err := gpumicro.Model(spec)
+			if err != nil {
+				return err
+			}
+			return writeGPUValidation(cmd.OutOrStdout(), hw, spec.Profile, gpumicro.Compare(hw, model), asJSON)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&cluster, "cluster", "h100-ib", "cluster preset or YAML file whose hardware profile is the model side")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}
+
+type gpuValidationRow struct {
+	Name       string   `json:"name"`
+	HardwareNS *float64 `json:"hardware_ns"`
+	ModelNS    *float64 `json:"model_ns"`
+	ErrorPct   *float64 `json:"error_pct"`
+	Model      string   `json:"model_op,omitempty"`
+	Hardware   string   `json:"hardware_op,omitempty"`
+}
+
+func writeGPUValidation(w io.Writer, hw *gpumicro.Run, profile string, rows []gpumicro.Row, asJSON bool) error {
+	num := func(x float64) *float64 {
+		if x == 0 || math.IsNaN(x) {
+			return nil
+		}
+		return &x
+	}
+	if asJSON {
+		out := struct {
+			GPU     gpumicro.Device    `json:"hardware"`
+			Profile string             `json:"profile"`
+			Rows    []gpuValidationRow `json:"rows"`
+		}{hw.Device, profile, nil}
+		for _, r := range rows {
+			out.Rows = append(out.Rows, gpuValidationRow{r.Name, num(r.Hardware), num(r.Model), num(math.Round(r.ErrPct()*10) / 10), r.What, r.Note})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(w, "hardware: %s (%d SMs, %.2f GHz)   model: profile %s\n\n", hw.Device.GPU, hw.Device.SMs, hw.Device.SMClockGHz, profile)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measurement\thardware\tmodel\terror\tmodel operations")
+	cell := func(x float64) string {
+		if x == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f ns", x)
+	}
+	for _, r := range rows {
+		e := "-"
+		if !math.IsNaN(r.ErrPct()) {
+			e = fmt.Sprintf("%+.1f%%", r.ErrPct())
+		}
+		what := r.What
+		if what == "" {
+			what = "(no model counterpart)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, cell(r.Hardware), cell(r.Model), e, what)
+	}
+	return tw.Flush()
+}

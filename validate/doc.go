@@ -1,0 +1,9 @@
+// Package validate holds what compares the simulator with real hardware:
+// programs that run the same measurements on a GPU machine and on the
+// model, the measurements taken, and the comparison.
+//
+// validate/gpumicro measures the unloaded GPU latencies gpu.Config and
+// pcie.Config stand for (loads, atomics, fences, polling, flag hand-offs,
+// the GPU <-> CPU round trip through pinned host memory) with a CUDA
+// program and computes the same quantities on the model.
+package validate

@@ -1,0 +1,340 @@
+package gpumicro
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Measurement is one line of gpumicro.cu's output: the median time of one
+// operation over Reps runs.
+type Measurement struct {
+	Name   string  `json:"name"`
+	NS     float64 `json:"ns"`
+	Cycles float64 `json:"cycles"`
+	Reps   int     `json:"reps"`
+	Note   string  `json:"note"`
+}
+
+// Device is the output's device line.
+type Device struct {
+	GPU        string  `json:"gpu"`
+	SMs        int     `json:"sms"`
+	L2Bytes    int64   `json:"l2_bytes"`
+	SMClockGHz float64 `json:"sm_clock_ghz"`
+}
+
+// Run is one parsed output file.
+type Run struct {
+	Device       Device
+	Measurements []Measurement
+}
+
+// ParseError names the file, line and field of a bad input line.
+type ParseError struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *ParseError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: field %q: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// maxLine bounds one input line.
+const maxLine = 1 << 16
+
+// Parse reads gpumicro.cu's JSON Lines from r; file names the input in
+// errors. Blank lines are skipped; a name may appear once.
+func Parse(r io.Reader, file string) (*Run, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), maxLine)
+	run := &Run{}
+	seen := map[string]int{}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(b, &raw); err != nil {
+			return nil, &ParseError{File: file, Line: line, Msg: "not a JSON object: " + err.Error()}
+		}
+		var name string
+		if err := json.Unmarshal(raw["name"], &name); err != nil || name == "" {
+			return nil, &ParseError{File: file, Line: line, Field: "name", Msg: "missing or not a string"}
+		}
+		if name == "device" {
+			dec := json.NewDecoder(bytes.NewReader(b))
+			if err := dec.Decode(&run.Device); err != nil {
+				return nil, &ParseError{File: file, Line: line, Msg: "device line: " + err.Error()}
+			}
+			continue
+		}
+		if l, ok := seen[name]; ok {
+			return nil, &ParseError{File: file, Line: line, Field: "name", Msg: fmt.Sprintf("%q already on line %d", name, l)}
+		}
+		seen[name] = line
+		var m Measurement
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, &ParseError{File: file, Line: line, Msg: err.Error()}
+		}
+		switch {
+		case math.IsNaN(m.NS) || math.IsInf(m.NS, 0) || m.NS <= 0:
+			return nil, &ParseError{File: file, Line: line, Field: "ns", Msg: fmt.Sprintf("%v is not a positive time", m.NS)}
+		case m.Reps < 1:
+			return nil, &ParseError{File: file, Line: line, Field: "reps", Msg: fmt.Sprintf("%d, want >= 1", m.Reps)}
+		}
+		run.Measurements = append(run.Measurements, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &ParseError{File: file, Line: line + 1, Msg: err.Error()}
+	}
+	if len(run.Measurements) == 0 {
+		return nil, &ParseError{File: file, Line: line, Msg: "no measurements"}
+	}
+	return run, nil
+}
+
+//go:embed measured/*.jsonl
+var measured embed.FS
+
+// Measured returns a committed measurement file by name (e.g.
+// "h200-2026-12-01.jsonl") and the names available.
+func Measured(name string) (*Run, []string, error) {
+	ents, _ := measured.ReadDir("measured")
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	b, err := measured.ReadFile("measured/" + name)
+	if err != nil {
+		return nil, names, fmt.Errorf("gpumicro: no measurement %q (have %s)", name, strings.Join(names, ", "))
+	}
+	r, err := Parse(bytes.NewReader(b), name)
+	return r, names, err
+}
+
+// Case is one measurement the model can make: what gpumicro.cu's line of
+// the same name measures, done with the model's operations.
+type Case struct {
+	Name string
+	// What says which model operations stand for the CUDA code.
+	What string
+	run  func(e *env) sim.Duration
+}
+
+// env is a one-node machine of the profile with one GPU's regions.
+type env struct {
+	s     *sim.Sim
+	g     *gpu.GPU
+	local *mem.Region
+	host  *mem.Region
+	px    proxy.Config
+}
+
+// Cases lists the measurements the model makes, in gpumicro.cu's order.
+func Cases() []Case {
+	once := func(op func(e *env, t *gpu.Group)) func(e *env) sim.Duration {
+		return func(e *env) sim.Duration {
+			var d sim.Duration
+			e.g.Launch("m", 1, func(t *gpu.Group) {
+				t0 := t.Now()
+				op(e, t)
+				d = t.Now().Sub(t0)
+			})
+			e.run()
+			return d
+		}
+	}
+	// loop is once over loopN back-to-back repetitions, per repetition:
+	// what the CUDA loops measure (a fence waits for the previous
+	// iteration's store, for one).
+	loop := func(op func(e *env, t *gpu.Group)) func(e *env) sim.Duration {
+		return func(e *env) sim.Duration {
+			return once(func(e *env, t *gpu.Group) {
+				for range loopN {
+					op(e, t)
+				}
+			})(e) / loopN
+		}
+	}
+	return []Case{
+		{"l2_load", "Group.Load64 of local HBM (an L2 hit)", once(func(e *env, t *gpu.Group) { t.Load64(e.local, 0) })},
+		{"hbm_load", "Group.Read of 8 bytes of local HBM (an L2 miss)", once(func(e *env, t *gpu.Group) {
+			var b [8]byte
+			t.Read(e.local, 0, b[:])
+		})},
+		{"hbm_load_256m", "Group.Read of 8 bytes of local HBM (an L2 miss)", once(func(e *env, t *gpu.Group) {
+			var b [8]byte
+			t.Read(e.local, 0, b[:])
+		})},
+		{"host_load", "Group.Load64 of pinned host memory (a PCIe read round trip)", once(func(e *env, t *gpu.Group) { t.Load64(e.host, 0) })},
+		{"atomic_gpu", "Group.AtomicAdd64, device scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeDevice) })},
+		{"atomic_block", "Group.AtomicAdd64, block scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeBlock) })},
+		{"atomic_sys", "Group.AtomicAdd64, system scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeSystem) })},
+		{"store_fence_gpu", "Store64 + Fence(device), in a loop", loop(func(e *env, t *gpu.Group) {
+			t.Store64(e.local, 8, 1)
+			t.Fence(gpu.ScopeDevice)
+		})},
+		{"fence_gpu_idle", "Fence(device) with nothing outstanding, in a loop", loop(func(e *env, t *gpu.Group) { t.Fence(gpu.ScopeDevice) })},
+		{"store_fence_sys", "Store64 + Fence(system), in a loop", loop(func(e *env, t *gpu.Group) {
+			t.Store64(e.local, 8, 1)
+			t.Fence(gpu.ScopeSystem)
+		})},
+		{"store_release_gpu", "Fence(device) + Store64 (how the model writes st.release.gpu), in a loop", loop(func(e *env, t *gpu.Group) {
+			t.Fence(gpu.ScopeDevice)
+			t.Store64(e.local, 8, 1)
+		})},
+		{"poll_acquire_gpu", "Config.PollInterval (the period of WaitWord on local HBM)", func(e *env) sim.Duration { return e.g.Config().PollInterval }},
+		{"sm_to_sm_flag", "two groups bounce a counter: Fence(device) + Store64, WaitWord; half the round trip", flagPingPong(true)},
+		{"sm_to_sm_flag_relaxed", "the same with plain Store64", flagPingPong(false)},
+		{"gpu_cpu_roundtrip", "GPU Fence(system) + Store64 to host memory; a CPU loop polling every proxy SlotCheckCost sees it (GFDLineCost for the missed line) and stores back; GPU WaitWord over PCIe", hostPingPong},
+		{"wt_store_issue", "Group.WriteWT of 16 bytes to host memory (issue time), in a loop", loop(func(e *env, t *gpu.Group) { t.WriteWT(e.host, 64, nil, 16) })},
+	}
+}
+
+func (e *env) run() {
+	if err := e.s.Run(); err != nil {
+		panic(fmt.Sprintf("gpumicro: model run failed: %v", err))
+	}
+}
+
+// pingRounds is the number of round trips the model's ping-pongs run;
+// loopN the repetitions of a loop case.
+const (
+	pingRounds = 400
+	loopN      = 64
+)
+
+func flagPingPong(release bool) func(e *env) sim.Duration {
+	return func(e *env) sim.Duration {
+		a, b := e.local, e.g.Alloc("flag-b", 64, true)
+		var start, end sim.Time
+		store := func(t *gpu.Group, r *mem.Region, v uint64) {
+			if release {
+				t.Fence(gpu.ScopeDevice)
+			}
+			t.Store64(r, 0, v)
+		}
+		e.g.Launch("ping", 1, func(t *gpu.Group) {
+			start = t.Now()
+			for i := uint64(1); i <= pingRounds; i++ {
+				store(t, a, i)
+				t.WaitWord(b, 0, "pong", func(v uint64) bool { return v == i })
+			}
+			end = t.Now()
+		})
+		e.g.Launch("pong", 1, func(t *gpu.Group) {
+			for i := uint64(1); i <= pingRounds; i++ {
+				t.WaitWord(a, 0, "ping", func(v uint64) bool { return v == i })
+				store(t, b, i)
+			}
+		})
+		e.run()
+		return end.Sub(start) / (2 * pingRounds)
+	}
+}
+
+func hostPingPong(e *env) sim.Duration {
+	g2c, c2g := e.host, e.g.AllocHost("c2g", 64, true)
+	var start, end sim.Time
+	e.g.Launch("gpu", 1, func(t *gpu.Group) {
+		start = t.Now()
+		for i := uint64(1); i <= pingRounds; i++ {
+			t.Fence(gpu.ScopeSystem)
+			t.Store64(g2c, 0, i)
+			t.WaitWord(c2g, 0, "cpu reply", func(v uint64) bool { return v == i })
+		}
+		end = t.Now()
+	})
+	e.s.Spawn("cpu", func(p *sim.Proc) {
+		for i := uint64(1); i <= pingRounds; i++ {
+			for g2c.Load64(0) != i {
+				p.Sleep(e.px.SlotCheckCost)
+			}
+			p.Sleep(e.px.GFDLineCost) // the line the GPU wrote is a miss
+			c2g.Store64(0, i, "cpu")
+		}
+	})
+	e.run()
+	return end.Sub(start) / pingRounds
+}
+
+// Model runs every case on a one-node machine of the cluster preset or
+// file spec (its hardware profile is what is measured) and returns the
+// model's time per case name.
+func Model(spec machine.Spec) (map[string]sim.Duration, error) {
+	out := map[string]sim.Duration{}
+	for _, c := range Cases() {
+		s := sim.New(sim.Config{Seed: 1})
+		m, err := machine.Build(s, spec, 1)
+		if err != nil {
+			return nil, fmt.Errorf("gpumicro: %w", err)
+		}
+		g := m.GPUs[0]
+		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true), px: proxy.DefaultConfig()}
+		out[c.Name] = c.run(e)
+	}
+	return out, nil
+}
+
+// Row is one line of a comparison.
+type Row struct {
+	Name     string
+	Hardware float64 // ns; 0 when the file has no such line
+	Model    float64 // ns; 0 when the model has no such case
+	What     string
+	Note     string
+}
+
+// ErrPct is (model − hardware) / hardware in percent, or NaN when either
+// is missing.
+func (r Row) ErrPct() float64 {
+	if r.Hardware == 0 || r.Model == 0 {
+		return math.NaN()
+	}
+	return 100 * (r.Model - r.Hardware) / r.Hardware
+}
+
+// Compare lines up a hardware run with the model's values: every hardware
+// line in its order, then model cases the file lacks.
+func Compare(hw *Run, model map[string]sim.Duration) []Row {
+	what := map[string]string{}
+	for _, c := range Cases() {
+		what[c.Name] = c.What
+	}
+	var rows []Row
+	done := map[string]bool{}
+	for _, m := range hw.Measurements {
+		r := Row{Name: m.Name, Hardware: m.NS, What: what[m.Name], Note: m.Note}
+		if d, ok := model[m.Name]; ok {
+			r.Model = d.Ns()
+		}
+		rows = append(rows, r)
+		done[m.Name] = true
+	}
+	for _, c := range Cases() {
+		if !done[c.Name] {
+			rows = append(rows, Row{Name: c.Name, Model: model[c.Name].Ns(), What: c.What})
+		}
+	}
+	return rows
+}

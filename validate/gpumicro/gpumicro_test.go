@@ -1,0 +1,95 @@
+package gpumicro
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ginsim/ginsim/gin/machine"
+)
+
+func TestParseErrors(t *testing.T) {
+	ok := `{"name":"l2_load","ns":148.7,"cycles":294.3,"reps":7,"note":"x"}`
+	for _, c := range []struct {
+		name, in string
+		line     int
+		field    string
+	}{
+		{"not json", ok + "\n{oops", 2, ""},
+		{"no name", `{"ns":1,"reps":1}`, 1, "name"},
+		{"name not a string", `{"name":3,"ns":1,"reps":1}`, 1, "name"},
+		{"zero time", `{"name":"a","ns":0,"reps":1}`, 1, "ns"},
+		{"negative time", "\n\n" + `{"name":"a","ns":-2,"reps":1}`, 3, "ns"},
+		{"no reps", `{"name":"a","ns":2}`, 1, "reps"},
+		{"duplicate", ok + "\n" + ok, 2, "name"},
+		{"ns not a number", `{"name":"a","ns":"fast","reps":1}`, 1, ""},
+		{"bad device line", `{"name":"device","sms":"many"}` + "\n" + ok, 1, ""},
+		{"empty", "\n \n", 2, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(c.in), "m.jsonl")
+			var pe *ParseError
+			require.True(t, errors.As(err, &pe), "%v", err)
+			assert.Equal(t, "m.jsonl", pe.File)
+			assert.Equal(t, c.line, pe.Line)
+			assert.Equal(t, c.field, pe.Field)
+			assert.Contains(t, err.Error(), "m.jsonl:")
+		})
+	}
+}
+
+func TestParseCommitted(t *testing.T) {
+	run, names, err := Measured("h200-2026-12-01.jsonl")
+	require.NoError(t, err)
+	require.Contains(t, names, "h200-2026-12-01.jsonl")
+	assert.Equal(t, "NVIDIA H200", run.Device.GPU)
+	assert.Equal(t, 132, run.Device.SMs)
+	assert.InDelta(t, 1.98, run.Device.SMClockGHz, 0.01)
+	require.GreaterOrEqual(t, len(run.Measurements), 15)
+	for _, m := range run.Measurements {
+		// ns and cycles agree through the measured clock
+		assert.InDelta(t, m.Cycles/run.Device.SMClockGHz, m.NS, 0.2, m.Name)
+	}
+	_, _, err = Measured("nope.jsonl")
+	require.ErrorContains(t, err, "h200-2026-12-01.jsonl")
+}
+
+// Compare keeps the hardware order and appends model-only cases.
+func TestCompareOrder(t *testing.T) {
+	in := `{"name":"wt_store_issue","ns":15,"reps":1}` + "\n" + `{"name":"custom","ns":7,"reps":1}`
+	hw, err := Parse(strings.NewReader(in), "x")
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h100-ib")
+	model, err := Model(spec)
+	require.NoError(t, err)
+	rows := Compare(hw, model)
+	require.Equal(t, "wt_store_issue", rows[0].Name)
+	require.Equal(t, "custom", rows[1].Name)
+	assert.Zero(t, rows[1].Model)
+	assert.True(t, math.IsNaN(rows[1].ErrPct()))
+	assert.Len(t, rows, 2+len(Cases())-1)
+}
+
+func FuzzParse(f *testing.F) {
+	b, _ := measured.ReadFile("measured/h200-2026-12-01.jsonl")
+	f.Add(b)
+	f.Add([]byte(`{"name":"a","ns":1,"reps":1}`))
+	f.Add([]byte("{\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		run, err := Parse(bytes.NewReader(in), "fuzz")
+		if err != nil {
+			var pe *ParseError
+			require.True(t, errors.As(err, &pe))
+			return
+		}
+		for _, m := range run.Measurements {
+			require.Positive(t, m.NS)
+			require.GreaterOrEqual(t, m.Reps, 1)
+		}
+	})
+}
