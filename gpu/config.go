@@ -30,6 +30,9 @@ func (s Scope) String() string {
 
 // Config holds a GPU's size and timing constants. DefaultConfig is an H100
 // SXM5; every field documents the hardware fact its default stands for.
+// "Measured" values come from validate/gpumicro on an H200 (the same SM,
+// L2 and clocks as the H100; HBM3e instead of HBM3), 2026-12-01:
+// `ginsim validate gpu` prints them next to the model's.
 type Config struct {
 	// SMs is the number of streaming multiprocessors (H100 SXM5: 132).
 	SMs int
@@ -39,35 +42,42 @@ type Config struct {
 
 	// StoreLatency is the time from an SM issuing a store to local HBM to
 	// the store being visible at the L2 (the GPU's point of coherence),
-	// where other SMs and PCIe peers (NIC DMA reads) see it: about half an
-	// L2 round trip, ~100 ns.
+	// where other SMs and PCIe peers (NIC DMA reads) see it, and again from
+	// there back to the SM as the store's acknowledgement (what a fence
+	// waits for): about half an L2 round trip, ~100 ns. Measured: a store
+	// followed by __threadfence takes 210 ns; a flag store seen by a
+	// poller on another SM, 248 ns one way.
 	StoreLatency sim.Duration
 	// StoreIssue is the SM time to issue one store instruction of a group
 	// (LSU issue, ~4 cycles); stores are posted, the group does not wait
 	// for them to land.
 	StoreIssue sim.Duration
-	// L2Latency is a load that hits L2: ~260 cycles on H100 (pointer-chase
-	// microbenchmarks), ~130 ns. Polled flags and signal words live in L2.
+	// L2Latency is a load that hits L2: measured 294 cycles, 149 ns
+	// (ld.global.cg pointer chase). Polled flags and signal words live in
+	// L2.
 	L2Latency sim.Duration
-	// HBMLatency is a load that misses L2 and reads HBM3: ~500 cycles,
-	// ~250 ns. Used by bulk reads of local data (Read).
+	// HBMLatency is a load that misses L2 and reads HBM: measured 339-354
+	// ns (670-700 cycles, random lines over 256 MiB-1 GiB). Used by bulk
+	// reads of local data (Read).
 	HBMLatency sim.Duration
 	// PollInterval is the period of a spin-wait loop on a word in local
 	// memory: one ld.acquire.gpu round trip to L2 plus the compare and
-	// branch, ~140 ns. A write landing at T is seen at the first poll
-	// instant >= T.
+	// branch, measured 169 ns (178 ns for ld.acquire.sys or ld.cv). A poll
+	// issued at p reads the word when it reaches the L2, half a load
+	// latency later, and returns a load latency after p.
 	PollInterval sim.Duration
 
 	// FenceBlock is fence.acq_rel.cta: ordering within the SM, ~10 ns.
 	FenceBlock sim.Duration
-	// FenceGPU is fence.acq_rel.gpu (__threadfence): the SM waits for its
-	// outstanding stores to reach L2, ~one store latency plus issue, 150 ns.
+	// FenceGPU is fence.acq_rel.gpu (__threadfence) with nothing
+	// outstanding: measured 147 ns. The fence also waits until the group's
+	// local stores are acknowledged (StoreLatency after they land).
 	FenceGPU sim.Duration
-	// FenceSys is the fixed cost of fence.sc.sys (__threadfence_system)
-	// with nothing outstanding: ~500 ns on H100 (it drains the SM's memory
-	// pipeline and waits for the system-level acknowledgement). The fence
-	// also waits until every posted write of the group (PCIe, NVLink) has
-	// landed.
+	// FenceSys is the fixed cost of fence.sc.sys (__threadfence_system):
+	// it drains the SM's memory pipeline and waits for the system-level
+	// acknowledgement; measured 537 ns for a store plus the fence. The
+	// fence also waits until every posted write of the group (PCIe,
+	// NVLink) has landed.
 	FenceSys sim.Duration
 
 	// AtomicThread is an "atomic" on data private to one thread (resource
@@ -75,11 +85,12 @@ type Config struct {
 	// ~4 cycles.
 	AtomicThread sim.Duration
 	// AtomicBlock is a relaxed CTA-scope atomic on global memory (resource
-	// sharing CTA): no cross-SM ordering to wait for, ~70 ns, half of a
-	// device-scope round trip.
+	// sharing CTA). It still executes at the L2 slice: measured 145 ns for
+	// a dependent atomicAdd_block, the same as device scope.
 	AtomicBlock sim.Duration
 	// AtomicGPU is a device-scope atomic on local HBM: executed at the L2
-	// slice, one L2 round trip, ~140 ns.
+	// slice, one L2 round trip; measured 144 ns (atomicAdd_system on GPU
+	// memory: the same).
 	AtomicGPU sim.Duration
 
 	// CoopSyncWarp is __syncwarp for a warp-sized group: ~10 cycles, 5 ns.
@@ -88,6 +99,15 @@ type Config struct {
 	// arrival skew, 30 ns.
 	CoopSyncCTA sim.Duration
 
+	// HubLatency is one traversal between an SM and the GPU's PCIe port:
+	// loads and stores to pinned host memory and MMIO stores to a device's
+	// BAR (a NIC doorbell) cross the GPU's sysmem hub before the PCIe tree
+	// (loads twice), and writes arriving from PCIe (a NIC's DMA, a CPU's
+	// GDRCopy store) cross it to the L2 before they are visible. Fitted: a dependent load of pinned host memory took
+	// 1196 ns on an H200 (validate/gpumicro, in a Firecracker VM whose
+	// IOMMU may add some of it); the PCIe links, switch, root complex and
+	// DRAM read account for 652 ns, leaving 2 x 272 ns.
+	HubLatency sim.Duration
 	// MMIOIssue is the SM time to issue an uncached MMIO store to a BAR
 	// mapping (a NIC doorbell): ~20 cycles, 10 ns; the store then travels
 	// the PCIe tree as a posted write.
@@ -95,6 +115,12 @@ type Config struct {
 	// WTStoreBytes is the width of one write-through store to host memory:
 	// 16 B (st.global.wt.v4.u32), one PCIe write TLP each.
 	WTStoreBytes sim.Bytes
+	// WTStoreIssue is the SM time to issue one write-through store to
+	// pinned host memory: stores to system memory leave through the
+	// GPU's sysmem path, not the L2, and issue far slower than local ones
+	// (15.4 ns per 16-B st.global.wt measured on an H200 by
+	// validate/gpumicro, against 10 ns per local store loop iteration).
+	WTStoreIssue sim.Duration
 	// SMStoreBytesPerCycle bounds how fast one group can issue bulk stores
 	// (LSA copies over NVLink): 32 B/cycle/SM ≈ 63 GB/s per SM, so ~8 SMs
 	// saturate one direction of NVLink 4 (450 GB/s), as DeepEP's NVLink
@@ -109,19 +135,21 @@ func DefaultConfig() Config {
 		Clock:                1_980_000_000,
 		StoreLatency:         100 * sim.Nanosecond,
 		StoreIssue:           2 * sim.Nanosecond,
-		L2Latency:            130 * sim.Nanosecond,
-		HBMLatency:           250 * sim.Nanosecond,
-		PollInterval:         140 * sim.Nanosecond,
+		L2Latency:            150 * sim.Nanosecond,
+		HBMLatency:           340 * sim.Nanosecond,
+		PollInterval:         170 * sim.Nanosecond,
 		FenceBlock:           10 * sim.Nanosecond,
 		FenceGPU:             150 * sim.Nanosecond,
-		FenceSys:             500 * sim.Nanosecond,
+		FenceSys:             525 * sim.Nanosecond,
 		AtomicThread:         2 * sim.Nanosecond,
-		AtomicBlock:          70 * sim.Nanosecond,
-		AtomicGPU:            140 * sim.Nanosecond,
+		AtomicBlock:          145 * sim.Nanosecond,
+		AtomicGPU:            145 * sim.Nanosecond,
 		CoopSyncWarp:         5 * sim.Nanosecond,
 		CoopSyncCTA:          30 * sim.Nanosecond,
 		MMIOIssue:            10 * sim.Nanosecond,
+		HubLatency:           270 * sim.Nanosecond,
 		WTStoreBytes:         16,
+		WTStoreIssue:         15 * sim.Nanosecond,
 		SMStoreBytesPerCycle: 32,
 	}
 }
@@ -139,7 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gpu: store widths must be positive")
 	case c.StoreLatency < 0 || c.StoreIssue < 0 || c.L2Latency < 0 || c.HBMLatency < 0 ||
 		c.FenceBlock < 0 || c.FenceGPU < 0 || c.FenceSys < 0 || c.AtomicThread < 0 ||
-		c.AtomicBlock < 0 || c.AtomicGPU < 0 || c.CoopSyncWarp < 0 || c.CoopSyncCTA < 0 || c.MMIOIssue < 0:
+		c.AtomicBlock < 0 || c.AtomicGPU < 0 || c.CoopSyncWarp < 0 || c.CoopSyncCTA < 0 || c.MMIOIssue < 0 ||
+		c.WTStoreIssue < 0 || c.HubLatency < 0:
 		return fmt.Errorf("gpu: latencies must not be negative")
 	}
 	return nil

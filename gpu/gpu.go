@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"math/rand/v2"
 	"fmt"
 	"math"
 	"math/bits"
@@ -27,6 +28,22 @@ type GPU struct {
 	groups []*Group
 	pend   []pending // deferred writes (landing in the future), pooled
 	free   []int32
+	poll   *rand.Rand // spin-loop phases (pollPhase), made on first use
+}
+
+// pollPhase returns how long after a change of a polled word the next poll
+// read of a spin loop with period per comes: uniform in [0, per). A loop's
+// period jitters with L2 slice and crossbar contention, so its phase
+// against another agent's store is not fixed; a rigid grid would lock
+// ping-pongs into the same (lucky or unlucky) phase every round.
+func (g *GPU) pollPhase(per sim.Duration) sim.Duration {
+	if per <= 1 {
+		return 0
+	}
+	if g.poll == nil {
+		g.poll = g.s.Rand("gpu/" + g.name + "/poll")
+	}
+	return sim.Duration(g.poll.Int64N(int64(per)))
 }
 
 // pending is one write in flight: applied to its region when it lands.
@@ -54,6 +71,11 @@ const (
 func New(s *sim.Sim, cfg Config, name string, node, local int, ms *mem.System, bus *pcie.Tree, dev pcie.DevID, nvl *nvlink.Domain) *GPU {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
+	}
+	if bus != nil {
+		// Writes arriving at the GPU's PCIe port cross its hub to the L2
+		// before SMs (and the NIC's later reads) can see them.
+		bus.SetMemWriteLatency(dev, cfg.HubLatency)
 	}
 	return &GPU{s: s, cfg: cfg, name: name, node: node, local: local, ms: ms, bus: bus, dev: dev, nvl: nvl}
 }

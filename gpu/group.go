@@ -23,6 +23,7 @@ type Group struct {
 	busy   sim.Duration
 	poll   sim.Duration
 	posted sim.Time // latest landing of the group's posted writes
+	acked  sim.Time // latest acknowledgement of the group's local stores
 
 	// wait state (WaitWord)
 	wr     *mem.Region
@@ -30,6 +31,15 @@ type Group struct {
 	wbase  sim.Time
 	wper   sim.Duration
 	wsince sim.Time
+	wlat   sim.Duration // the wait's load latency
+
+	// LaunchWaiting's hand-over: the body's first WaitWord on the word,
+	// called at creditAt, returns credit early (the poll read already
+	// happened; only its return trip is left).
+	creditR   *mem.Region
+	creditOff uint64
+	creditAt  sim.Time
+	credit    sim.Duration
 	why    string
 	armed  bool
 
@@ -103,14 +113,20 @@ func (w *waiter) Handle(s *sim.Sim, arg uint64) {
 	t := (*Group)(w)
 	now := s.Now()
 	if arg == 0 {
-		t.wbase, t.wper = now, t.g.cfg.PollInterval // local HBM: WaitWord's period
+		// local HBM: WaitWord's period and load latency
+		t.wbase, t.wper, t.wlat = now, t.g.cfg.PollInterval, t.g.cfg.L2Latency
 	}
 	if !t.wpred(t.wr.Load64(t.woff)) {
 		t.armed = true
 		t.wr.Watch(t.woff, t)
 		return
 	}
-	t.poll += now.Sub(t.wbase)
+	if arg == 1 {
+		// The poll read the change now: the body's WaitWord returns half
+		// a load latency later, as a spinning group's would.
+		t.poll += now.Sub(t.wbase)
+		t.creditR, t.creditOff, t.creditAt, t.credit = t.wr, t.woff, now, t.wlat/2
+	}
 	t.wr, t.why = nil, ""
 	body := t.body
 	t.body, t.wpred = nil, nil
@@ -189,14 +205,17 @@ func (t *Group) Fence(scope Scope) {
 	case ScopeBlock:
 		t.work(c.FenceBlock)
 	case ScopeDevice:
-		t.work(c.FenceGPU)
+		t.work(max(t.Now().Add(c.FenceGPU), t.acked).Sub(t.Now()))
 	default:
-		end := t.Now().Add(c.FenceSys)
-		if t.posted > end {
-			end = t.posted
-		}
+		end := max(t.Now().Add(c.FenceSys), t.posted, t.acked)
 		t.work(end.Sub(t.Now()))
 	}
+}
+
+// noteLocal records a local store landing at the L2 at landed: a fence
+// waits for its acknowledgement.
+func (t *Group) noteLocal(landed sim.Time) {
+	t.acked = max(t.acked, landed.Add(t.g.cfg.StoreLatency))
 }
 
 func (t *Group) noteposted(at sim.Time) {
@@ -215,7 +234,8 @@ func (t *Group) loadDone(r *mem.Region, n sim.Bytes) sim.Time {
 	case peer:
 		return g.nvl.Read(now, g.local, r.Loc().GPU, n)
 	default:
-		return g.bus.Read(now, g.dev, g.bus.Host(), n)
+		hub := g.cfg.HubLatency
+		return g.bus.Read(now.Add(hub), g.dev, g.bus.Host(), n).Add(hub)
 	}
 }
 
@@ -255,10 +275,11 @@ func (t *Group) Store64(r *mem.Region, off uint64, v uint64) sim.Time {
 	switch g.where(r) {
 	case local:
 		landed = now.Add(g.cfg.StoreLatency)
+		t.noteLocal(landed)
 	case peer:
 		landed = g.nvl.Write(now, g.local, r.Loc().GPU, 8)
 	default:
-		landed = g.bus.Write(now, g.dev, g.bus.Host(), 8)
+		landed = g.bus.Write(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host(), 8)
 	}
 	g.later(landed, pending{r: r, off: off, v: v, op: pendStore, agent: t.agent})
 	t.noteposted(landed)
@@ -280,13 +301,14 @@ func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Ti
 	switch g.where(r) {
 	case local:
 		landed = now.Add(issue + g.cfg.StoreLatency)
+		t.noteLocal(landed)
 	case peer:
 		landed = g.nvl.Write(now, g.local, r.Loc().GPU, n)
 		if lo := now.Add(issue + g.nvl.Config().Latency); landed < lo {
 			landed = lo
 		}
 	default:
-		landed = g.bus.Write(now, g.dev, g.bus.Host(), n)
+		landed = g.bus.Write(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host(), n)
 		if lo := now.Add(issue); landed < lo {
 			landed = lo
 		}
@@ -330,7 +352,8 @@ func (t *Group) AtomicAdd64(r *mem.Region, off uint64, v uint64, scope Scope) ui
 	case peer:
 		applied, done = g.nvl.Atomic(now, g.local, r.Loc().GPU)
 	default:
-		applied, done = g.bus.Atomic(now, g.dev, g.bus.Host())
+		applied, done = g.bus.Atomic(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host())
+		done = done.Add(g.cfg.HubLatency)
 	}
 	if applied > now && done > applied {
 		// The add happens in an event at applied that then schedules the
@@ -375,13 +398,18 @@ func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.
 	w := g.cfg.WTStoreBytes
 	at := t.Now()
 	var last sim.Time
+	issue := g.cfg.StoreIssue
+	if g.where(r) == host {
+		issue = g.cfg.WTStoreIssue
+	}
 	for k := sim.Bytes(0); k < n; k += w {
 		m := min(w, n-k)
 		var landed sim.Time
 		if g.where(r) == host {
-			landed = g.bus.Write(at, g.dev, g.bus.Host(), m)
+			landed = g.bus.Write(at.Add(g.cfg.HubLatency), g.dev, g.bus.Host(), m)
 		} else {
 			landed = at.Add(g.cfg.StoreLatency)
+			t.noteLocal(landed)
 		}
 		p := pending{r: r, off: off + uint64(k), n: uint64(m), op: pendWrite, agent: t.agent}
 		if src != nil {
@@ -389,7 +417,7 @@ func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.
 		}
 		g.later(landed, p)
 		last = max(last, landed)
-		at = at.Add(g.cfg.StoreIssue)
+		at = at.Add(issue)
 	}
 	t.noteposted(last)
 	t.work(at.Sub(t.Now()))
@@ -401,7 +429,7 @@ func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.
 // device (the caller schedules the device's reaction there).
 func (t *Group) MMIO(dev pcie.DevID, n sim.Bytes) (arrive sim.Time) {
 	g := t.g
-	arrive = g.bus.Write(t.Now(), g.dev, dev, n)
+	arrive = g.bus.Write(t.Now().Add(g.cfg.HubLatency), g.dev, dev, n)
 	t.noteposted(arrive)
 	t.work(g.cfg.MMIOIssue)
 	return arrive
@@ -424,12 +452,14 @@ func (t *Group) Waiting() (WaitInfo, bool) {
 }
 
 // WaitWord spin-polls the 8-byte word at off of r until pred(value) holds
-// and returns the value seen. Polls happen every period (PollInterval for
-// local HBM, one read round trip for host or peer memory) from the call;
-// a poll at p sees every write landed at or before p. The group returns one
-// load latency after the successful poll. Between polls that fail, the
-// group parks on a watcher of the word (no event per iteration); reason
-// names the wait in deadlock reports.
+// and returns the value seen. Polls are issued every period (PollInterval
+// for local HBM, one read round trip for host or peer memory) from the
+// call; each poll's load reads the word when it reaches memory, half a load
+// latency after issue, and returns half a load latency later. A write
+// landing at T is read by a poll a phase of the period later (uniform,
+// pollPhase), and the group returns half a load latency after that read. Between polls that
+// fail, the group parks on a watcher of the word (no event per iteration);
+// reason names the wait in deadlock reports.
 func (t *Group) WaitWord(r *mem.Region, off uint64, reason string, pred func(v uint64) bool) uint64 {
 	g := t.g
 	start := t.Now()
@@ -438,40 +468,53 @@ func (t *Group) WaitWord(r *mem.Region, off uint64, reason string, pred func(v u
 	if g.where(r) != local {
 		per = max(per, lat)
 	}
-	v := r.Load64(off)
-	if !pred(v) {
-		t.wr, t.woff, t.why, t.wbase, t.wper, t.wsince = r, off, reason, start, per, start
-		for {
-			t.armed = true
-			r.Watch(off, t)
-			t.p.Park(reason)
-			v = r.Load64(off)
-			if pred(v) {
-				break
-			}
-		}
-		t.wr, t.why = nil, ""
+	credit := sim.Duration(0)
+	if t.creditR == r && t.creditOff == off && t.creditAt == start {
+		credit = t.credit // LaunchWaiting started the body at this poll's read
 	}
+	t.creditR = nil
+	v := r.Load64(off)
+	if pred(v) {
+		t.work(lat - credit)
+		return v
+	}
+	t.wr, t.woff, t.why, t.wbase, t.wper, t.wlat, t.wsince = r, off, reason, start, per, lat, start
+	for {
+		t.armed = true
+		r.Watch(off, t)
+		t.p.Park(reason)
+		v = r.Load64(off)
+		if pred(v) {
+			break
+		}
+	}
+	t.wr, t.why = nil, ""
 	t.poll += t.Now().Sub(start)
-	t.work(lat)
+	t.work(lat - lat/2) // woken at the successful poll's read
 	return v
 }
 
+// pollRead returns the read instant of the poll of the current wait that
+// sees a change made now: a phase of the loop's period later (pollPhase),
+// and no earlier than the first poll's read (issued at the call).
+func (t *Group) pollRead(now sim.Time) sim.Time {
+	return max(t.wbase.Add(t.wlat/2), now.Add(t.g.pollPhase(t.wper)))
+}
+
 // WordChanged implements mem.Watcher: the watched word changed now; the
-// spin loop sees it at its next poll instant.
+// spin loop sees it at its next poll's read.
 func (t *Group) WordChanged(r *mem.Region, off uint64) {
 	if !t.armed || r != t.wr || off != t.woff {
 		return
 	}
 	t.armed = false
 	r.Unwatch(off, t)
-	now := t.Now()
-	k := (now.Sub(t.wbase) + t.wper - 1) / t.wper
+	at := t.pollRead(t.Now())
 	if t.p == nil { // a LaunchWaiting group: poll without a process
-		t.g.s.Schedule(t.wbase.Add(k*t.wper), (*waiter)(t), 1)
+		t.g.s.Schedule(at, (*waiter)(t), 1)
 		return
 	}
-	t.p.WakeAt(t.wbase.Add(k * t.wper))
+	t.p.WakeAt(at)
 }
 
 // Parallel runs body for items 0..n-1 spread over the group's threads the
@@ -517,5 +560,6 @@ func (t *Group) Parallel(n int, body func(th *Group, i int)) {
 	t.busy += t.Now().Sub(start)
 	for _, c := range kids {
 		t.posted = max(t.posted, c.posted)
+		t.acked = max(t.acked, c.acked)
 	}
 }

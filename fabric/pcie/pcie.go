@@ -94,7 +94,8 @@ type node struct {
 	name    string
 	parent  int32 // switch index for devices; -1 for the host and switches
 	up, dn  fabric.Pipe
-	readLat sim.Duration // completer latency of reads of this device's memory
+	readLat  sim.Duration // completer latency of reads of this device's memory
+	writeLat sim.Duration // from a posted write's arrival to it being visible in the device's memory
 }
 
 // NewTree returns a tree with only the root complex. It panics on an invalid
@@ -135,6 +136,11 @@ func (t *Tree) AddDevice(name string, sw int) DevID {
 
 // SetMemReadLatency overrides the completer read latency of dev's memory.
 func (t *Tree) SetMemReadLatency(dev DevID, d sim.Duration) { t.dev(dev).readLat = d }
+
+// SetMemWriteLatency sets how long a posted write to dev takes from its
+// last byte arriving at dev's port to being visible in dev's memory (0 by
+// default): a GPU's hub path from its PCIe port to its L2.
+func (t *Tree) SetMemWriteLatency(dev DevID, d sim.Duration) { t.dev(dev).writeLat = d }
 
 // Host returns the DevID of the root complex and host memory; CPU stores
 // to device BARs (MMIO) originate here too.
@@ -247,8 +253,9 @@ func (t *Tree) check(at sim.Time, what string) {
 // Write issues a posted write of n bytes from `from` to `to`'s memory or
 // registers at time at (>= now): a DMA write, an MMIO doorbell, a
 // write-through store. It reserves each link direction of the path and
-// returns when the last byte has landed at `to`. A write from the host is a
-// CPU store and pays the root complex latency first.
+// returns when the last byte has landed at `to` (visible in its memory:
+// see SetMemWriteLatency). A write from the host is a CPU store and pays
+// the root complex latency first.
 func (t *Tree) Write(at sim.Time, from, to DevID, n sim.Bytes) sim.Time {
 	t.check(at, "write")
 	var hs [4]hop
@@ -261,7 +268,7 @@ func (t *Tree) Write(at sim.Time, from, to DevID, n sim.Bytes) sim.Time {
 	}
 	first, total, last, _ := t.tlps(n, t.cfg.MaxPayload)
 	_, done := stream(hs[:k], t.s.Now(), from, true, at, at, first, total, last)
-	return done
+	return done.Add(t.dev(to).writeLat)
 }
 
 // Read issues a non-posted read by requester of n bytes of target's memory
@@ -301,8 +308,9 @@ func (t *Tree) Read(at sim.Time, requester, target DevID, n sim.Bytes) sim.Time 
 // Atomic issues an 8-byte AtomicOp (FetchAdd or CompareSwap) by requester on
 // target's memory at time at (>= now). It returns when the operation is
 // applied at the target (the request has arrived and the read-modify-write
-// has taken the target's memory read latency) and when the completion with
-// the original value is back at the requester.
+// has taken the target's memory read latency and its write has reached the
+// memory, see SetMemWriteLatency) and when the completion with the
+// original value is back at the requester.
 func (t *Tree) Atomic(at sim.Time, requester, target DevID) (applied, done sim.Time) {
 	t.check(at, "atomic")
 	var hs [4]hop
@@ -315,7 +323,7 @@ func (t *Tree) Atomic(at sim.Time, requester, target DevID) (applied, done sim.T
 	}
 	req := 8 + t.cfg.TLPOverhead
 	_, arrive := stream(hs[:k], t.s.Now(), requester, false, at, at, req, req, req)
-	applied = arrive.Add(t.dev(target).readLat)
+	applied = arrive.Add(t.dev(target).readLat + t.dev(target).writeLat)
 	var back [4]hop
 	t.path(&back, target, requester)
 	_, done = stream(back[:k], t.s.Now(), target, false, applied, applied, req, req, req)
