@@ -43,6 +43,29 @@ type V2Params struct {
 	// a ballot, ~20 cycles each) and a shared-memory atomicAdd_block
 	// (~30 cycles): ~70 cycles.
 	RouteCycles int64
+	// GinQPDepth is the send queue depth DeepEP asks of every GIN context
+	// (reqs.ginQueueDepth = kGinQPDepth, 1024 WQEs).
+	GinQPDepth int
+
+	// HybridUpdateInterval is kScaleoutUpdateInterval of hybrid dispatch
+	// (6): a scale-out channel publishes its tail to a node every 6
+	// records for it; it is also kNumSlotsPerForwardChunk, the most
+	// records a forward warp takes from one node per visit.
+	HybridUpdateInterval int
+	// HybridScaleupInterval is kNumScaleupUpdateInterval of hybrid
+	// combine (3): scale-up warps publish their NVLink tails every 3
+	// rounds ("st.release.sys is pretty slow").
+	HybridScaleupInterval int
+	// HybridMaxChannelsPerSM is kNumMaxChannelsPerSM (8) of the hybrid
+	// launcher.
+	HybridMaxChannelsPerSM int
+	// HybridQPsPerSM is get_theoretical_num_qps in hybrid mode: 16 QPs
+	// per SM plus the notify QP.
+	HybridQPsPerSM int
+	// HybridAllocatedQPs is num_allocated_qps with hybrid mode allowed:
+	// 129 (65 when ibstat reports MT4131, ConnectX-8 fast RDMA atomics;
+	// the presets' ConnectX-7 is MT4129).
+	HybridAllocatedQPs int
 }
 
 // DefaultV2Params returns DeepEP V2's defaults on an H100.
@@ -56,6 +79,13 @@ func DefaultV2Params() V2Params {
 		AllocatedQPs:        17,
 		DirectQPs:           9,
 		RouteCycles:         70,
+		GinQPDepth:          1024,
+
+		HybridUpdateInterval:   6,
+		HybridScaleupInterval:  3,
+		HybridMaxChannelsPerSM: 8,
+		HybridQPsPerSM:         16,
+		HybridAllocatedQPs:     129,
 	}
 }
 
@@ -97,6 +127,60 @@ func V2NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p V2Params, 
 
 // V2NumQPs is get_theoretical_num_qps in direct mode.
 func V2NumQPs(sms int, p V2Params) int { return min(sms, p.DirectQPs, p.AllocatedQPs) }
+
+// V2HybridNumSMs is ElasticBuffer.get_theoretical_num_sms in hybrid mode:
+// ranks EP ranks in scaleout NVLink domains (nodes), NIC rate rdmaGBps
+// (ibstat's rate / 8) and NVLink rate nvlGBps (already scaled by the
+// efficiency factor). Per token: scale-out warps read it and write the
+// send buffer and the local-node bypass, forward warps read every
+// (token, node) record and write one copy per (token, rank); the kernel
+// is bounded by RDMA or NVLink, whichever is slower. It returns an even
+// count of at least 4, at most deviceSMs.
+func V2HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64, p V2Params, deviceSMs int) int {
+	so := v2ExpectedTopK(experts, topK, scaleout)
+	ek := v2ExpectedTopK(experts, topK, ranks)
+	s := float64(scaleout)
+	read := 1/ek + so/ek
+	write := 1/ek + so/ek/s + 1
+	rdma := so / ek * (1 - 1/s)
+	nvl := 1 - s/float64(ranks)
+	gbs, traffic := nvlGBps, nvl
+	if rdma/rdmaGBps > nvl/nvlGBps {
+		gbs, traffic = rdmaGBps, rdma
+	}
+	n := deviceSMs
+	if traffic > 0 {
+		x := math.Max(gbs/traffic*read/p.SMReadRate.GBps(), gbs/traffic*write/p.SMWriteRate.GBps())
+		n = int(math.Ceil(x * 1.25))
+		n = max(4, n)
+		n = (n + 1) / 2 * 2
+	}
+	return min(n, deviceSMs)
+}
+
+// V2HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
+// + 1, capped by the allocated QPs.
+func V2HybridNumQPs(sms int, p V2Params) int {
+	return min(sms*p.HybridQPsPerSM+1, p.HybridAllocatedQPs)
+}
+
+// v2NotifySmem is get_num_notify_smem_bytes: the notify warps' (rank,
+// expert) counters, aligned to the notify threads.
+func v2NotifySmem(ranks, experts int, p V2Params) int {
+	th := 32 * p.NotifyWarps
+	return (ranks + experts + th - 1) / th * th * 4
+}
+
+// v2HybridChannels is the hybrid launcher's channels per SM: as many
+// dispatch records (with their mbarrier, 32 B) as fit the shared memory
+// beside the notify counters, at most 32 − notify warps; as many combine
+// records; half of that (a scale-out and a forward warp per channel), at
+// most kNumMaxChannelsPerSM.
+func v2HybridChannels(rec, crec, ranks, experts int, p V2Params) int {
+	c := min((p.SmemBytes-v2NotifySmem(ranks, experts, p))/(rec+32), 32-p.NotifyWarps)
+	c = min(p.SmemBytes/(crec+32), c)
+	return min(c/2, p.HybridMaxChannelsPerSM)
+}
 
 // v2QP is comm::get_qp_mode: the context and sharing mode of channel ch of
 // SM sm; withNotify reserves QP 0 for the notify warps.
@@ -140,6 +224,7 @@ type v2Workload struct {
 	vp V2Params
 
 	rec, crec int   // dispatch and combine record bytes
+	payload   int   // token bytes a sender loads: hidden and scale factors
 	sms, qps  int   // kernel SMs and QPs (contexts)
 	dw, cw    int   // dispatch warps and combine warps per SM
 	nvlScale  bool  // kIsScaleupNVLink: every rank in one NVLink domain
@@ -161,7 +246,9 @@ type v2Workload struct {
 
 func newV2(e *env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
 
-func (w *v2Workload) setup() error {
+// sizes checks what both V2 modes need of the routing and fills the
+// record sizes and the DeepEP test's byte counts.
+func (w *v2Workload) sizes() error {
 	e, st := w.e, w.e.st
 	prec, err := e.hdr.DispatchPrecision()
 	if err != nil {
@@ -176,14 +263,23 @@ func (w *v2Workload) setup() error {
 	}
 	w.rec = traces.V2TokenBytes(H, k, prec)
 	w.crec = v2CombineBytes(H, k)
-	payload := 2 * H
+	w.payload = 2 * H
 	if prec == traces.FP8 {
-		payload = H + (H+traces.ScaleBlock-1)/traces.ScaleBlock*4
+		w.payload = H + (H+traces.ScaleBlock-1)/traces.ScaleBlock*4
 	}
 	// count_bytes(recv_x, recv_topk_idx int64, recv_topk_weights) and
 	// count_bytes(recv_x_bf16, recv_topk_weights) per token.
-	w.tokBytes = int64(payload + 12*k)
+	w.tokBytes = int64(w.payload + 12*k)
 	w.combBytes = int64(2*H + 4*k)
+	return nil
+}
+
+func (w *v2Workload) setup() error {
+	e, st := w.e, w.e.st
+	if err := w.sizes(); err != nil {
+		return err
+	}
+	R, k := st.ep, st.topK
 
 	gpn := e.m.Spec.GPUsPerNode
 	nodes := (R + gpn - 1) / gpn
@@ -192,7 +288,7 @@ func (w *v2Workload) setup() error {
 	nvlGBps := sim.BitRate(e.m.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
 	w.sms = V2NumSMs(st.slots, k, R, nvl, nodes, nvlGBps, w.vp, e.m.Profile.GPU.SMs)
 	w.qps = V2NumQPs(w.sms, w.vp)
-	notifySmem := (R + st.slots + 32*w.vp.NotifyWarps - 1) / (32 * w.vp.NotifyWarps) * 32 * w.vp.NotifyWarps * 4
+	notifySmem := v2NotifySmem(R, st.slots, w.vp)
 	w.dw = min((w.vp.SmemBytes-notifySmem)/(w.rec+32), 32-w.vp.NotifyWarps)
 	w.cw = min(w.vp.SmemBytes/(w.crec+32), 32)
 	if w.dw < 1 || w.cw < 1 {
