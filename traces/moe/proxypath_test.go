@@ -15,7 +15,8 @@ func TestBreakdownProxyQueue(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, c := range []struct {
 		mode, backend string
-	}{{ModeLL, BackendProxy}, {ModeLL, BackendGDAKI}, {ModeV2, BackendProxy}, {ModeHT, BackendProxy}, {ModeHT, BackendGDAKI}} {
+	}{{ModeLL, BackendProxy}, {ModeLL, BackendGDAKI}, {ModeV2Direct, BackendProxy},
+		{ModeV2Hybrid, BackendGDAKI}, {ModeHT, BackendProxy}, {ModeHT, BackendGDAKI}} {
 		tr := tinyTrace(t, 16, 16)
 		rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends})
 		require.NoError(t, err)

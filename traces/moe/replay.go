@@ -18,8 +18,13 @@ import (
 const (
 	ModeLL     = "ll"     // DeepEP V1 low latency
 	ModeHT     = "ht"     // DeepEP V1 high throughput (normal)
-	ModeV2     = "v2"     // DeepEP V2 (ElasticBuffer) direct mode over GIN
+	ModeV2     = "v2"     // DeepEP V2 (ElasticBuffer) as DeepEP picks: hybrid on several nodes, direct on one
 	ModeNCCLEP = "ncclep" // NCCL EP low latency: LL pattern, puts with AggregateRequests
+	// ModeV2Direct forces DeepEP V2's direct kernels (allow_hybrid_mode=False).
+	ModeV2Direct = "v2-direct"
+	// ModeV2Hybrid forces DeepEP V2's hybrid kernels (RDMA to rail peers,
+	// NVLink forwarding); it needs two or more nodes.
+	ModeV2Hybrid = "v2-hybrid"
 )
 
 // Backends of Options.Backend.
@@ -31,7 +36,7 @@ const (
 
 // Modes lists the accepted modes; Backends the accepted backends.
 var (
-	Modes    = []string{ModeLL, ModeHT, ModeV2, ModeNCCLEP}
+	Modes    = []string{ModeLL, ModeHT, ModeV2, ModeV2Direct, ModeV2Hybrid, ModeNCCLEP}
 	Backends = []string{BackendGDAKI, BackendProxy, BackendNCCL}
 )
 
@@ -61,7 +66,24 @@ type Options struct {
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
+
+	// kernel is the mode Replay runs: Mode with v2 resolved to v2-direct
+	// or v2-hybrid.
+	kernel string
 }
+
+// V2Kernels returns the DeepEP V2 kernels ElasticBuffer runs on a cluster
+// of nodes nodes with hybrid mode allowed (its default): the hybrid ones
+// when the EP group spans more than one NVLink domain, else direct.
+func V2Kernels(nodes int) string {
+	if nodes > 1 {
+		return ModeV2Hybrid
+	}
+	return ModeV2Direct
+}
+
+// isV2 reports whether mode runs DeepEP V2 kernels.
+func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
 
 // Validate checks the options.
 func (o *Options) Validate() error {
@@ -126,6 +148,14 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	if opt.Backend == BackendNCCL && opt.Mode != ModeLL {
 		return nil, fmt.Errorf("moe: backend nccl replays the all-to-all-v of every selection; use --mode ll")
 	}
+	opt.kernel = opt.Mode
+	if opt.Mode == ModeV2 {
+		opt.kernel = V2Kernels(nodes)
+	}
+	if opt.kernel == ModeV2Hybrid && (nodes < 2 || tr.EP()%spec.GPUsPerNode != 0) {
+		return nil, fmt.Errorf("moe: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+
+			"DeepEP runs its direct kernels inside one NVLink domain", ModeV2Hybrid, tr.EP(), spec.GPUsPerNode)
+	}
 	steps := Steps(tr, opt.Layers)
 	if len(steps) == 0 {
 		return nil, fmt.Errorf("moe: trace %s has no route records to replay", opt.TraceName)
@@ -134,13 +164,15 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	if m, err := traces.ModelByName(h.Model.Name); err == nil && m.Hidden == hidden {
 		hidden = m.DeepEPHidden()
 	}
-	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.Mode, Backend: opt.Backend, NVLink: opt.NVLink,
-		Seed: opt.Seed, EP: tr.EP(), Nodes: nodes, Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK,
-		Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
-	switch opt.Mode {
-	case ModeHT:
+	// The report names the kernels that ran; hybrid forwards over NVLink
+	// inside the node whatever --nvlink says.
+	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.kernel, Backend: opt.Backend,
+		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
+		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
+	switch {
+	case opt.Mode == ModeHT:
 		rep.BandwidthDefinition = "DeepEP HT: unique (token, node) pairs incl. the local node × 2H × fp8_factor / t, per rank"
-	case ModeV2:
+	case isV2(opt.Mode):
 		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up): tokens received incl. from itself × " +
 			"(recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank (combine: 2H + 4k)"
 	default:
@@ -159,12 +191,12 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 			opt.Progress(i+1, len(steps))
 		}
 	}
-	rep.Notes = notes(&opt)
+	rep.Notes = notes(&opt, nodes)
 	rep.finish()
 	return rep, nil
 }
 
-func notes(o *Options) []string {
+func notes(o *Options, nodes int) []string {
 	n := []string{
 		"kernel-only times: both phases start on every rank at once (as after a barrier); notify/layout kernels and host sync excluded",
 		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
@@ -173,6 +205,22 @@ func notes(o *Options) []string {
 		n = append(n, "proxy: 'proxy queue' runs from the GPU finishing the signal's GFD stores to the CPU thread's ibv_post_send returning (the GFD's PCIe crossing, its wait in the ring while the thread serves other GFDs, the read and post costs); ht records no proxy instants yet")
 	}
 	if o.Mode == ModeV2 {
+		n = append(n, fmt.Sprintf("v2: DeepEP's own choice for %d node(s) with allow_hybrid_mode=True (its default): %s "+
+			"(--mode v2-direct or v2-hybrid forces one)", nodes, o.kernel))
+	}
+	if o.kernel == ModeV2Hybrid {
+		n = append(n, "v2-hybrid: DeepEP V2 ElasticBuffer hybrid mode (hybrid_dispatch.cuh, hybrid_combine.cuh): GIN on the rail team only; "+
+			"rail GIN barrier + NVLink barrier; notify puts per-node counts to rail peers and stores/red_adds the sums over NVLink; "+
+			"scale-out warps (one per channel) put one record per (token, remote node) with AggregateRequests and a VASignalAdd tail "+
+			"per node every 6 records plus a finish flag, no credits; forward warps take up to 6 records per source node round-robin "+
+			"and TMA-store one copy per (token, GPU) over NVLink; combine replays it (scale-up warps return expert outputs over NVLink, "+
+			"forward warps reduce and put one record per (token, node), flush, finish flags); SMs/QPs/channels from "+
+			"get_theoretical_num_sms/num_qps and shared memory, allow_multiple_reduction and prefer_overlap_with_compute as defaulted",
+			"v2-hybrid: --nvlink does not apply (forwarding inside the node is NVLink); a rank's puts and signals to its own node are "+
+				"local writes and atomics (no loopback QP in the model); dispatch time is hybrid dispatch_impl (copy epilogue excluded), "+
+				"combine time includes the source's combine_reduce_epilogue, as for v2-direct")
+	}
+	if o.kernel == ModeV2Direct {
 		n = append(n, "v2: DeepEP V2 ElasticBuffer direct mode (dispatch.cuh, combine.cuh): prologue GIN barrier, notify warps, one put of the whole token record per distinct destination rank, completion barrier (flush every QP, grid sync, SignalInc to every rank); SMs/QPs from get_theoretical_num_sms/num_qps; TMA copies at DeepEP's 200/50 GB/s per-SM read/write; signals to a rank's own signal words are local atomics (no loopback QP in the model)",
 			"v2: dispatch time is dispatch_impl (copy epilogue excluded, as test_ep.py times it); combine time includes the source's reduction (combine_reduce_epilogue), like V1 LL's combine kernel")
 	}
@@ -210,7 +258,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	e.newComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: ctxsPerComm}
-		if opt.Mode == ModeV2 || opt.Mode == ModeNCCLEP {
+		if isV2(opt.Mode) || opt.Mode == ModeNCCLEP {
 			cfg.Version = gin.V2_30
 		}
 		if opt.Backends != nil {
@@ -229,15 +277,17 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		return LayerReport{}, 0, 0, err
 	}
 	var w workload
-	switch opt.Mode {
+	switch opt.kernel {
 	case ModeLL:
 		if opt.Backend == BackendNCCL {
 			w = newNCCL(e)
 		} else {
 			w = newLL(e, false)
 		}
-	case ModeV2:
+	case ModeV2Direct:
 		w = newV2(e)
+	case ModeV2Hybrid:
+		w = newV2Hybrid(e)
 	case ModeNCCLEP:
 		w = newLL(e, true)
 	case ModeHT:

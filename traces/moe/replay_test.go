@@ -100,7 +100,7 @@ func TestReplayNVLinkFaster(t *testing.T) {
 // Same trace, same seed: byte-identical reports, for every GIN workload.
 func TestReplayDeterministic(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	for _, mode := range []string{ModeLL, ModeV2, ModeNCCLEP} {
+	for _, mode := range []string{ModeLL, ModeV2Direct, ModeV2Hybrid, ModeNCCLEP} {
 		run := func() []byte {
 			tr := tinyTrace(t, 16, 8)
 			rep, err := Replay(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 7, Backends: backends})

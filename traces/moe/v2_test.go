@@ -56,7 +56,7 @@ func TestV2Replay(t *testing.T) {
 				gd = g
 				return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 			}
-			rep, err := Replay(tr, spec, Options{Mode: ModeV2, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
+			rep, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
 				Backends: bk})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
@@ -99,7 +99,7 @@ func TestV2DedupSavesRDMA(t *testing.T) {
 	tr := tinyTrace(t, 16, 32)
 	all, _, sel := v2Pairs(t, tr)
 	require.Less(t, all, sel, "the routing must have tokens with several experts on one rank")
-	v2, err := Replay(tr, spec, Options{Mode: ModeV2, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	v2, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
 	require.NoError(t, err)
 	ll, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
 	require.NoError(t, err)
@@ -112,7 +112,7 @@ func TestV2NVLink(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 16, 8)
 	_, remote, _ := v2Pairs(t, tr)
-	rep, err := Replay(tr, spec, Options{Mode: ModeV2, Backend: BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
+	rep, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
 		Backends: backends})
 	require.NoError(t, err)
 	rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
