@@ -43,12 +43,20 @@ on a cluster as GIN device programs (DeepEP V1 low latency by default) and
 reports per-layer kernel-only dispatch and combine times, DeepEP-defined
 bandwidths and the critical path of the slowest receiver.
 
+--mode v2 runs DeepEP V2 (ElasticBuffer) as DeepEP picks with its default
+allow_hybrid_mode=True: the hybrid kernels (RDMA between rail peers, NVLink
+forwarding inside the node) when EP spans several nodes, the direct kernels
+(one put per destination rank) inside one node; the header says which ran.
+--mode v2-direct (allow_hybrid_mode=False) and --mode v2-hybrid (two or more
+nodes) force one.
+
 TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
 Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
 Output files are written only when the run succeeds.`,
 		Example: `  ginsim replay
   ginsim replay trace.jsonl.gz --cluster h800-cx7 --backend proxy --json
-  ginsim replay --layers 1 --timeline tl.json --plot recv.svg`,
+  ginsim replay --layers 1 --timeline tl.json --plot recv.svg
+  ginsim replay trace.jsonl.gz --mode v2-direct`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, &f) },
 	}
