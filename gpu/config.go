@@ -30,8 +30,9 @@ func (s Scope) String() string {
 
 // Config holds a GPU's size and timing constants. DefaultConfig is an H100
 // SXM5; every field documents the hardware fact its default stands for.
-// "Measured" values come from validate/gpumicro on an H200 (the same SM,
-// L2 and clocks as the H100; HBM3e instead of HBM3), 2026-12-01:
+// "Measured" values come from validate/gpumicro on H200s (the same SM,
+// L2 and clocks as the H100; HBM3e instead of HBM3), 2026-12-01, three
+// runs on two machines (validate/gpumicro/measured):
 // `ginsim validate gpu` prints them next to the model's.
 type Config struct {
 	// SMs is the number of streaming multiprocessors (H100 SXM5: 132).
@@ -56,13 +57,13 @@ type Config struct {
 	// (ld.global.cg pointer chase). Polled flags and signal words live in
 	// L2.
 	L2Latency sim.Duration
-	// HBMLatency is a load that misses L2 and reads HBM: measured 339-354
-	// ns (670-700 cycles, random lines over 256 MiB-1 GiB). Used by bulk
+	// HBMLatency is a load that misses L2 and reads HBM: measured 327-354
+	// ns (650-700 cycles, random lines over 256 MiB-1 GiB, two machines). Used by bulk
 	// reads of local data (Read).
 	HBMLatency sim.Duration
 	// PollInterval is the period of a spin-wait loop on a word in local
 	// memory: one ld.acquire.gpu round trip to L2 plus the compare and
-	// branch, measured 169 ns (178 ns for ld.acquire.sys or ld.cv). A poll
+	// branch, measured 169-171 ns (178-181 ns for ld.acquire.sys or ld.cv). A poll
 	// issued at p reads the word when it reaches the L2, half a load
 	// latency later, and returns a load latency after p.
 	PollInterval sim.Duration
@@ -104,7 +105,7 @@ type Config struct {
 	// BAR (a NIC doorbell) cross the GPU's sysmem hub before the PCIe tree
 	// (loads twice), and writes arriving from PCIe (a NIC's DMA, a CPU's
 	// GDRCopy store) cross it to the L2 before they are visible. Fitted: a dependent load of pinned host memory took
-	// 1196 ns on an H200 (validate/gpumicro, in a Firecracker VM whose
+	// 1191-1200 ns on H200s (validate/gpumicro, in a Firecracker VM whose
 	// IOMMU may add some of it); the PCIe links, switch, root complex and
 	// DRAM read account for 652 ns, leaving 2 x 272 ns.
 	HubLatency sim.Duration

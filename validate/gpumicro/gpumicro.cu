@@ -184,6 +184,32 @@ __global__ void kWT(uint64_t* h, uint64_t n, uint64_t* out) {
   out[1] = clock64() - c0;
 }
 
+// kBW: one CTA streams n16 int4 elements of local HBM: mode 0 reads (and
+// folds them so the loads stay), 1 writes, 2 copies src to dst. Thread 0
+// times from the first barrier to the last, after a fence that waits for
+// the stores.
+__global__ void kBW(const int4* src, int4* dst, size_t n16, int mode, uint64_t* out) {
+  __shared__ uint64_t c0;
+  __syncthreads();
+  if (threadIdx.x == 0) c0 = clock64();
+  __syncthreads();
+  int acc = 0;
+  for (size_t i = threadIdx.x; i < n16; i += blockDim.x) {
+    if (mode == 0) {
+      int4 v = src[i];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    } else if (mode == 1) {
+      dst[i] = make_int4(int(i), 0, 0, 0);
+    } else {
+      dst[i] = src[i];
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = clock64() - c0;
+  if (acc == 0x7fffffff) out[1] = acc;
+}
+
 static double cyclesPerNs;
 static int gRep;  // the repetition run() is on (chases start elsewhere each time)
 
@@ -339,6 +365,29 @@ int main() {
     emit("wt_store_issue", run([&] { kWT<<<1, 1>>>(h + 512, W, out); }), W, "st.global.wt.v2 16 B to pinned host memory, issue");
     emit("wt_store_drain", run([&] { kWT<<<1, 1>>>(h + 512, W, out); }, 1), W, "same, including the final __threadfence_system");
     CK(cudaFreeHost(h));
+  }
+  {
+    // One SM's streaming rates over local HBM (256 MiB, far past the L2):
+    // time per KiB read, written, or read and written (copy).
+    const size_t bytes = size_t(256) << 20;
+    int4 *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 1, bytes));
+    CK(cudaMemset(b, 2, bytes));
+    const char* modes[] = {"read", "write", "copy"};
+    for (int threads : {1024, 32}) {
+      for (int mode = 0; mode < 3; mode++) {
+        char name[64], note[200];
+        snprintf(name, sizeof name, "%s_%s_kib", threads == 1024 ? "sm" : "warp", modes[mode]);
+        snprintf(note, sizeof note, "one CTA of %d threads, 16-B %s of local HBM, ns per KiB%s", threads, modes[mode],
+                 mode == 2 ? " copied (read and written)" : "");
+        size_t n16 = (threads == 32 ? bytes / 16 : bytes) / 16;
+        emit(name, run([&] { kBW<<<1, threads>>>(a, b, n16, mode, out); }), n16 * 16 / 1024, note);
+      }
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(b));
   }
   return 0;
 }

@@ -207,6 +207,12 @@ func Cases() []Case {
 		{"sm_to_sm_flag", "two groups bounce a counter: Fence(device) + Store64, WaitWord; half the round trip", flagPingPong(true)},
 		{"sm_to_sm_flag_relaxed", "the same with plain Store64", flagPingPong(false)},
 		{"gpu_cpu_roundtrip", "GPU Fence(system) + Store64 to host memory; a CPU loop polling every proxy SlotCheckCost sees it (GFDLineCost for the missed line) and stores back; GPU WaitWord over PCIe", hostPingPong},
+		{"sm_read_kib", "Group.Read of 1 MiB of local HBM by 1024 threads, per KiB", stream(1024, true, false)},
+		{"sm_write_kib", "Group.Write of 1 MiB to local HBM by 1024 threads, per KiB", stream(1024, false, true)},
+		{"sm_copy_kib", "Group.Read then Group.Write of 1 MiB by 1024 threads, per KiB", stream(1024, true, true)},
+		{"warp_read_kib", "Group.Read of 1 MiB by 32 threads, per KiB", stream(32, true, false)},
+		{"warp_write_kib", "Group.Write of 1 MiB by 32 threads, per KiB", stream(32, false, true)},
+		{"warp_copy_kib", "Group.Read then Group.Write of 1 MiB by 32 threads, per KiB", stream(32, true, true)},
 		{"wt_store_issue", "Group.WriteWT of 16 bytes to host memory (issue time), in a loop", loop(func(e *env, t *gpu.Group) { t.WriteWT(e.host, 64, nil, 16) })},
 	}
 }
@@ -214,6 +220,30 @@ func Cases() []Case {
 func (e *env) run() {
 	if err := e.s.Run(); err != nil {
 		panic(fmt.Sprintf("gpumicro: model run failed: %v", err))
+	}
+}
+
+// stream is the time per KiB of a group of threads reading and/or writing
+// 1 MiB of local HBM in one operation each (gpumicro.cu's kBW streams 256
+// MiB per CTA; the model's bulk operations are one latency plus a rate).
+func stream(threads int, read, write bool) func(e *env) sim.Duration {
+	const n = 1 << 20
+	return func(e *env) sim.Duration {
+		buf := e.g.Alloc("stream", n, false)
+		var d sim.Duration
+		e.g.Launch("bw", threads, func(t *gpu.Group) {
+			t0 := t.Now()
+			if read {
+				t.Read(buf, 0, make([]byte, n))
+			}
+			if write {
+				t.Write(buf, 0, nil, n)
+				t.Fence(gpu.ScopeDevice)
+			}
+			d = t.Now().Sub(t0)
+		})
+		e.run()
+		return d / (n / 1024)
 	}
 }
 
