@@ -1,10 +1,10 @@
 package gpu
 
 import (
-	"math/rand/v2"
 	"fmt"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 
 	"github.com/ginsim/ginsim/fabric/nvlink"
 	"github.com/ginsim/ginsim/fabric/pcie"

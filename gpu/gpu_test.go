@@ -333,7 +333,7 @@ func TestPollPhaseSpreads(t *testing.T) {
 			for i := uint64(1); i <= rounds; i++ {
 				tg.WaitWord(a, 0, "a", func(v uint64) bool { return v == i })
 				// seen = read + the load's second half; read - landed is the phase
-				lag = append(lag, tg.Now().Add(-(cfg.L2Latency-cfg.L2Latency/2)).Sub(landed))
+				lag = append(lag, tg.Now().Add(-(cfg.L2Latency - cfg.L2Latency/2)).Sub(landed))
 				tg.Store64(b, 0, i)
 			}
 		})

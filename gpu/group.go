@@ -40,8 +40,8 @@ type Group struct {
 	creditOff uint64
 	creditAt  sim.Time
 	credit    sim.Duration
-	why    string
-	armed  bool
+	why       string
+	armed     bool
 
 	// AtomicAdd64 in flight (atomicApply).
 	ar       *mem.Region
