@@ -91,9 +91,9 @@ type Tree struct {
 }
 
 type node struct {
-	name    string
-	parent  int32 // switch index for devices; -1 for the host and switches
-	up, dn  fabric.Pipe
+	name     string
+	parent   int32 // switch index for devices; -1 for the host and switches
+	up, dn   fabric.Pipe
 	readLat  sim.Duration // completer latency of reads of this device's memory
 	writeLat sim.Duration // from a posted write's arrival to it being visible in the device's memory
 }
