@@ -485,8 +485,15 @@ func (w *ncclWorkload) fail(m *ncclNetComm, side string, e nic.CQE) {
 
 // idle parks the thread after a pass that found nothing, watching every
 // word a later pass would find changed; it resumes at the first pass
-// boundary at or after the change, as the busy loop would.
+// boundary at or after the change, as the busy loop would. A word that
+// changed during the pass, after its op was checked, is seen by the next
+// pass at once: the thread does not park.
 func (px *ncclProxy) idle(start sim.Time) {
+	for _, s := range px.subs {
+		if px.pending(s) {
+			return
+		}
+	}
 	px.period = px.p.Now().Sub(start)
 	px.idleAt = start
 	for _, s := range px.subs {
@@ -508,6 +515,39 @@ func (px *ncclProxy) idle(start sim.Time) {
 	}
 	px.parked = true
 	px.p.Park("nccl proxy idle: no tail, CTS, completion or head")
+}
+
+// pending reports, without charging time, whether a pass would find work
+// for s now: the words idle would watch already changed.
+func (px *ncclProxy) pending(s ncclSub) bool {
+	steps := px.w.cfg.Steps
+	if c := s.c; c != nil {
+		m := c.comm
+		if c.sDone < c.sTrans && (m.completed > c.sSlot[c.sDone%steps] || m.scq.Landed() > m.scq.Consumed()) {
+			return true
+		}
+		if c.sTrans >= c.sPosted || c.sTrans >= c.sDone+steps {
+			return false
+		}
+		if c.ll && !llFlagSet(c.sll.Load64(c.llFlagWord(c.sTrans)), c.sTrans) ||
+			!c.ll && c.sctl.Load64(ctlTail) <= uint64(c.sTrans) {
+			return false
+		}
+		slot := uint64(m.fifoHead % m.slots)
+		cts := &m.cts[slot]
+		return m.sh.Load64(slot*m.stride+m.stride-8) == uint64(m.fifoHead+1) && cts.g == c.grp && cts.step == c.sTrans
+	}
+	g := s.g
+	if g.recvd < g.posted && g.comm.rcq.Landed() > g.comm.rcq.Consumed() || g.trans < g.recvd ||
+		g.posted < g.nsteps && g.canPost(steps) {
+		return true
+	}
+	for _, c := range g.subs {
+		if c.rDone < min(g.trans, c.nsteps) && c.rctl.Load64(ctlHead) > uint64(c.rDone) {
+			return true
+		}
+	}
+	return false
 }
 
 func (px *ncclProxy) watch(r *mem.Region, off uint64) {

@@ -673,3 +673,17 @@ func TestNCCLLLRun(t *testing.T) {
 		assert.Greater(t, rep.rep.Dispatch.US, 0.0)
 	}
 }
+
+// TestNCCLProxyNoLostWakeup replays EP64 with --nvlink and PXN off, where
+// a receive completion lands while a proxy thread's pass is past the op
+// that polls it: the thread must not park watching for the next one (it
+// did, and the last receive of a connection was never seen).
+func TestNCCLProxyNoLostWakeup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an EP64 replay")
+	}
+	cfg := DefaultNCCLConfig()
+	cfg.PXNLevel = 0
+	r := ncclRun(t, tinyTrace(t, 64, 128), true, cfg, nil, nil)
+	assert.Len(t, r.rep.Combine.RecvDoneUS, 64)
+}
