@@ -26,7 +26,7 @@ import (
 // splits are known, so the host enqueued it ahead and it starts at once.
 //
 // Protocols. The counts all-gather uses LL (AllGatherLL: NCCL's tuner picks
-// LL for a few KiB per rank) on its NET hops. A point-to-point transfer
+// LL for a few KiB per rank) on every ring hop. A point-to-point transfer
 // uses LL when it is at most NCCL_P2P_LL_THRESHOLD (16 KiB) per channel and
 // its connection has LL buffers (addP2pToPlan): the P2P transport always
 // has them; NET connections of the p2p connection index have them only
@@ -88,10 +88,9 @@ import (
 // receiver's FIFO, fence and store the tail into the receiver's memory; the
 // receiver copies out and stores the head back over NVLink. No proxy.
 //
-// Simplified: no LL128; P2P hops of the counts all-gather keep Simple;
-// the receiving kernel of an LL step waits for the last line's flag and
-// then reads the lines (NCCL polls every line; one WRITE or NVLink copy
-// lands them in order); no user-buffer registration
+// Simplified: no LL128; the receiving kernel of an LL step waits for the
+// last line's flag and then reads the lines (NCCL polls every line; one
+// WRITE or NVLink copy lands them in order); no user-buffer registration
 // (PyTorch does not register); zero-byte peers are skipped; the ring
 // all-gather runs on one channel and its inter-node hops use the ranks'
 // own NICs; each GPU uses its first NIC; every p2p sub-op may have
@@ -158,10 +157,11 @@ type NCCLConfig struct {
 	// CTSSlots is the slots of a receive group's CTS FIFO modelled (NCCL
 	// has NET_IB_MAX_REQUESTS; only Steps can be outstanding per group).
 	CTSSlots int
-	// AllGatherLL runs the counts all-gather with the LL protocol on NET
-	// hops, as NCCL's tuner picks for an all-gather of a few KiB per rank:
-	// LL buffers in pinned host memory on both sides, 16-byte lines of 8
-	// data bytes and two flags.
+	// AllGatherLL runs the counts all-gather with the LL protocol, as
+	// NCCL's tuner picks for an all-gather of a few KiB per rank, on every
+	// ring hop: on NET hops LL buffers in pinned host memory on both sides,
+	// on P2P hops in the receiver's HBM; 16-byte lines of 8 data bytes and
+	// two flags.
 	AllGatherLL bool
 	// P2PLLThreshold is NCCL_P2P_LL_THRESHOLD (16 KiB): a p2p transfer of
 	// at most this many bytes per channel uses LL where the connection has
@@ -705,7 +705,7 @@ func (w *ncclWorkload) dispatch() {
 		blk := uint64(st.slots) * uint64(w.cfg.CountBytes)
 		for r := range st.ep {
 			var c *ncclConn
-			c, err = w.newConn(r, (r+1)%st.ep, 0, blk*uint64(st.ep-1), blk, true, w.cfg.AllGatherLL && w.viaNet(r, (r+1)%st.ep))
+			c, err = w.newConn(r, (r+1)%st.ep, 0, blk*uint64(st.ep-1), blk, true, w.cfg.AllGatherLL)
 			if err != nil {
 				break
 			}
@@ -966,7 +966,7 @@ func ncclNote(o *Options) string {
 		"protocol per send: LL when <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD) on connections with LL buffers (P2P/NVLink; " +
 		"NET p2p connections have none unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network), " +
 		"Simple otherwise; " +
-		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on NET hops: flag lines in host memory, no receive-proxy hop) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
+		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on every hop: flag lines in host memory on NET hops, no receive-proxy hop; over NVLink into the peer's LL buffer) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
 		"+ all_to_all_single until every output is complete; combine = the reverse all-to-all-v, enqueued ahead (no host sync); " +
 		"permute/unpermute kernels excluded; NET transport: kernel copies 128 KiB-step chunks (tuned by size) into GDR FIFO slots " +
 		"(8 per connection, 2 channels per peer), one CPU proxy thread per GPU posts RDMA WRITE + 0-byte WRITE_WITH_IMM per chunk " +

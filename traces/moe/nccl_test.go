@@ -66,7 +66,7 @@ func TestNCCLReplayEP16(t *testing.T) {
 	joined := strings.Join(rep.Notes, "\n")
 	assert.Contains(t, joined, "cudaStreamSynchronize")
 	assert.Contains(t, joined, "LL when <= 16 KiB per channel")
-	assert.Contains(t, joined, "LL protocol on NET hops")
+	assert.Contains(t, joined, "LL protocol on every hop")
 	assert.Contains(t, joined, "no PXN")
 }
 
@@ -660,7 +660,12 @@ func TestNCCLLLRun(t *testing.T) {
 			}
 			if phase == "dispatch" {
 				for s := range ep {
-					if c := r.w.ring[s]; c.net {
+					// Every ring hop is LL, NVLink or not; its receiver
+					// checked ep-1 blocks.
+					c := r.w.ring[s]
+					assert.True(t, c.ll, "ring hop %d>%d", c.src, c.dst)
+					assert.Equal(t, uint64(ep-1)*blk, c.llGot, "ring hop %d>%d", c.src, c.dst)
+					if c.net {
 						rdma += uint64(ep-1) * 2 * blk
 					}
 				}
