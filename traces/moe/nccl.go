@@ -962,11 +962,12 @@ func ncclNote(o *Options) string {
 			"channel share one IB connection (NCCL_NET_SHARED_COMMS) and the receiver groups them (up to 8 per CTS, one " +
 			"WRITE per member + one WRITE_WITH_IMM of the sizes per step, posted once every member's chunk is ready)"
 	}
-	return "nccl: Megatron all-to-all-v over NCCL (no LL128, buffer registration; zero-byte peers skipped); " +
-		"protocol per send: LL when <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD) on connections with LL buffers (P2P/NVLink; " +
-		"NET p2p connections have none unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network), " +
-		"Simple otherwise; " +
-		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on every hop: flag lines in host memory on NET hops, no receive-proxy hop; over NVLink into the peer's LL buffer) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
+	return "nccl: Megatron all-to-all-v over NCCL, Simple protocol except sends <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD) " +
+		"on connections with LL buffers, which use LL: P2P/NVLink ones; NET p2p connections have none unless " +
+		"NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network (no LL128, buffer registration; " +
+		"zero-byte peers skipped); " +
+		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on NET hops: flag lines in host memory, no receive-proxy hop; " +
+		"and on NVLink hops: lines into the peer's LL buffer) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
 		"+ all_to_all_single until every output is complete; combine = the reverse all-to-all-v, enqueued ahead (no host sync); " +
 		"permute/unpermute kernels excluded; NET transport: kernel copies 128 KiB-step chunks (tuned by size) into GDR FIFO slots " +
 		"(8 per connection, 2 channels per peer), one CPU proxy thread per GPU posts RDMA WRITE + 0-byte WRITE_WITH_IMM per chunk " +

@@ -65,8 +65,9 @@ func TestNCCLReplayEP16(t *testing.T) {
 	assert.Greater(t, l.Combine.Breakdown.ProxyQueueUS, 0.0)
 	joined := strings.Join(rep.Notes, "\n")
 	assert.Contains(t, joined, "cudaStreamSynchronize")
-	assert.Contains(t, joined, "LL when <= 16 KiB per channel")
-	assert.Contains(t, joined, "LL protocol on every hop")
+	assert.Contains(t, joined, "sends <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD)")
+	assert.Contains(t, joined, "LL protocol on NET hops")
+	assert.Contains(t, joined, "and on NVLink hops")
 	assert.Contains(t, joined, "no PXN")
 }
 
