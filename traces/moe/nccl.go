@@ -81,7 +81,9 @@ import (
 // per step; the intermediate's proxy posts the step only once every
 // member's chunk is ready (a multi-send: one WRITE per member, then a
 // WRITE_WITH_IMM of the sizes into the receiver's completion records), and
-// the receiver stores all members' tails on the one completion.
+// the receiver stores all members' tails on the one completion. An LL send
+// under PXN (NetP2PLL only) stores its lines into host memory that the
+// intermediate's NIC reads: no NVLink on that path.
 //
 // P2P transport. Same-node peers with --nvlink use it in write mode (Hopper
 // has P2P read off): Simple send warps copy the chunk over NVLink into the
@@ -590,6 +592,11 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 	// Outstanding per group: Steps multi-sends of up to n data WRs and an
 	// immediate, Steps receives and CTS WRITEs.
 	depth := max(64, cfg.Steps*len(m.groups)*(int(n)+1))
+	// Room for a post of each kind crossing PCIe, so that posting does not
+	// allocate (the queues keep their storage).
+	m.sq.wrs, m.sq.n = make([]nic.WR, 0, n+1), make([]int, 0, 2)
+	m.rq.wrs, m.rq.n = make([]nic.WR, 0, 2), make([]int, 0, 2)
+	m.inSlot = make([]*ncclConn, 0, n)
 	mk := func(rk *ncclRank, side string) (*nic.QP, *nic.CQ, error) {
 		ncfg := rk.nic.Config()
 		ring := rk.g.AllocHost(name+"/"+side+"-cq", sim.Bytes(depth)*ncfg.CQEBytes, false)
