@@ -425,9 +425,12 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 		g.CounterID = uint32(c.Counter)
 	}
 	if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
-		b.write(t, cs, ch, &g) // the put, then a VA-signal GFD
-		g = GFD{Op: GFDVASignal | GFDWithSignalAdd, SignalVal: add, VASigOff: off, VASigHandle: uint64(w.ID() + 1),
+		va := GFD{Op: GFDVASignal | GFDWithSignalAdd, SignalVal: add, VASigOff: off, VASigHandle: uint64(w.ID() + 1),
 			Strong: !gin.IsWeak(op.Remote)}
+		if op.Kind != gin.OpSignal { // a signal alone is the VA-signal GFD alone
+			b.write(t, cs, ch, &g) // the put, then a VA-signal GFD
+		}
+		g = va
 	}
 	b.write(t, cs, ch, &g)
 	if op.Kind == gin.OpGet {

@@ -147,3 +147,39 @@ func TestConcurrentWritersShareRing(t *testing.T) {
 	pc.QwordFlagCost = 200 * sim.Nanosecond
 	backendtest.ConcurrentIssuersShareChannel(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4, Proxy: &pc})
 }
+
+// A signal alone to a window address (VASignalAdd, DeepEP V2's red_add to
+// a remote tail) is one VA-signal GFD and one atomic: no empty put GFD
+// before it.
+func TestVASignalAloneIsOneGFD(t *testing.T) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := e.Comm.WindowRegister("tail", 4096, gin.WinStrictOrdering, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log postLog
+	e.Proxy.SetPostObserver(&log)
+	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 0, 0)
+		g.Signal(e.Dev.World(0), 1, gin.VASignalAdd{Win: tail, Off: 16, Value: 3})
+		g.Signal(e.Dev.World(0), 1, gin.VASignalAdd{Win: tail, Off: 16, Value: 4})
+		g.Flush()
+	})
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tail.Region(1).Load64(16); got != 7 {
+		t.Errorf("window word at rank 1 = %d, want 7", got)
+	}
+	if len(log) != 2 {
+		t.Fatalf("%d GFDs posted, want 2 (one per signal)", len(log))
+	}
+	for i, p := range log {
+		if p.GFD.Op&proxy.GFDVASignal == 0 {
+			t.Errorf("GFD %d: op %#x is not a VA signal", i, p.GFD.Op)
+		}
+	}
+}

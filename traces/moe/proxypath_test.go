@@ -16,7 +16,7 @@ func TestBreakdownProxyQueue(t *testing.T) {
 	for _, c := range []struct {
 		mode, backend string
 	}{{ModeLL, BackendProxy}, {ModeLL, BackendGDAKI}, {ModeV2Direct, BackendProxy},
-		{ModeV2Hybrid, BackendGDAKI}, {ModeHT, BackendProxy}, {ModeHT, BackendGDAKI}} {
+		{ModeV2Hybrid, BackendGDAKI}, {ModeV2Hybrid, BackendProxy}, {ModeHT, BackendProxy}, {ModeHT, BackendGDAKI}} {
 		tr := tinyTrace(t, 16, 16)
 		rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends})
 		require.NoError(t, err)

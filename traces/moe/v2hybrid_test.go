@@ -1,7 +1,6 @@
 package moe
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/ginsim/ginsim/gin/machine"
@@ -85,15 +84,6 @@ func v2hExpected(t *testing.T, tr *traces.Trace, U, nch int) v2hExpect {
 	return x
 }
 
-// skipProxyVASignal skips a proxy case that gin/proxy rejects: for a
-// signal-only op with a VA signal (DeepEP's red_add_rel to a remote tail)
-// it writes an empty GFD before the VA-signal GFD.
-func skipProxyVASignal(t *testing.T, err error) {
-	if err != nil && strings.Contains(err.Error(), "(op 0x0) names an unknown memory handle or no operation") {
-		t.Skipf("gin/proxy cannot issue a signal-only VA signal yet: %v", err)
-	}
-}
-
 func sum64(xs []int64) int64 {
 	var s int64
 	for _, v := range xs {
@@ -127,7 +117,6 @@ func TestV2HybridReplay(t *testing.T) {
 			defer func() { v2hObserve = nil }()
 			rep, err := Replay(tr, spec, Options{Mode: ModeV2Hybrid, Backend: c.backend, Seed: 1, Layers: 1,
 				TraceName: "tiny", Backends: backends})
-			skipProxyVASignal(t, err)
 			require.NoError(t, err)
 			require.NotNil(t, w)
 			R, U, S, L := c.ep, 8, c.ep/8, tr.Slots()/c.ep
