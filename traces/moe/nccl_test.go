@@ -16,6 +16,17 @@ import (
 // a2aMatrix is the Megatron all-to-all-v matrix of the first step of tr,
 // from the routing alone: sel[s][d] = selections of rank s to experts homed
 // on rank d.
+// a2aSizes returns the baseline's bytes per dispatched token (the LL
+// message without its header), per combined token, and of one rank's
+// counts block (8 B per expert).
+func a2aSizes(t *testing.T, tr *traces.Trace) (tok, comb, blk int64) {
+	h := tr.Header()
+	prec, err := h.DispatchPrecision()
+	require.NoError(t, err)
+	return int64(traces.LLDispatchBytes(7168, prec) - traces.LLHeaderBytes), int64(traces.LLCombineBytes(7168)),
+		int64(tr.Slots() * 8)
+}
+
 func a2aMatrix(t *testing.T, tr *traces.Trace) [][]int64 {
 	layer := tr.Layers()[0]
 	home := tr.Placement(layer)
@@ -84,12 +95,7 @@ func TestNCCLReplayEP16(t *testing.T) {
 func TestNCCLBytesMatchRouting(t *testing.T) {
 	tr := tinyTrace(t, 16, 8)
 	sel := a2aMatrix(t, tr)
-	h := tr.Header()
-	prec, err := h.DispatchPrecision()
-	require.NoError(t, err)
-	tok := int64(traces.LLDispatchBytes(7168, prec) - traces.LLHeaderBytes)
-	comb := int64(traces.LLCombineBytes(7168))
-	blk := int64(tr.Slots() * 8)
+	tok, comb, blk := a2aSizes(t, tr)
 	ep := tr.EP()
 	for _, nvlink := range []bool{false, true} {
 		rep := ncclReplay(t, tr, nvlink, 1)
@@ -122,7 +128,7 @@ func TestNCCLBytesMatchRouting(t *testing.T) {
 		}
 		// The bandwidth numerator is ll.go's: every selection (local
 		// included) × the DeepEP message size.
-		assert.Equal(t, selAll*int64(traces.LLDispatchBytes(7168, prec)), l.Dispatch.BandwidthBytes)
+		assert.Equal(t, selAll*(tok+int64(traces.LLHeaderBytes)), l.Dispatch.BandwidthBytes)
 		assert.Equal(t, selAll*comb, l.Combine.BandwidthBytes)
 	}
 }
@@ -394,11 +400,7 @@ func ncclCountedRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg NCCLConfig)
 func TestNCCLPXNStaysOnRails(t *testing.T) {
 	tr := tinyTrace(t, 16, 8)
 	sel := a2aMatrix(t, tr)
-	h := tr.Header()
-	prec, err := h.DispatchPrecision()
-	require.NoError(t, err)
-	tok := int64(traces.LLDispatchBytes(7168, prec) - traces.LLHeaderBytes)
-	comb := int64(traces.LLCombineBytes(7168))
+	tok, comb, _ := a2aSizes(t, tr)
 	const G = 8
 	ep := tr.EP()
 	node, local := func(r int) int { return r / G }, func(r int) int { return r % G }
@@ -621,12 +623,8 @@ func TestNCCLBuildLL(t *testing.T) {
 func TestNCCLLLRun(t *testing.T) {
 	tr := tinyTrace(t, 16, 1)
 	sel := a2aMatrix(t, tr)
-	h := tr.Header()
-	prec, err := h.DispatchPrecision()
-	require.NoError(t, err)
-	tok := uint64(traces.LLDispatchBytes(7168, prec) - traces.LLHeaderBytes)
-	comb := uint64(traces.LLCombineBytes(7168))
-	blk := uint64(tr.Slots() * 8)
+	t64, c64, b64 := a2aSizes(t, tr)
+	tok, comb, blk := uint64(t64), uint64(c64), uint64(b64)
 	ep := tr.EP()
 	cfg := DefaultNCCLConfig()
 	cfg.NetP2PLL = true
