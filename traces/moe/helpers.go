@@ -60,3 +60,24 @@ func (e *env) ginType() gin.Type {
 	}
 	return gin.TypeGDAKI
 }
+
+// routeSets returns, for each of rank r's tokens, the set of nodes its
+// selections live on (bit n: node n) and, per (token, node), the set of
+// that node's local GPUs it selects (gpus[t*nodes+n], bit l: local GPU l):
+// what node-deduplicating kernels (HT, V2 hybrid) route by.
+func (e *env) routeSets(r, nodes int) (ns, gs []uint64) {
+	st := e.st
+	ns = make([]uint64, st.tokens[r])
+	gs = make([]uint64, st.tokens[r]*nodes)
+	for t, sel := range st.topk[r] {
+		for _, x := range sel {
+			if x < 0 {
+				continue
+			}
+			rk := e.m.Ranks[st.home[x]]
+			ns[t] |= 1 << uint(rk.Node)
+			gs[t*nodes+rk.Node] |= 1 << uint(rk.Local)
+		}
+	}
+	return ns, gs
+}

@@ -126,7 +126,7 @@ type htWorkload struct {
 	// its local GPUs on node n; seq[(r*C+c)*N+n] the tokens of channel c
 	// bound for node n, in ring order.
 	nodes [][]uint64
-	gpus  [][]uint32
+	gpus  [][]uint64
 	seq   [][]int32
 	pairs []int64 // per rank: unique (token, node) pairs
 
@@ -307,23 +307,14 @@ func (w *htWorkload) route() {
 	e, st := w.e, w.e.st
 	N, C := w.N, w.C
 	w.nodes = make([][]uint64, st.ep)
-	w.gpus = make([][]uint32, st.ep)
+	w.gpus = make([][]uint64, st.ep)
 	w.pairs = make([]int64, st.ep)
 	w.seq = make([][]int32, st.ep*C*N)
 	for r := range st.ep {
 		T := st.tokens[r]
-		ns := make([]uint64, T)
-		gs := make([]uint32, T*N)
-		for t, sel := range st.topk[r] {
-			for _, x := range sel {
-				if x < 0 {
-					continue
-				}
-				rk := e.m.Ranks[st.home[x]]
-				ns[t] |= 1 << uint(rk.Node)
-				gs[t*N+rk.Node] |= 1 << uint(rk.Local)
-			}
-			w.pairs[r] += int64(bits.OnesCount64(ns[t]))
+		ns, gs := e.routeSets(r, N)
+		for _, m := range ns {
+			w.pairs[r] += int64(bits.OnesCount64(m))
 		}
 		w.nodes[r], w.gpus[r] = ns, gs
 		for c := range C {

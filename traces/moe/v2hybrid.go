@@ -112,7 +112,7 @@ type v2HybridWorkload struct {
 
 	// Routing, per rank: nodes[r][t] is token t's node set; gpus[r][t*S+n]
 	// its GPUs on node n.
-	nodes [][]uint32
+	nodes [][]uint64
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
 	fwd   [][]v2hFwd
@@ -260,23 +260,14 @@ func (w *v2HybridWorkload) setup() error {
 func (w *v2HybridWorkload) route() {
 	e, st := w.e, w.e.st
 	S, U := w.S, w.U
-	w.nodes = make([][]uint32, st.ep)
+	w.nodes = make([][]uint64, st.ep)
 	w.gpus = make([][]uint64, st.ep)
 	fcap := make([]int, st.ep*w.nch)
 	for r := range st.ep {
-		ns := make([]uint32, st.tokens[r])
-		gs := make([]uint64, st.tokens[r]*S)
-		for t, sel := range st.topk[r] {
-			for _, x := range sel {
-				if x < 0 {
-					continue
-				}
-				rk := e.m.Ranks[st.home[x]]
-				ns[t] |= 1 << uint(rk.Node)
-				gs[t*S+rk.Node] |= 1 << uint(rk.Local)
-			}
-			for m := ns[t]; m != 0; m &= m - 1 {
-				fcap[(bits.TrailingZeros32(m)*U+r%U)*w.nch+t%w.nch]++
+		ns, gs := e.routeSets(r, S)
+		for t, m := range ns {
+			for ; m != 0; m &= m - 1 {
+				fcap[(bits.TrailingZeros64(m)*U+r%U)*w.nch+t%w.nch]++
 			}
 		}
 		w.nodes[r], w.gpus[r] = ns, gs
@@ -572,14 +563,14 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		}
 		jobs = jobs[:0]
 		for m := mask; m != 0; m &= m - 1 {
-			n := bits.TrailingZeros32(m)
+			n := bits.TrailingZeros64(m)
 			slot[n] = tail[n]
 			tail[n]++
 			if n != me {
 				jobs = append(jobs, n)
 			}
 		}
-		ph.msgs += int64(bits.OnesCount32(mask))
+		ph.msgs += int64(bits.OnesCount64(mask))
 		kind = v2hPut
 		lanes.run(len(jobs))
 		jobs = jobs[:0]
