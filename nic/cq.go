@@ -184,6 +184,9 @@ func (cq *CQ) fatal(now sim.Time) {
 		n.async(AsyncEvent{Kind: AsyncCQErr, CQ: cq, At: now})
 	}
 	for _, qp := range n.qps {
+		if qp == nil {
+			continue // reserved, not created
+		}
 		if (qp.cfg.SendCQ == cq || qp.cfg.RecvCQ == cq) && qp.state != QPSErr && qp.state != QPSReset {
 			qp.toErr()
 			if n.async != nil {

@@ -64,6 +64,9 @@ type QPConfig struct {
 	SQWhere        pcie.DevID  // PCIe device holding SQRing
 	MaxInline      int         // largest inline payload accepted (at most MaxInlineData)
 	MaxRdAtomic    int         // initiator depth default (ModifyAttr.MaxRdAtomic overrides when > 0)
+	// QPN, when non-zero, is a number set aside by ReserveQPNs for this
+	// QP; zero takes the next free number.
+	QPN uint32
 }
 
 // ModifyAttr carries the attributes of a state transition. Fields not used
@@ -214,7 +217,14 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	if c.MaxRdAtomic <= 0 || c.MaxRdAtomic > n.cfg.MaxRdAtomic {
 		c.MaxRdAtomic = n.cfg.MaxRdAtomic
 	}
-	qp := &QP{n: n, idx: len(n.qps), qpn: uint32(qpnBase + len(n.qps)), cfg: c}
+	idx := len(n.qps)
+	if c.QPN != 0 {
+		idx = int(c.QPN) - qpnBase
+		if idx < 0 || idx >= len(n.qps) || n.qps[idx] != nil {
+			return nil, fmt.Errorf("%w: CreateQP QPN %#x was not reserved or is taken", ErrInvalid, c.QPN)
+		}
+	}
+	qp := &QP{n: n, idx: idx, qpn: uint32(qpnBase + idx), cfg: c}
 	qp.name = fmt.Sprintf("%s/qp%d", n.name, qp.qpn)
 	// The SQ's slots are allocated as WQEs are written (WriteWQE grows
 	// the slice up to SQDepth): a machine with tens of thousands of QPs
@@ -225,8 +235,24 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	// pumpRespReads, the first atomic received): most QPs of a large
 	// all-to-all machine never carry payload reads or atomics.
 	qp.maxRd = c.MaxRdAtomic
-	n.qps = append(n.qps, qp)
+	if idx == len(n.qps) {
+		n.qps = append(n.qps, qp)
+	} else {
+		n.qps[idx] = qp // a reserved slot: the only nil entries
+	}
 	return qp, nil
+}
+
+// ReserveQPNs sets k consecutive QP numbers aside and returns the first:
+// CreateQP with QPConfig.QPN set to one of them creates that QP later.
+// A caller that builds QPs on first use keeps the numbers (and so the
+// UDP source ports and ECMP paths) that creating them now would give.
+// Packets to a reserved number whose QP does not exist yet are dropped
+// like packets to any unknown QPN.
+func (n *NIC) ReserveQPNs(k int) uint32 {
+	first := uint32(qpnBase + len(n.qps))
+	n.qps = append(n.qps, make([]*QP, k)...)
+	return first
 }
 
 // QPN returns the QP number.
