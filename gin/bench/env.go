@@ -24,7 +24,8 @@ type EnvConfig struct {
 	// Seed seeds the simulation.
 	Seed uint64
 	// Contexts, Signals, Counters and QueueDepth are the DevComm
-	// requirements (0: 1 context, 4 signals, 4 counters, backend depth).
+	// requirements (0: 1 context, 4 signals, 4 counters, backend depth;
+	// Counters < 0: none).
 	Contexts, Signals, Counters, QueueDepth int
 	// WindowBytes is the size of the symmetric window (default 4 MiB).
 	WindowBytes uint64
@@ -125,8 +126,12 @@ func NewEnv(c EnvConfig) (*Env, error) {
 	if e.Comm, err = gin.NewComm(e.Ranks, cfg); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	counters := max(c.Counters, 4)
+	if c.Counters < 0 {
+		counters = 0
+	}
 	req := gin.Requirements{GinContextCount: max(c.Contexts, 1), GinSignalCount: max(c.Signals, 4),
-		GinCounterCount: max(c.Counters, 4), GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ,
+		GinCounterCount: counters, GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ,
 		WorldGinBarrierCount: c.WorldGinBarriers}
 	if e.Dev, err = e.Comm.DevCommCreate(req); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)

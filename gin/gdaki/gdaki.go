@@ -70,6 +70,10 @@ type commState struct {
 	nsig, nctr   int
 	depth        int
 	ranks        []rankState
+	built        int // contexts [0, built) have their channels
+	// qpns holds, per context not yet built, each NIC's first reserved
+	// QP number.
+	qpns []map[*nic.NIC]uint32
 }
 
 // Backend is the GDAKI backend. It implements gin.Backend and
@@ -137,7 +141,13 @@ func (b *Backend) state(dc *gin.DevComm) *commState {
 	panic(fmt.Sprintf("gdaki: device communicator %p was not connected", dc))
 }
 
-func (cs *commState) ch(rank, ctx, peer int) *channel {
+func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
+	if ctx >= cs.built && ctx < cs.nctx {
+		if err := b.ensure(cs, ctx); err != nil {
+			// Context 0 was built at Connect with the same parameters.
+			panic(fmt.Sprintf("gdaki: building context %d: %v", ctx, err))
+		}
+	}
 	c := cs.ranks[rank].chans[ctx*cs.nranks+peer]
 	if c == nil {
 		panic(fmt.Sprintf("gdaki: no channel from rank %d to peer %d on context %d", rank, peer, ctx))
@@ -189,51 +199,37 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
 	}
-	// RC connections: rank r's QP for peer p pairs with p's QP for r.
-	for ctx := range cs.nctx {
-		for r := range cs.nranks {
-			for p := r + 1; p < cs.nranks; p++ {
-				if !dc.Connected(r, p) {
-					continue
-				}
-				a, err := b.newChannel(cs, r, ctx, p, "")
-				if err != nil {
-					return err
-				}
-				z, err := b.newChannel(cs, p, ctx, r, "")
-				if err != nil {
-					return err
-				}
-				if err := b.connect(a, cs.ranks[r].nic, z, cs.ranks[p].nic); err != nil {
-					return err
-				}
-				cs.ranks[r].chans[ctx*cs.nranks+p] = a
-				cs.ranks[p].chans[ctx*cs.nranks+r] = z
-			}
-		}
-	}
+	// Contexts are built in order; without counters only context 0 is
+	// built now (so that a bad configuration fails here) and the others
+	// when first used (ensure): an EP256 communicator with four contexts
+	// has a quarter of a million QPs, most of them never used. NCCL
+	// creates them all in ncclDevCommCreate; here a later context's QPs
+	// get their numbers (and rings their addresses) when it is first
+	// used, in the run's deterministic order. Nothing times QP creation.
+	upto := 1
 	if cs.nctr > 0 {
-		for r := range cs.nranks {
-			for i, ch := range cs.ranks[r].chans {
-				if ch == nil {
-					continue
+		upto = cs.nctx
+	}
+	if err := b.ensure(cs, upto-1); err != nil {
+		return err
+	}
+	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
+	for ctx := upto; ctx < cs.nctx; ctx++ {
+		// Set the numbers aside now, in the order building now would
+		// take them.
+		count := map[*nic.NIC]int{}
+		var order []*nic.NIC
+		cs.pairs(func(r, p int) {
+			for _, n := range []*nic.NIC{cs.ranks[r].nic, cs.ranks[p].nic} {
+				if count[n] == 0 {
+					order = append(order, n)
 				}
-				ctx, p := i/cs.nranks, i%cs.nranks
-				comp, err := b.newChannel(cs, r, ctx, p, "comp")
-				if err != nil {
-					return err
-				}
-				// The loopback partner only responds; its SQ stays empty.
-				back, err := b.newChannel(cs, r, ctx, p, "loop")
-				if err != nil {
-					return err
-				}
-				n := cs.ranks[r].nic
-				if err := b.connect(comp, n, back, n); err != nil {
-					return err
-				}
-				ch.comp = comp
+				count[n]++
 			}
+		})
+		cs.qpns[ctx] = map[*nic.NIC]uint32{}
+		for _, n := range order {
+			cs.qpns[ctx][n] = n.ReserveQPNs(count[n])
 		}
 	}
 	b.comms = append(b.comms, cs)
@@ -245,7 +241,94 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	return nil
 }
 
-func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string) (*channel, error) {
+// ensure builds contexts up to ctx: per pair of connected ranks an RC QP
+// each, connected to the other, and with counters the loopback companion
+// pairs of every channel of the context.
+func (b *Backend) ensure(cs *commState, ctx int) error {
+	for ; cs.built <= ctx; cs.built++ {
+		if err := b.buildCtx(cs, cs.built); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pairs calls f for every connected pair of ranks r < p, in the order
+// their QPs are created.
+func (cs *commState) pairs(f func(r, p int)) {
+	for r := range cs.nranks {
+		for p := r + 1; p < cs.nranks; p++ {
+			if cs.dc.Connected(r, p) {
+				f(r, p)
+			}
+		}
+	}
+}
+
+func (b *Backend) buildCtx(cs *commState, ctx int) error {
+	next := func(*nic.NIC) uint32 { return 0 }
+	if ctx < len(cs.qpns) && cs.qpns[ctx] != nil {
+		qpns := cs.qpns[ctx]
+		cs.qpns[ctx] = nil
+		next = func(n *nic.NIC) uint32 {
+			q := qpns[n]
+			qpns[n]++
+			return q
+		}
+	}
+	// RC connections: rank r's QP for peer p pairs with p's QP for r.
+	var err error
+	cs.pairs(func(r, p int) {
+		if err != nil {
+			return
+		}
+		var a, z *channel
+		if a, err = b.newChannel(cs, r, ctx, p, "", next(cs.ranks[r].nic)); err != nil {
+			return
+		}
+		if z, err = b.newChannel(cs, p, ctx, r, "", next(cs.ranks[p].nic)); err != nil {
+			return
+		}
+		if err = b.connect(a, cs.ranks[r].nic, z, cs.ranks[p].nic); err != nil {
+			return
+		}
+		cs.ranks[r].chans[ctx*cs.nranks+p] = a
+		cs.ranks[p].chans[ctx*cs.nranks+r] = z
+	})
+	if err != nil {
+		return err
+	}
+	if cs.nctr == 0 || ctx < cs.nctx-1 {
+		return nil
+	}
+	// With counters every context is built at Connect: the companions
+	// come after the last context's channels, as NCCL creates them.
+	for r := range cs.nranks {
+		for i, ch := range cs.ranks[r].chans {
+			if ch == nil {
+				continue
+			}
+			ctx, p := i/cs.nranks, i%cs.nranks
+			comp, err := b.newChannel(cs, r, ctx, p, "comp", 0)
+			if err != nil {
+				return err
+			}
+			// The loopback partner only responds; its SQ stays empty.
+			back, err := b.newChannel(cs, r, ctx, p, "loop", 0)
+			if err != nil {
+				return err
+			}
+			n := cs.ranks[r].nic
+			if err := b.connect(comp, n, back, n); err != nil {
+				return err
+			}
+			ch.comp = comp
+		}
+	}
+	return nil
+}
+
+func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string, qpn uint32) (*channel, error) {
 	rs := &cs.ranks[r]
 	name := fmt.Sprintf("gdaki/r%d/c%d/p%d", r, ctx, p)
 	if kind != "" {
@@ -262,7 +345,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string) (*channe
 		return nil, fmt.Errorf("gdaki: %s: %w", name, err)
 	}
 	qp, err := n.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: cs.depth, SQRing: sq, SQWhere: rs.gpu.Dev(),
-		MaxInline: 8})
+		MaxInline: 8, QPN: qpn})
 	if err != nil {
 		return nil, fmt.Errorf("gdaki: %s: %w", name, err)
 	}
@@ -360,8 +443,66 @@ func (b *Backend) EventName(arg uint64) string {
 // holds while post and ring block below it.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 	cs := b.state(dc)
+	ch := b.build(cs, rank, op)
+	b.st.Ops++
+	if op.NeedsSysFence(false) {
+		if b.trace != nil {
+			b.tracef(t, "fence.release.sys")
+		}
+		t.Fence(gpu.ScopeSystem)
+	}
+	scope := sharingScope(op.Sharing)
+	skip := op.Flags&gin.OptMaySkipCreditCheck != 0
+	wrs := ch.detach()
+	last := b.post(t, ch, wrs, scope, skip)
+	ch.release(wrs)
+	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
+		b.count(t, cs, rank, op, ch, ctr, last, scope, skip)
+		return
+	}
+	if op.Kind == gin.OpGet {
+		v := ch.ctrl.Load64(offIssuedGet)
+		if last+1 > v {
+			ch.ctrl.Store64(offIssuedGet, last+1, t.Agent())
+		}
+	}
+	if op.Flags&gin.OptAggregateRequests == 0 {
+		b.ring(t, ch, last+1)
+	}
+}
+
+// count posts a counter-increment companion: a WAIT on ch's CQ for WQE
+// last, then the FETCH_ADD on the counter, on ch's companion QP.
+//
+//go:noinline
+func (b *Backend) count(t *gpu.Group, cs *commState, rank int, op *gin.Op, ch *channel, ctr gin.CounterInc,
+	last uint64, scope gpu.Scope, skip bool) {
 	rs := &cs.ranks[rank]
-	ch := cs.ch(rank, op.Ctx, op.Peer)
+	cmr := rs.ctrMR[op.Ctx]
+	comp := ch.comp
+	comp.wrs = comp.wrs[:0]
+	w := comp.addWR(nic.WRWait)
+	w.WaitCQ, w.WaitIndex = ch.cq, last+1
+	w = comp.addWR(nic.WRFetchAdd)
+	w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
+	w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
+	cwrs := comp.detach()
+	clast := b.post(t, comp, cwrs, scope, skip)
+	comp.release(cwrs)
+	if op.Flags&gin.OptAggregateRequests == 0 {
+		b.ring(t, ch, last+1)
+		b.ring(t, comp, clast+1)
+	}
+}
+
+// build fills the channel's scratch WR list for op and returns the
+// channel. It is kept out of Issue's frame (see gpu.Group.Store64): Issue
+// sleeps below it.
+//
+//go:noinline
+func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
+	rs := &cs.ranks[rank]
+	ch := b.ch(cs, rank, op.Ctx, op.Peer)
 	ps := &cs.ranks[op.Peer]
 	ch.wrs = ch.wrs[:0]
 	switch op.Kind {
@@ -405,45 +546,7 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sinkMR, Len: 8}
 		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
 	}
-	b.st.Ops++
-	if op.NeedsSysFence(false) {
-		if b.trace != nil {
-			b.tracef(t, "fence.release.sys")
-		}
-		t.Fence(gpu.ScopeSystem)
-	}
-	scope := sharingScope(op.Sharing)
-	skip := op.Flags&gin.OptMaySkipCreditCheck != 0
-	wrs := ch.detach()
-	last := b.post(t, ch, wrs, scope, skip)
-	ch.release(wrs)
-	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
-		cmr := rs.ctrMR[op.Ctx]
-		comp := ch.comp
-		comp.wrs = comp.wrs[:0]
-		w := comp.addWR(nic.WRWait)
-		w.WaitCQ, w.WaitIndex = ch.cq, last+1
-		w = comp.addWR(nic.WRFetchAdd)
-		w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
-		w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
-		cwrs := comp.detach()
-		clast := b.post(t, comp, cwrs, scope, skip)
-		comp.release(cwrs)
-		if op.Flags&gin.OptAggregateRequests == 0 {
-			b.ring(t, ch, last+1)
-			b.ring(t, comp, clast+1)
-		}
-		return
-	}
-	if op.Kind == gin.OpGet {
-		v := ch.ctrl.Load64(offIssuedGet)
-		if last+1 > v {
-			ch.ctrl.Store64(offIssuedGet, last+1, t.Agent())
-		}
-	}
-	if op.Flags&gin.OptAggregateRequests == 0 {
-		b.ring(t, ch, last+1)
-	}
+	return ch
 }
 
 // detach takes the WRs just built out of the channel's scratch and gives
@@ -584,10 +687,10 @@ func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
 // (DOCA's DUMP WQE) when gets are outstanding and wait for its CQE.
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
 	cs := b.state(dc)
-	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+	if peer == rank || ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
 		return gin.Request{Ctx: ctx, Peer: peer} // nothing is ever posted to an unconnected peer
 	}
-	ch := cs.ch(rank, ctx, peer)
+	ch := b.ch(cs, rank, ctx, peer)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
 		ch.wrs = append(ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
 		wrs := ch.detach()
@@ -605,7 +708,7 @@ func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
 	if r.Ticket == 0 {
 		return
 	}
-	ch := b.state(dc).ch(rank, r.Ctx, r.Peer)
+	ch := b.ch(b.state(dc), rank, r.Ctx, r.Peer)
 	b.pollCQ(t, ch, r.Ticket-1, "gdaki flush")
 	if g := ch.ctrl.Load64(offIssuedGet); g <= r.Ticket && g > ch.ctrl.Load64(offVisGet) {
 		ch.ctrl.Store64(offVisGet, g, t.Agent())

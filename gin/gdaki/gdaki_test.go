@@ -4,10 +4,14 @@ import (
 	"flag"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/internal/backendtest"
 	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 )
 
@@ -98,4 +102,39 @@ func TestDeterminism(t *testing.T) {
 // builds the next.
 func TestConcurrentIssuersShareChannel(t *testing.T) {
 	backendtest.ConcurrentIssuersShareChannel(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4})
+}
+
+// Without counters, contexts past the first are built on first use. A put
+// on context 2 then reaches the same QP number as when every context is
+// built at DevCommCreate (with counters), so UDP source ports and ECMP
+// paths do not depend on when a context was built.
+func TestLaterContextKeepsQPNumbers(t *testing.T) {
+	destQP := func(counters int) uint32 {
+		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 1, Contexts: 4, Counters: counters})
+		require.NoError(t, err)
+		// Another QP on rank 1's NIC after DevCommCreate (a later
+		// communicator): a context built after it must not take its
+		// number, or take the number after it.
+		g1, n1 := e.Ranks[1].GPU, e.Ranks[1].NICs[0]
+		cq, err := n1.CreateCQ(16, g1.Alloc("other/cq", 16*64, false), g1.Dev())
+		require.NoError(t, err)
+		_, err = n1.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: 16, SQRing: g1.Alloc("other/sq", 16*64, false), SQWhere: g1.Dev()})
+		require.NoError(t, err)
+		var qpn uint32
+		e.Ranks[0].NICs[0].SetTap(func(p *fabric.Packet) {
+			if p.Hdr.Opcode.IsRequest() {
+				qpn = p.Hdr.DestQP
+			}
+		})
+		e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 2)
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 64, nil, nil)
+			g.Flush()
+		})
+		require.NoError(t, e.Sim.Run())
+		require.NotZero(t, qpn, "no request packet left rank 0")
+		return qpn
+	}
+	lazy, eager := destQP(-1), destQP(4)
+	require.Equal(t, eager, lazy, "context 2's QP number when built on first use")
 }
