@@ -6,9 +6,12 @@
 // receive data responses.
 //
 // Like fabric/pcie it holds no events: Write, Read and Atomic reserve port
-// time and return the instants at which the bytes land. Calls with at in the
-// future are arbitrated in call order (see fabric.Pipe). One transfer holds
-// a port contiguously: packets of concurrent transfers are not interleaved.
+// time and return the instants at which the bytes land. Ports arbitrate by
+// readiness (fabric.Pipe.Backfill): a transfer ready while a port idles
+// goes, even if a call made earlier reserved the port for later (the
+// response of a remote atomic, say); a GPU's writes keep their order (a
+// flag stored after data lands after it). One transfer holds a port
+// contiguously: packets of concurrent transfers are not interleaved.
 //
 // Not safe for concurrent use.
 package nvlink

@@ -74,8 +74,8 @@ func NewDomain(s *sim.Sim, cfg Config, gpus int) *Domain {
 	d := &Domain{s: s, cfg: cfg, out: make([]fabric.Pipe, gpus), in: make([]fabric.Pipe, gpus)}
 	for i := range gpus {
 		g := strconv.Itoa(i)
-		d.out[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/tx", Rate: cfg.PortRate, Latency: cfg.Latency}
-		d.in[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/rx", Rate: cfg.PortRate}
+		d.out[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/tx", Rate: cfg.PortRate, Latency: cfg.Latency, Backfill: true}
+		d.in[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/rx", Rate: cfg.PortRate, Backfill: true}
 	}
 	return d
 }
@@ -107,11 +107,19 @@ func (d *Domain) packets(n sim.Bytes) (first, total, last sim.Bytes, count int64
 }
 
 // move streams a packet train from GPU a to GPU b: egress, switch, ingress.
-func (d *Domain) move(at, lastReady sim.Time, a, b int, first, total, last sim.Bytes) sim.Time {
+// The ports arbitrate by readiness (fabric.Pipe.Backfill): a response
+// reserved for when a remote atomic or read will have been served does not
+// hold up the port for packets ready before it. posted marks writes: as on
+// PCIe, nothing later from GPU a passes a's earlier write on either port,
+// so a flag stored after data lands after it.
+func (d *Domain) move(at, lastReady sim.Time, a, b int, posted bool, first, total, last sim.Bytes) sim.Time {
+	now := d.s.Now()
 	eg, ig := &d.out[a], &d.in[b]
-	start, end := eg.ReserveStream(at, total, lastReady.Add(eg.Rate.TxTime(last)))
+	eg.Forget(now)
+	ig.Forget(now)
+	start, end := eg.ReserveOrdered(int32(a), posted, at, total, lastReady.Add(eg.Rate.TxTime(last)))
 	ready := start.Add(eg.Rate.TxTime(first) + d.cfg.Latency)
-	_, end = ig.ReserveStream(ready, total, end.Add(d.cfg.Latency+ig.Rate.TxTime(last)))
+	_, end = ig.ReserveOrdered(int32(a), posted, ready, total, end.Add(d.cfg.Latency+ig.Rate.TxTime(last)))
 	return end
 }
 
@@ -124,7 +132,7 @@ func (d *Domain) Write(at sim.Time, from, to int, n sim.Bytes) sim.Time {
 		return at
 	}
 	first, total, last, _ := d.packets(n)
-	return d.move(at, at, from, to, first, total, last)
+	return d.move(at, at, from, to, true, first, total, last)
 }
 
 // Read issues a read by GPU requester of n bytes of GPU target's memory at
@@ -140,13 +148,15 @@ func (d *Domain) Read(at sim.Time, requester, target int, n sim.Bytes) sim.Time 
 	_, _, _, count := d.packets(n)
 	// The request train: its first packet arrives one packet time plus
 	// latency after it starts; the last one when the train has passed.
-	eg := &d.out[requester]
-	start, _ := eg.Reserve(at, sim.Bytes(count)*o)
-	ig := &d.in[target]
-	rs, re := ig.ReserveStream(start.Add(eg.Rate.TxTime(o)+d.cfg.Latency), sim.Bytes(count)*o, 0)
+	now := d.s.Now()
+	eg, ig := &d.out[requester], &d.in[target]
+	eg.Forget(now)
+	ig.Forget(now)
+	start, _ := eg.ReserveOrdered(int32(requester), false, at, sim.Bytes(count)*o, 0)
+	rs, re := ig.ReserveOrdered(int32(requester), false, start.Add(eg.Rate.TxTime(o)+d.cfg.Latency), sim.Bytes(count)*o, 0)
 	firstReq := rs.Add(ig.Rate.TxTime(o))
 	first, total, last, _ := d.packets(n)
-	return d.move(firstReq.Add(d.cfg.MemReadLatency), re.Add(d.cfg.MemReadLatency), target, requester, first, total, last)
+	return d.move(firstReq.Add(d.cfg.MemReadLatency), re.Add(d.cfg.MemReadLatency), target, requester, false, first, total, last)
 }
 
 // Atomic issues an 8-byte atomic by GPU requester on GPU target's memory at
@@ -158,9 +168,9 @@ func (d *Domain) Atomic(at sim.Time, requester, target int) (applied, done sim.T
 		return at, at
 	}
 	p := 8 + d.cfg.PacketOverhead
-	arrive := d.move(at, at, requester, target, p, p, p)
+	arrive := d.move(at, at, requester, target, false, p, p, p)
 	applied = arrive.Add(d.cfg.MemReadLatency)
-	return applied, d.move(applied, applied, target, requester, p, p, p)
+	return applied, d.move(applied, applied, target, requester, false, p, p, p)
 }
 
 // Stats returns the accounting of every port: for each GPU its egress then

@@ -53,3 +53,42 @@ func TestReadAndAtomicLatency(t *testing.T) {
 		t.Fatalf("atomic applied %v done %v", applied, done)
 	}
 }
+
+// An atomic into a GPU whose ingress is busy gets its response reserved on
+// the target's egress for when it will have been applied. Packets the
+// target sends before then go first: the reservation for later does not
+// hold the port (it did when ports served calls in order, and a burst of
+// atomics then convoyed, one round trip each).
+func TestFutureResponseDoesNotHoldPort(t *testing.T) {
+	c := DefaultConfig()
+	d := NewDomain(sim.New(sim.Config{}), c, 8)
+	busy := d.Write(0, 2, 0, 4<<20) // GPU 0's ingress: ~10 us of data
+	at := sim.Time(sim.Microsecond)
+	applied, done := d.Atomic(at, 1, 0)
+	if applied < busy {
+		t.Fatalf("atomic applied at %v, before the ingress backlog ends at %v", applied, busy)
+	}
+	w := d.Write(at, 0, 3, 256)
+	if w >= applied {
+		t.Fatalf("GPU 0's 256 B write ready at 1 us landed at %v: it waited for the atomic response reserved at %v", w, applied)
+	}
+	// Atomics from GPU 1 to GPU 3 are not held up by the response either.
+	_, done2 := d.Atomic(at, 1, 3)
+	if done2 >= done {
+		t.Fatalf("second atomic done %v, not before the first's %v", done2, done)
+	}
+}
+
+// A GPU's writes keep their order: a small write (a flag) issued after a
+// large one to the same GPU lands after it, even though the port could
+// fit it earlier.
+func TestWritesFromOneGPUStayOrdered(t *testing.T) {
+	c := DefaultConfig()
+	d := NewDomain(sim.New(sim.Config{}), c, 8)
+	d.Write(0, 2, 1, 1<<20)         // GPU 1's ingress busy first
+	data := d.Write(0, 0, 1, 1<<20) // queued behind it at the ingress
+	flag := d.Write(0, 0, 1, 8)
+	if flag <= data {
+		t.Fatalf("flag landed at %v, data at %v: the flag passed the data", flag, data)
+	}
+}
