@@ -53,6 +53,13 @@ type Group struct {
 	// group has a process), and the wait's predicate.
 	body  func(t *Group)
 	wpred func(v uint64) bool
+
+	// The continuation of the operation in flight started by a Then
+	// method (nil: the group's process waits for it), and whether a
+	// group launched by LaunchHandler has ended.
+	th    sim.Handler
+	targ  uint64
+	ended bool
 }
 
 // Launch starts a group of threads threads running body, now. name names
@@ -159,7 +166,7 @@ func (t *Group) SM() int { return t.sm }
 func (t *Group) Now() sim.Time { return t.g.s.Now() }
 
 // Done reports whether the group's body has returned.
-func (t *Group) Done() bool { return t.p != nil && t.p.Done() }
+func (t *Group) Done() bool { return t.ended || t.p != nil && t.p.Done() }
 
 // Busy returns the SM time charged to the group for work.
 func (t *Group) Busy() sim.Duration { return t.busy }
@@ -186,29 +193,34 @@ func (t *Group) Sleep(d sim.Duration) { t.p.Sleep(d) }
 
 // Sync is coop.sync(): free for one thread, __syncwarp for up to a warp,
 // bar.sync for a CTA.
-func (t *Group) Sync() {
+func (t *Group) Sync() { t.work(t.syncTime()) }
+
+func (t *Group) syncTime() sim.Duration {
 	switch {
 	case t.size == 1:
+		return 0
 	case t.size <= 32:
-		t.work(t.g.cfg.CoopSyncWarp)
+		return t.g.cfg.CoopSyncWarp
 	default:
-		t.work(t.g.cfg.CoopSyncCTA)
+		return t.g.cfg.CoopSyncCTA
 	}
 }
 
 // Fence is a memory fence of the given scope. A system-scope fence also
 // waits until every posted write the group issued (PCIe, NVLink) has landed.
-func (t *Group) Fence(scope Scope) {
+func (t *Group) Fence(scope Scope) { t.work(t.fenceTime(scope)) }
+
+func (t *Group) fenceTime(scope Scope) sim.Duration {
 	c := &t.g.cfg
 	switch scope {
 	case ScopeThread:
+		return 0
 	case ScopeBlock:
-		t.work(c.FenceBlock)
+		return c.FenceBlock
 	case ScopeDevice:
-		t.work(max(t.Now().Add(c.FenceGPU), t.acked).Sub(t.Now()))
+		return max(t.Now().Add(c.FenceGPU), t.acked).Sub(t.Now())
 	default:
-		end := max(t.Now().Add(c.FenceSys), t.posted, t.acked)
-		t.work(end.Sub(t.Now()))
+		return max(t.Now().Add(c.FenceSys), t.posted, t.acked).Sub(t.Now())
 	}
 }
 
@@ -269,6 +281,13 @@ func (t *Group) Read(r *mem.Region, off uint64, dst []byte) {
 // and the word changes when the store lands (local HBM: StoreLatency; peer
 // GPU: over NVLink; host memory: a PCIe write). It returns the landing time.
 func (t *Group) Store64(r *mem.Region, off uint64, v uint64) sim.Time {
+	landed := t.store64(r, off, v)
+	t.work(t.g.cfg.StoreIssue)
+	return landed
+}
+
+// store64 is Store64 without the issue cost.
+func (t *Group) store64(r *mem.Region, off uint64, v uint64) sim.Time {
 	g := t.g
 	now := t.Now()
 	var landed sim.Time
@@ -283,7 +302,6 @@ func (t *Group) Store64(r *mem.Region, off uint64, v uint64) sim.Time {
 	}
 	g.later(landed, pending{r: r, off: off, v: v, op: pendStore, agent: t.agent})
 	t.noteposted(landed)
-	t.work(g.cfg.StoreIssue)
 	return landed
 }
 
@@ -293,6 +311,14 @@ func (t *Group) Store64(r *mem.Region, off uint64, v uint64) sim.Time {
 // together after the path (local: StoreLatency; NVLink; PCIe) has carried
 // them. It returns the landing time.
 func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	landed, d := t.write(r, off, src, n)
+	t.work(d)
+	return landed
+}
+
+// write is Write without the sleep: it returns the landing time and the
+// issue cost.
+func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.Time, sim.Duration) {
 	g := t.g
 	now := t.Now()
 	rate := min(sim.Bytes(t.size)*16, g.cfg.SMStoreBytesPerCycle)
@@ -315,8 +341,7 @@ func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Ti
 	}
 	g.later(landed, pending{r: r, off: off, n: uint64(n), op: pendWrite, data: src, has: src != nil, agent: t.agent})
 	t.noteposted(landed)
-	t.work(max(issue, g.cfg.StoreIssue))
-	return landed
+	return landed, max(issue, g.cfg.StoreIssue)
 }
 
 // NVLinkWrite stores n bytes of src at off of r, a region of GPU peerLocal
@@ -334,9 +359,24 @@ func (t *Group) NVLinkWrite(peerLocal int, r *mem.Region, off uint64, src []byte
 // at L2). On host memory it is a system-scope PCIe AtomicOp round trip, on
 // a peer GPU an NVLink atomic. The add is applied when it reaches memory.
 func (t *Group) AtomicAdd64(r *mem.Region, off uint64, v uint64, scope Scope) uint64 {
+	applied, done := t.atomicTimes(r, scope)
+	now := t.Now()
+	if applied > now && done > applied {
+		t.atomicAt(r, off, v, applied, done)
+		t.p.Park("atomic in flight")
+		return t.aold
+	}
+	t.work(applied.Sub(now))
+	old := r.FetchAdd64(off, v, t.agent)
+	t.work(done.Sub(applied))
+	return old
+}
+
+// atomicTimes returns when an atomic on r issued now is applied and when
+// it completes.
+func (t *Group) atomicTimes(r *mem.Region, scope Scope) (applied, done sim.Time) {
 	g := t.g
 	now := t.Now()
-	var applied, done sim.Time
 	switch g.where(r) {
 	case local:
 		var d sim.Duration
@@ -348,28 +388,24 @@ func (t *Group) AtomicAdd64(r *mem.Region, off uint64, v uint64, scope Scope) ui
 		default:
 			d = g.cfg.AtomicGPU
 		}
-		applied, done = now.Add(d/2), now.Add(d)
+		return now.Add(d / 2), now.Add(d)
 	case peer:
-		applied, done = g.nvl.Atomic(now, g.local, r.Loc().GPU)
+		return g.nvl.Atomic(now, g.local, r.Loc().GPU)
 	default:
 		applied, done = g.bus.Atomic(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host())
-		done = done.Add(g.cfg.HubLatency)
+		return applied, done.Add(g.cfg.HubLatency)
 	}
-	if applied > now && done > applied {
-		// The add happens in an event at applied that then schedules the
-		// group's wake at done: the same events at the same instants, in
-		// the same order, as sleeping to applied, adding and sleeping to
-		// done, without resuming the coroutine in between.
-		t.busy += done.Sub(now)
-		t.ar, t.aoff, t.av, t.adone = r, off, v, done
-		t.g.s.Schedule(applied, (*atomicApply)(t), 0)
-		t.p.Park("atomic in flight")
-		return t.aold
-	}
-	t.work(applied.Sub(now))
-	old := r.FetchAdd64(off, v, t.agent)
-	t.work(done.Sub(applied))
-	return old
+}
+
+// atomicAt schedules the add at applied; the group resumes at done. The
+// add happens in an event at applied that then schedules the group's wake
+// at done: the same events at the same instants, in the same order, as
+// sleeping to applied, adding and sleeping to done, without resuming the
+// coroutine in between.
+func (t *Group) atomicAt(r *mem.Region, off, v uint64, applied, done sim.Time) {
+	t.busy += done.Sub(t.Now())
+	t.ar, t.aoff, t.av, t.adone = r, off, v, done
+	t.g.s.Schedule(applied, (*atomicApply)(t), 0)
 }
 
 // atomicApply is a group whose AtomicAdd64 reaches memory now.
@@ -377,10 +413,14 @@ type atomicApply Group
 
 // Handle applies the add, keeps the old value and wakes the group when the
 // atomic completes.
-func (a *atomicApply) Handle(*sim.Sim, uint64) {
+func (a *atomicApply) Handle(s *sim.Sim, _ uint64) {
 	t := (*Group)(a)
 	t.aold = t.ar.FetchAdd64(t.aoff, t.av, t.agent)
 	t.ar = nil
+	if t.th != nil {
+		t.thenAt(t.adone)
+		return
+	}
 	t.p.WakeAt(t.adone)
 }
 
@@ -428,10 +468,15 @@ func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.
 // The group pays the issue cost; MMIO returns when the write arrives at the
 // device (the caller schedules the device's reaction there).
 func (t *Group) MMIO(dev pcie.DevID, n sim.Bytes) (arrive sim.Time) {
+	arrive = t.mmio(dev, n)
+	t.work(t.g.cfg.MMIOIssue)
+	return arrive
+}
+
+func (t *Group) mmio(dev pcie.DevID, n sim.Bytes) sim.Time {
 	g := t.g
-	arrive = g.bus.Write(t.Now().Add(g.cfg.HubLatency), g.dev, dev, n)
+	arrive := g.bus.Write(t.Now().Add(g.cfg.HubLatency), g.dev, dev, n)
 	t.noteposted(arrive)
-	t.work(g.cfg.MMIOIssue)
 	return arrive
 }
 
@@ -510,6 +555,10 @@ func (t *Group) WordChanged(r *mem.Region, off uint64) {
 	t.armed = false
 	r.Unwatch(off, t)
 	at := t.pollRead(t.Now())
+	if t.th != nil { // WaitWordThen: poll without blocking the group
+		t.g.s.Schedule(at, (*thenPoll)(t), 0)
+		return
+	}
 	if t.p == nil { // a LaunchWaiting group: poll without a process
 		t.g.s.Schedule(at, (*waiter)(t), 1)
 		return

@@ -1,0 +1,183 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+)
+
+// Device code written as a state machine runs without a coroutine: each
+// Then method starts the operation of its blocking twin (same costs, same
+// memory effects at the same instants) and, instead of suspending the
+// group's process, schedules h.Handle(s, arg) for the instant the blocking
+// call would have returned, with the same events in the same order. A
+// zero-time operation calls h at once. A group has at most one operation
+// in flight; results are read with Result.
+//
+// A group launched with LaunchHandler has no process at all: hundreds of
+// thousands of short-lived sending warps then cost a few hundred bytes
+// each instead of a goroutine stack. A group with a process may run a
+// state machine too (a backend's issue path), parking its process until
+// the machine resumes it.
+
+// LaunchHandler starts a group of threads threads without a process: h
+// runs (Handle(s, arg)) where the body of g.Launch(name, threads, ...)
+// would first run, and drives the group through Then methods until it
+// calls End.
+func (g *GPU) LaunchHandler(name string, threads int, h sim.Handler, arg uint64) *Group {
+	if threads <= 0 || threads > 1024 {
+		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
+	}
+	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
+	g.groups = append(g.groups, t)
+	g.s.Schedule(g.s.Now(), h, arg)
+	return t
+}
+
+// End marks a group launched with LaunchHandler as finished (Done).
+func (t *Group) End() { t.ended = true }
+
+// Result returns the value of the last AtomicAdd64Then (the old value) or
+// WaitWordThen (the value seen).
+func (t *Group) Result() uint64 { return t.aold }
+
+// then makes (h, arg) the continuation of the operation being started.
+func (t *Group) then(h sim.Handler, arg uint64) {
+	if t.th != nil {
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+	}
+	t.th, t.targ = h, arg
+}
+
+// thenAt hands the group to its continuation at: now (inline) or in an
+// event, as the blocking twin's wake-up would be.
+func (t *Group) thenAt(at sim.Time) {
+	h, arg := t.th, t.targ
+	t.th = nil
+	s := t.g.s
+	if at <= s.Now() {
+		h.Handle(s, arg)
+		return
+	}
+	s.Schedule(at, h, arg)
+}
+
+// workThen charges d of SM-busy time, then continues.
+func (t *Group) workThen(d sim.Duration, h sim.Handler, arg uint64) {
+	t.then(h, arg)
+	if d > 0 {
+		t.busy += d
+	}
+	t.thenAt(t.Now().Add(max(d, 0)))
+}
+
+// CyclesThen is Cycles.
+func (t *Group) CyclesThen(n int64, h sim.Handler, arg uint64) { t.workThen(t.g.Cycles(n), h, arg) }
+
+// ComputeThen is Compute.
+func (t *Group) ComputeThen(d sim.Duration, h sim.Handler, arg uint64) { t.workThen(d, h, arg) }
+
+// SyncThen is Sync.
+func (t *Group) SyncThen(h sim.Handler, arg uint64) { t.workThen(t.syncTime(), h, arg) }
+
+// FenceThen is Fence.
+func (t *Group) FenceThen(scope Scope, h sim.Handler, arg uint64) {
+	t.workThen(t.fenceTime(scope), h, arg)
+}
+
+// Store64Then is Store64.
+func (t *Group) Store64Then(r *mem.Region, off uint64, v uint64, h sim.Handler, arg uint64) sim.Time {
+	landed := t.store64(r, off, v)
+	t.workThen(t.g.cfg.StoreIssue, h, arg)
+	return landed
+}
+
+// WriteThen is Write.
+func (t *Group) WriteThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
+	landed, d := t.write(r, off, src, n)
+	t.workThen(d, h, arg)
+	return landed
+}
+
+// MMIOThen is MMIO.
+func (t *Group) MMIOThen(dev pcie.DevID, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
+	arrive := t.mmio(dev, n)
+	t.workThen(t.g.cfg.MMIOIssue, h, arg)
+	return arrive
+}
+
+// AtomicAdd64Then is AtomicAdd64; the old value is Result.
+func (t *Group) AtomicAdd64Then(r *mem.Region, off uint64, v uint64, scope Scope, h sim.Handler, arg uint64) {
+	applied, done := t.atomicTimes(r, scope)
+	now := t.Now()
+	t.then(h, arg)
+	if applied > now && done > applied {
+		t.atomicAt(r, off, v, applied, done)
+		return
+	}
+	if applied > now { // applied and complete at once, later
+		t.atomicAt(r, off, v, applied, applied)
+		return
+	}
+	t.aold = r.FetchAdd64(off, v, t.agent)
+	if done > now {
+		t.busy += done.Sub(now)
+	}
+	t.thenAt(max(done, now))
+}
+
+// WaitWordThen is WaitWord; the value seen is Result.
+func (t *Group) WaitWordThen(r *mem.Region, off uint64, reason string, pred func(v uint64) bool, h sim.Handler, arg uint64) {
+	g := t.g
+	start := t.Now()
+	lat := t.loadDone(r, 8).Sub(start)
+	per := g.cfg.PollInterval
+	if g.where(r) != local {
+		per = max(per, lat)
+	}
+	credit := sim.Duration(0)
+	if t.creditR == r && t.creditOff == off && t.creditAt == start {
+		credit = t.credit // LaunchWaiting started the group at this poll's read
+	}
+	t.creditR = nil
+	t.then(h, arg)
+	if v := r.Load64(off); pred(v) {
+		t.aold = v
+		d := lat - credit
+		if d > 0 {
+			t.busy += d
+		}
+		t.thenAt(start.Add(max(d, 0)))
+		return
+	}
+	t.wr, t.woff, t.why, t.wbase, t.wper, t.wlat, t.wsince = r, off, reason, start, per, lat, start
+	t.wpred = pred
+	t.armed = true
+	r.Watch(off, t)
+}
+
+// thenPoll is a group in WaitWordThen whose word changed: the poll that
+// reads the change.
+type thenPoll Group
+
+// Handle checks the word at the poll; on success the group continues half
+// a load latency later, as WaitWord returns.
+func (w *thenPoll) Handle(*sim.Sim, uint64) {
+	t := (*Group)(w)
+	v := t.wr.Load64(t.woff)
+	if !t.wpred(v) {
+		t.armed = true
+		t.wr.Watch(t.woff, t)
+		return
+	}
+	t.aold = v
+	t.wr, t.why, t.wpred = nil, "", nil
+	t.poll += t.Now().Sub(t.wsince)
+	d := t.wlat - t.wlat/2
+	if d > 0 {
+		t.busy += d
+	}
+	t.thenAt(t.Now().Add(max(d, 0)))
+}
