@@ -84,6 +84,7 @@ type Backend struct {
 	cfg   Config
 	comms []*commState
 	chans []*channel
+	free  []*issuer // issuers not in use
 	st    gin.BackendStats
 	trace func(at sim.Time, who, what string)
 }
@@ -436,70 +437,25 @@ func (b *Backend) EventName(arg uint64) string {
 	return "gdaki/doorbell"
 }
 
-// Issue implements gin.Backend.
-//
-// WRs are built in place in the channel's scratch slice (addWR): literals
-// of nic.WR would sit in this frame, which every issuing coroutine's stack
-// holds while post and ring block below it.
+// Issue implements gin.Backend: the submit path (issuer) with the group's
+// process waiting.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
-	cs := b.state(dc)
-	ch := b.build(cs, rank, op)
-	b.st.Ops++
-	if op.NeedsSysFence(false) {
-		if b.trace != nil {
-			b.tracef(t, "fence.release.sys")
-		}
-		t.Fence(gpu.ScopeSystem)
-	}
-	scope := sharingScope(op.Sharing)
-	skip := op.Flags&gin.OptMaySkipCreditCheck != 0
-	wrs := ch.detach()
-	last := b.post(t, ch, wrs, scope, skip)
-	ch.release(wrs)
-	if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
-		b.count(t, cs, rank, op, ch, ctr, last, scope, skip)
-		return
-	}
-	if op.Kind == gin.OpGet {
-		v := ch.ctrl.Load64(offIssuedGet)
-		if last+1 > v {
-			ch.ctrl.Store64(offIssuedGet, last+1, t.Agent())
-		}
-	}
-	if op.Flags&gin.OptAggregateRequests == 0 {
-		b.ring(t, ch, last+1)
-	}
+	m := b.newIssuer(t, b.state(dc), rank)
+	m.op = op
+	m.run(stIssue)
 }
 
-// count posts a counter-increment companion: a WAIT on ch's CQ for WQE
-// last, then the FETCH_ADD on the counter, on ch's companion QP.
-//
-//go:noinline
-func (b *Backend) count(t *gpu.Group, cs *commState, rank int, op *gin.Op, ch *channel, ctr gin.CounterInc,
-	last uint64, scope gpu.Scope, skip bool) {
-	rs := &cs.ranks[rank]
-	cmr := rs.ctrMR[op.Ctx]
-	comp := ch.comp
-	comp.wrs = comp.wrs[:0]
-	w := comp.addWR(nic.WRWait)
-	w.WaitCQ, w.WaitIndex = ch.cq, last+1
-	w = comp.addWR(nic.WRFetchAdd)
-	w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
-	w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
-	cwrs := comp.detach()
-	clast := b.post(t, comp, cwrs, scope, skip)
-	comp.release(cwrs)
-	if op.Flags&gin.OptAggregateRequests == 0 {
-		b.ring(t, ch, last+1)
-		b.ring(t, comp, clast+1)
-	}
+// IssueThen implements gin.ThenBackend: Issue for a group without a
+// process; h.Handle(s, arg) runs when Issue would have returned.
+func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
+	m := b.newIssuer(t, b.state(dc), rank)
+	m.op, m.k, m.karg = op, h, arg
+	m.pc = stIssue
+	m.step()
 }
 
 // build fills the channel's scratch WR list for op and returns the
-// channel. It is kept out of Issue's frame (see gpu.Group.Store64): Issue
-// sleeps below it.
-//
-//go:noinline
+// channel. WRs are built in place (addWR).
 func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 	rs := &cs.ranks[rank]
 	ch := b.ch(cs, rank, op.Ctx, op.Peer)
@@ -587,102 +543,6 @@ func sharingScope(s gin.Sharing) gpu.Scope {
 	return gpu.ScopeDevice
 }
 
-// post reserves len(wrs) SQ slots, waits for credits, stores the WQEs,
-// fences and publishes them in order. It returns the index of the last
-// WQE. The doorbell is the caller's.
-func (b *Backend) post(t *gpu.Group, ch *channel, wrs []nic.WR, scope gpu.Scope, skip bool) uint64 {
-	n := uint64(len(wrs))
-	base := t.AtomicAdd64(ch.ctrl, offRsvd, n, scope)
-	last := base + n - 1
-	if b.trace != nil {
-		b.traceRange(t, "%s reserve [%d,%d]", ch.name, base, last)
-	}
-	if !skip && last >= ch.depth {
-		b.pollCQ(t, ch, last-ch.depth, "gdaki credit")
-	}
-	wqe := ch.wqeBytes
-	for i := range wrs {
-		t.Cycles(b.cfg.WQEBuildCycles)
-		t.Write(ch.sq, ((base+uint64(i))%ch.depth)*wqe, nil, sim.Bytes(wqe))
-	}
-	t.Fence(gpu.ScopeDevice)
-	// In-order publication: wait until every earlier reservation has been
-	// published, then move sq_ready_index past this one (atomicCAS).
-	if ch.ctrl.Load64(offReady) != base {
-		t.WaitWord(ch.ctrl, offReady, "gdaki publish", func(v uint64) bool { return v == base })
-	}
-	t.AtomicAdd64(ch.ctrl, offReady, n, scope)
-	for i := range wrs {
-		wrs[i].ID = base + uint64(i)
-		if _, err := ch.qp.WriteWQE(&wrs[i]); err != nil {
-			overrun(t, ch, base+uint64(i), err)
-		}
-		b.st.WQEs++
-	}
-	if b.trace != nil {
-		b.traceIdx(t, "%s publish ready=%d", ch.name, last+1)
-	}
-	return last
-}
-
-// overrun fails the run on a WQE written past the send queue (kept out of
-// post's frame).
-//
-//go:noinline
-func overrun(t *gpu.Group, ch *channel, idx uint64, err error) {
-	t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: WQE %d overran the send queue (depth %d) — "+
-		"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), idx, ch.depth, err))
-	t.Proc().Park("gdaki: send queue overrun")
-}
-
-// ring is DOCA's submit in DB mode: take sq_lock, atomicMax sq_wqe_pi, and
-// if it moved ring the doorbell (MMIO, doorbell record, MMIO again).
-func (b *Backend) ring(t *gpu.Group, ch *channel, pi uint64) {
-	for ch.ctrl.Load64(offLock) != 0 {
-		t.WaitWord(ch.ctrl, offLock, "gdaki sq_lock", func(v uint64) bool { return v == 0 })
-	}
-	ch.ctrl.Store64(offLock, 1, t.Agent())
-	t.Compute(ch.atomicGPU) // the acquiring atomicCAS
-	old := t.AtomicAdd64(ch.ctrl, offPI, 0, gpu.ScopeDevice)
-	if old < pi {
-		ch.ctrl.Store64(offPI, pi, t.Agent()) // atomicMax's effect
-		s := t.GPU().Sim()
-		arrive := t.MMIO(ch.dev.nic.Dev(), 8)
-		s.Schedule(arrive, b, uint64(ch.idx)<<piBits|pi&piMask)
-		t.Store64(ch.ctrl, offDBR, pi)
-		arrive2 := t.MMIO(ch.dev.nic.Dev(), 8)
-		s.Schedule(arrive2, b, uint64(ch.idx)<<piBits|pi&piMask)
-		b.st.Doorbells++
-		if b.trace != nil {
-			b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, pi, arrive)
-		}
-	}
-	t.Store64(ch.ctrl, offLock, 0)
-}
-
-// pollCQ spins on the owner word of CQE #idx in GPU memory until it has
-// landed, then checks its status.
-func (b *Backend) pollCQ(t *gpu.Group, ch *channel, idx uint64, why string) {
-	r, off := ch.cq.WordFor(idx)
-	if r.Load64(off) < idx+1 {
-		if b.trace != nil {
-			b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, why)
-		}
-		t.WaitWord(r, off, why, func(v uint64) bool { return v >= idx+1 })
-	}
-	t.Cycles(b.cfg.CQEParseCycles)
-	if e, ok := ch.cq.Entry(idx); ok && e.Status != nic.StatusSuccess {
-		t.GPU().Sim().Fail(fmt.Errorf("gdaki: %s: t=%v: CQE %d completed with %v (NCCL traps on error CQEs)",
-			ch.name, t.Now(), idx, e.Status))
-		t.Proc().Park("gdaki: error CQE")
-	}
-	ch.cq.SetConsumer(idx + 1)
-	b.st.CQEs++
-	if b.trace != nil {
-		b.tracef(t, "%s saw CQE %d", ch.name, idx)
-	}
-}
-
 // FlushAsync implements gin.Backend: snapshot sq_rsvd_index, or post a NOP
 // (DOCA's DUMP WQE) when gets are outstanding and wait for its CQE.
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
@@ -692,12 +552,10 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 	}
 	ch := b.ch(cs, rank, ctx, peer)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
-		ch.wrs = append(ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
-		wrs := ch.detach()
-		last := b.post(t, ch, wrs, gpu.ScopeDevice, false)
-		ch.release(wrs)
-		b.ring(t, ch, last+1)
-		return gin.Request{Ctx: ctx, Peer: peer, Ticket: last + 1}
+		m := b.newIssuer(t, cs, rank)
+		m.ch = ch
+		m.run(stFlushNop)
+		return gin.Request{Ctx: ctx, Peer: peer, Ticket: m.ticket}
 	}
 	return gin.Request{Ctx: ctx, Peer: peer, Ticket: t.Load64(ch.ctrl, offRsvd)}
 }
@@ -708,9 +566,8 @@ func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
 	if r.Ticket == 0 {
 		return
 	}
-	ch := b.ch(b.state(dc), rank, r.Ctx, r.Peer)
-	b.pollCQ(t, ch, r.Ticket-1, "gdaki flush")
-	if g := ch.ctrl.Load64(offIssuedGet); g <= r.Ticket && g > ch.ctrl.Load64(offVisGet) {
-		ch.ctrl.Store64(offVisGet, g, t.Agent())
-	}
+	cs := b.state(dc)
+	m := b.newIssuer(t, cs, rank)
+	m.ch, m.ticket = b.ch(cs, rank, r.Ctx, r.Peer), r.Ticket
+	m.run(stWait)
 }

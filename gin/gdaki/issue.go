@@ -1,0 +1,401 @@
+package gdaki
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// The GPU side of DOCA GPUNetIO's submit path is a state machine (issuer)
+// driven by the group's Then operations, so that one implementation serves
+// both callers: Issue, FlushAsync and Wait run it for a group with a
+// process and park that process until it ends (resuming it in the event of
+// the last step, as its own wake-up would); IssueThen runs it for a group
+// without one (gpu.GPU.LaunchHandler) and then hands the group to the
+// caller's continuation. The steps and their costs are:
+//
+//	issue: [fence.release.sys] → post → [counter companion: post] → [ring]
+//	post:  atomicAdd(sq_rsvd_index) → [credit: poll CQE idx-depth] →
+//	       per WQE: build cycles, store → fence.gpu → [spin until
+//	       sq_ready_index == base] → atomicAdd(sq_ready_index) → WQEs
+//	       visible to the NIC
+//	ring:  [spin on sq_lock] → lock, atomicCAS cost → atomicMax(sq_wqe_pi)
+//	       → [if it moved: MMIO doorbell, doorbell record, MMIO again]
+//	       → unlock
+//	poll:  [spin on the CQE's owner word] → parse cycles → status check
+
+// Steps of the issuer. A step either starts an operation whose completion
+// re-enters the machine at the step it set, or goes on to the next step.
+const (
+	stIssue uint8 = iota
+	stPost
+	stAfterPost
+	stAfterComp
+	stRing2
+	stEnd
+
+	stPReserve
+	stPReserved
+	stPWQE
+	stPStore
+	stPFenced
+	stPReady
+	stPPublish
+
+	stRLock
+	stRLocked
+	stRPI
+	stRDoorbell
+	stRRecord
+	stRDoorbell2
+	stRUnlock
+
+	stQPoll
+	stQParse
+	stQCheck
+
+	stFlushNop
+	stFlushRing
+	stWait
+	stWaitDone
+)
+
+// issuer is one run of the submit path by one group.
+type issuer struct {
+	b    *Backend
+	t    *gpu.Group
+	cs   *commState
+	rank int
+	op   *gin.Op
+	ch   *channel
+	pc   uint8
+
+	// post on pch, then continue at pret.
+	pch         *channel
+	wrs         []nic.WR
+	base        uint64
+	i           int
+	scope       gpu.Scope
+	skip        bool
+	pret        uint8
+	last, clast uint64
+
+	// ring rch up to rpi, then continue at rret.
+	rch     *channel
+	rpi     uint64
+	rret    uint8
+	arrive  sim.Time // the doorbell MMIO's arrival at the NIC
+	arrive2 sim.Time // the second one's
+
+	// poll qch's CQE qidx, then continue at qret.
+	qch  *channel
+	qidx uint64
+	qwhy string
+	qret uint8
+
+	ticket uint64 // FlushAsync's request ticket
+
+	k      sim.Handler // IssueThen's continuation (nil: resume t's process)
+	karg   uint64
+	parked bool // t's process waits for the end
+	done   bool
+	failed bool
+}
+
+// newIssuer takes an issuer from the backend's free list.
+func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
+	var m *issuer
+	if n := len(b.free); n > 0 {
+		m, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		m = new(issuer)
+	}
+	*m = issuer{b: b, t: t, cs: cs, rank: rank}
+	return m
+}
+
+// run runs m for a group with a process: the steps that take no time run
+// now, and the process parks until the last step.
+func (m *issuer) run(pc uint8) {
+	m.pc = pc
+	m.step()
+	if !m.done {
+		m.parked = true
+		reason := "gdaki issue"
+		if m.failed {
+			reason = "gdaki: failed"
+		}
+		m.t.Proc().Park(reason)
+	}
+}
+
+// Handle implements sim.Handler: an operation the machine started has
+// completed.
+func (m *issuer) Handle(*sim.Sim, uint64) { m.step() }
+
+// EventName implements sim.Namer.
+func (m *issuer) EventName(uint64) string { return "gdaki issue: " + m.t.Agent() }
+
+// step runs steps until one starts an operation (whose completion calls
+// Handle) or the machine ends.
+func (m *issuer) step() {
+	b, t := m.b, m.t
+	for {
+		switch m.pc {
+		case stIssue:
+			m.ch = b.build(m.cs, m.rank, m.op)
+			b.st.Ops++
+			m.pc = stPost
+			if m.op.NeedsSysFence(false) {
+				if b.trace != nil {
+					b.tracef(t, "fence.release.sys")
+				}
+				t.FenceThen(gpu.ScopeSystem, m, 0)
+				return
+			}
+		case stPost:
+			m.post(m.ch, sharingScope(m.op.Sharing), m.op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterPost)
+		case stAfterPost:
+			op, ch := m.op, m.ch
+			if ctr, ok := op.Local.(gin.CounterInc); ok && ch.comp != nil {
+				// The counter companion: a WAIT on ch's CQ for the last
+				// WQE, then the FETCH_ADD on the counter.
+				rs := &m.cs.ranks[m.rank]
+				cmr := rs.ctrMR[op.Ctx]
+				comp := ch.comp
+				comp.wrs = comp.wrs[:0]
+				w := comp.addWR(nic.WRWait)
+				w.WaitCQ, w.WaitIndex = ch.cq, m.last+1
+				w = comp.addWR(nic.WRFetchAdd)
+				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
+				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
+				m.clast = m.last
+				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
+				continue
+			}
+			if op.Kind == gin.OpGet {
+				if v := ch.ctrl.Load64(offIssuedGet); m.last+1 > v {
+					ch.ctrl.Store64(offIssuedGet, m.last+1, t.Agent())
+				}
+			}
+			if op.Flags&gin.OptAggregateRequests == 0 {
+				m.ring(ch, m.last+1, stEnd)
+				continue
+			}
+			m.pc = stEnd
+		case stAfterComp:
+			// m.clast holds the data's last WQE, m.last the companion's.
+			m.last, m.clast = m.clast, m.last
+			if m.op.Flags&gin.OptAggregateRequests == 0 {
+				m.ring(m.ch, m.last+1, stRing2)
+				continue
+			}
+			m.pc = stEnd
+		case stRing2:
+			m.ring(m.ch.comp, m.clast+1, stEnd)
+
+		case stPReserve:
+			m.wrs = m.pch.detach()
+			m.pc = stPReserved
+			t.AtomicAdd64Then(m.pch.ctrl, offRsvd, uint64(len(m.wrs)), m.scope, m, 0)
+			return
+		case stPReserved:
+			ch := m.pch
+			m.base = t.Result()
+			last := m.base + uint64(len(m.wrs)) - 1
+			if b.trace != nil {
+				b.traceRange(t, "%s reserve [%d,%d]", ch.name, m.base, last)
+			}
+			m.i = 0
+			m.pc = stPWQE
+			if !m.skip && last >= ch.depth {
+				m.poll(ch, last-ch.depth, "gdaki credit", stPWQE)
+			}
+		case stPWQE:
+			if m.i < len(m.wrs) {
+				m.pc = stPStore
+				t.CyclesThen(b.cfg.WQEBuildCycles, m, 0)
+				return
+			}
+			m.pc = stPFenced
+			t.FenceThen(gpu.ScopeDevice, m, 0)
+			return
+		case stPStore:
+			ch := m.pch
+			idx := m.base + uint64(m.i)
+			m.i++
+			m.pc = stPWQE
+			t.WriteThen(ch.sq, (idx%ch.depth)*ch.wqeBytes, nil, sim.Bytes(ch.wqeBytes), m, 0)
+			return
+		case stPFenced:
+			// In-order publication: wait until every earlier reservation
+			// has been published, then move sq_ready_index past this one
+			// (atomicCAS).
+			m.pc = stPReady
+			if base := m.base; m.pch.ctrl.Load64(offReady) != base {
+				t.WaitWordThen(m.pch.ctrl, offReady, "gdaki publish", func(v uint64) bool { return v == base }, m, 0)
+				return
+			}
+		case stPReady:
+			m.pc = stPPublish
+			t.AtomicAdd64Then(m.pch.ctrl, offReady, uint64(len(m.wrs)), m.scope, m, 0)
+			return
+		case stPPublish:
+			ch := m.pch
+			for i := range m.wrs {
+				m.wrs[i].ID = m.base + uint64(i)
+				if _, err := ch.qp.WriteWQE(&m.wrs[i]); err != nil {
+					m.fail(fmt.Errorf("gdaki: %s: t=%v: WQE %d overran the send queue (depth %d) — "+
+						"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), m.base+uint64(i), ch.depth, err))
+					return
+				}
+				b.st.WQEs++
+			}
+			m.last = m.base + uint64(len(m.wrs)) - 1
+			ch.release(m.wrs)
+			m.wrs = nil
+			if b.trace != nil {
+				b.traceIdx(t, "%s publish ready=%d", ch.name, m.last+1)
+			}
+			m.pc = m.pret
+
+		case stRLock:
+			ch := m.rch
+			if ch.ctrl.Load64(offLock) != 0 {
+				t.WaitWordThen(ch.ctrl, offLock, "gdaki sq_lock", func(v uint64) bool { return v == 0 }, m, 0)
+				return // and test the lock again
+			}
+			ch.ctrl.Store64(offLock, 1, t.Agent())
+			m.pc = stRLocked
+			t.ComputeThen(ch.atomicGPU, m, 0) // the acquiring atomicCAS
+			return
+		case stRLocked:
+			m.pc = stRPI
+			t.AtomicAdd64Then(m.rch.ctrl, offPI, 0, gpu.ScopeDevice, m, 0)
+			return
+		case stRPI:
+			ch := m.rch
+			m.pc = stRUnlock
+			if t.Result() < m.rpi {
+				ch.ctrl.Store64(offPI, m.rpi, t.Agent()) // atomicMax's effect
+				m.pc = stRDoorbell
+				m.arrive = t.MMIOThen(ch.dev.nic.Dev(), 8, m, 0)
+				return
+			}
+		case stRDoorbell:
+			ch := m.rch
+			t.GPU().Sim().Schedule(m.arrive, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
+			m.pc = stRRecord
+			t.Store64Then(ch.ctrl, offDBR, m.rpi, m, 0)
+			return
+		case stRRecord:
+			m.pc = stRDoorbell2
+			m.arrive2 = t.MMIOThen(m.rch.dev.nic.Dev(), 8, m, 0)
+			return
+		case stRDoorbell2:
+			ch := m.rch
+			t.GPU().Sim().Schedule(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
+			b.st.Doorbells++
+			if b.trace != nil {
+				b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, m.rpi, m.arrive)
+			}
+			m.pc = stRUnlock
+		case stRUnlock:
+			m.pc = m.rret
+			t.Store64Then(m.rch.ctrl, offLock, 0, m, 0)
+			return
+
+		case stQPoll:
+			ch, idx := m.qch, m.qidx
+			m.pc = stQParse
+			if r, off := ch.cq.WordFor(idx); r.Load64(off) < idx+1 {
+				if b.trace != nil {
+					b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, m.qwhy)
+				}
+				t.WaitWordThen(r, off, m.qwhy, func(v uint64) bool { return v >= idx+1 }, m, 0)
+				return
+			}
+		case stQParse:
+			m.pc = stQCheck
+			t.CyclesThen(b.cfg.CQEParseCycles, m, 0)
+			return
+		case stQCheck:
+			ch, idx := m.qch, m.qidx
+			if e, ok := ch.cq.Entry(idx); ok && e.Status != nic.StatusSuccess {
+				m.fail(fmt.Errorf("gdaki: %s: t=%v: CQE %d completed with %v (NCCL traps on error CQEs)",
+					ch.name, t.Now(), idx, e.Status))
+				return
+			}
+			ch.cq.SetConsumer(idx + 1)
+			b.st.CQEs++
+			if b.trace != nil {
+				b.tracef(t, "%s saw CQE %d", ch.name, idx)
+			}
+			m.pc = m.qret
+
+		case stFlushNop:
+			m.ch.wrs = append(m.ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
+			m.post(m.ch, gpu.ScopeDevice, false, stFlushRing)
+		case stFlushRing:
+			m.ticket = m.last + 1
+			m.ring(m.ch, m.last+1, stEnd)
+		case stWait:
+			m.poll(m.ch, m.ticket-1, "gdaki flush", stWaitDone)
+		case stWaitDone:
+			ch := m.ch
+			if g := ch.ctrl.Load64(offIssuedGet); g <= m.ticket && g > ch.ctrl.Load64(offVisGet) {
+				ch.ctrl.Store64(offVisGet, g, t.Agent())
+			}
+			m.pc = stEnd
+
+		case stEnd:
+			m.end()
+			return
+		default:
+			panic(fmt.Sprintf("gdaki: issuer in unknown step %d", m.pc))
+		}
+	}
+}
+
+// post starts posting the WRs built in ch's scratch list; the machine
+// continues at ret with m.last set.
+func (m *issuer) post(ch *channel, scope gpu.Scope, skip bool, ret uint8) {
+	m.pch, m.scope, m.skip, m.pret = ch, scope, skip, ret
+	m.pc = stPReserve
+}
+
+// ring starts a doorbell of ch up to pi; the machine continues at ret.
+func (m *issuer) ring(ch *channel, pi uint64, ret uint8) {
+	m.rch, m.rpi, m.rret = ch, pi, ret
+	m.pc = stRLock
+}
+
+// poll starts polling ch's CQE idx; the machine continues at ret.
+func (m *issuer) poll(ch *channel, idx uint64, why string, ret uint8) {
+	m.qch, m.qidx, m.qwhy, m.qret = ch, idx, why, ret
+	m.pc = stQPoll
+}
+
+// fail fails the run: NCCL traps. The group stays where it is.
+func (m *issuer) fail(err error) {
+	m.t.GPU().Sim().Fail(err)
+	m.failed = true
+}
+
+// end hands the group back: to IssueThen's continuation, or by resuming
+// its process (in this event, as its own wake-up would have).
+func (m *issuer) end() {
+	m.done = true
+	k, karg, parked, t := m.k, m.karg, m.parked, m.t
+	s := t.GPU().Sim()
+	m.b.free = append(m.b.free, m)
+	switch {
+	case k != nil:
+		k.Handle(s, karg)
+	case parked:
+		t.Proc().Handle(s, 0)
+	}
+}
