@@ -45,6 +45,10 @@ type Gin struct {
 	required Scope
 	op       Op
 	call     *Call // the last call reported to a hook (allocated by the first)
+	// PutThen's backend and continuation.
+	tb   ThenBackend
+	kh   sim.Handler
+	karg uint64
 }
 
 // Gin returns the handle of world rank rank's coop t on context ctx, in the
@@ -108,7 +112,7 @@ func (g *Gin) fail(op string, kind error, detail string) {
 	}
 	err := &Error{At: g.dc.c.s.Now(), Rank: g.rank, Ctx: g.ctx, Coop: name, Op: op, Kind: kind, Detail: detail}
 	g.dc.c.s.Fail(err)
-	if g.t != nil {
+	if g.t != nil && g.t.Proc() != nil {
 		g.t.Proc().Park("gin: failed: " + err.Error())
 	}
 }
@@ -274,24 +278,78 @@ func (g *Gin) issue() {
 // at team member peer, with an optional remote action at the peer and
 // local action here. It returns once the operation is enqueued.
 func (g *Gin) Put(team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64, bytes uint64, remote RemoteAction, local LocalAction, opts ...OptFlags) {
+	if g.putOp(team, peer, dst, dstOff, src, srcOff, bytes, remote, local, opts) {
+		g.issue()
+	}
+}
+
+// PutThen is Put for a group without a process (gpu.GPU.LaunchHandler) on
+// a backend that can issue for one (CanThen): h.Handle(s, arg) runs when
+// Put would have returned. On a user error the run fails and h never runs.
+func (g *Gin) PutThen(h sim.Handler, arg uint64, team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64,
+	bytes uint64, remote RemoteAction, local LocalAction, opts ...OptFlags) {
+	if !g.putOp(team, peer, dst, dstOff, src, srcOff, bytes, remote, local, opts) {
+		return
+	}
+	tb, ok := g.dc.backend.(ThenBackend)
+	if !ok {
+		panic(fmt.Sprintf("gin: PutThen on backend %s, which issues only for a group with a process (check CanThen)", g.dc.backend.Name()))
+	}
+	g.op.Ctx, g.op.Sharing = g.ctx, g.sharing
+	g.kh, g.karg, g.tb = h, arg, tb
+	g.t.SyncThen((*thenStep)(g), thenIssue)
+}
+
+// CanThen reports whether the handle's backend can issue for a group
+// without a process (PutThen).
+func (g *Gin) CanThen() bool {
+	_, ok := g.dc.backend.(ThenBackend)
+	return ok
+}
+
+// thenStep is the front end's part of PutThen: coop.Sync, the backend's
+// issue, coop.Sync, then the caller's continuation.
+type thenStep Gin
+
+const (
+	thenIssue = iota
+	thenSync
+	thenDone
+)
+
+// Handle implements sim.Handler.
+func (st *thenStep) Handle(s *sim.Sim, step uint64) {
+	g := (*Gin)(st)
+	switch step {
+	case thenIssue:
+		g.tb.IssueThen(g.t, g.dc, g.rank, &g.op, st, thenSync)
+	case thenSync:
+		g.t.SyncThen(st, thenDone)
+	default:
+		h := g.kh
+		g.kh, g.tb = nil, nil
+		h.Handle(s, g.karg)
+	}
+}
+
+// putOp checks a put and fills g.op with it (false: a user error failed
+// the run).
+func (g *Gin) putOp(team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64, bytes uint64, remote RemoteAction, local LocalAction, opts []OptFlags) bool {
 	const op = "put"
 	w, ok := g.peer(op, team, peer)
 	if !ok || !g.window(op, "destination", dst, dstOff, bytes) || !g.window(op, "source", src, srcOff, bytes) ||
 		!g.options(op, opts) || !g.remote(op, remote, w) || !g.local(op, local) {
-		return
+		return false
 	}
 	if g.dc.hook != nil && !g.internal {
 		g.recordPut(team, peer, dst, dstOff, src, srcOff, bytes, remote, local)
 	}
-	// Fill the op in place: a composite literal here (and the Call above)
-	// would sit in this frame, which every issuing coroutine's stack holds
-	// while the backend blocks below it.
 	o := &g.op
 	flags, given, required := o.Flags, o.GivenRelease, o.RequiredRelease
 	*o = Op{}
 	o.Kind, o.Peer, o.Dst, o.DstOff, o.Src, o.SrcOff, o.Bytes = OpPut, w, dst, dstOff, src, srcOff, bytes
 	o.Remote, o.Local, o.Flags, o.GivenRelease, o.RequiredRelease = remote, local, flags, given, required
-	g.issue()
+	return true
 }
 
 // recordPut reports a put to the hook (kept out of Put's frame).

@@ -211,6 +211,14 @@ type Backend interface {
 	Stats() BackendStats
 }
 
+// ThenBackend is a Backend that can also issue for a group without a
+// process (gpu.GPU.LaunchHandler): IssueThen is Issue, after which
+// h.Handle(s, arg) runs when Issue would have returned.
+type ThenBackend interface {
+	Backend
+	IssueThen(t *gpu.Group, dc *DevComm, rank int, op *Op, h sim.Handler, arg uint64)
+}
+
 // BackendStats is a backend's accounting.
 type BackendStats struct {
 	Name      string

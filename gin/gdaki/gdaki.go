@@ -89,7 +89,7 @@ type Backend struct {
 	trace func(at sim.Time, who, what string)
 }
 
-var _ gin.Backend = (*Backend)(nil)
+var _ gin.ThenBackend = (*Backend)(nil)
 
 // New returns a GDAKI backend; cfg must Validate.
 func New(cfg Config) (*Backend, error) {
