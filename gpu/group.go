@@ -348,10 +348,14 @@ func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.T
 // of the same node, over NVLink (an LSA store through ncclGetLsaPointer).
 // It returns the landing time.
 func (t *Group) NVLinkWrite(peerLocal int, r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	t.checkPeer(peerLocal, r)
+	return t.Write(r, off, src, n)
+}
+
+func (t *Group) checkPeer(peerLocal int, r *mem.Region) {
 	if l := r.Loc(); l.Kind != mem.HBM || l.GPU != peerLocal || l.Node != t.g.node {
 		panic(fmt.Sprintf("gpu %s: t=%v: NVLinkWrite to GPU %d but region %v is at %v", t.g.name, t.Now(), peerLocal, r, l))
 	}
-	return t.Write(r, off, src, n)
 }
 
 // AtomicAdd64 adds v to the word at off of r and returns the old value. On

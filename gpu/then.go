@@ -101,6 +101,12 @@ func (t *Group) WriteThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h 
 	return landed
 }
 
+// NVLinkWriteThen is NVLinkWrite.
+func (t *Group) NVLinkWriteThen(peerLocal int, r *mem.Region, off uint64, src []byte, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
+	t.checkPeer(peerLocal, r)
+	return t.WriteThen(r, off, src, n, h, arg)
+}
+
 // MMIOThen is MMIO.
 func (t *Group) MMIOThen(dev pcie.DevID, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
 	arrive := t.mmio(dev, n)

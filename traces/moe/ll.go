@@ -141,11 +141,20 @@ func (w *llWorkload) launchDispatch(r int) {
 	e, st := w.e, w.e.st
 	g := e.m.GPUs[r]
 	ph := &e.disp
-	T := uint64(st.maxTokens)
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
+	// Over a backend that can issue without a process (GDAKI) they are
+	// state machines (llSender): 262k of them run at once at EP256.
+	_, then := w.comms[0].Backend().(gin.ThenBackend)
+	then = then && !w.e.opt.noThen
 	for s := 0; s < w.sms && s < st.tokens[r]; s++ {
 		for i := range st.topK {
-			g.Launch("dispatch/sm"+strconv.Itoa(s)+"/w"+strconv.Itoa(i), 32, func(t *gpu.Group) {
+			name := "dispatch/sm" + strconv.Itoa(s) + "/w" + strconv.Itoa(i)
+			if then {
+				m := &llSender{w: w, r: r, i: i, tok: s}
+				m.t = g.LaunchHandler(name, 32, m, 0)
+				continue
+			}
+			g.Launch(name, 32, func(t *gpu.Group) {
 				var gc ginCache
 				for tok := s; tok < st.tokens[r]; tok += w.sms {
 					t.Cycles(e.p.CastCycles)
@@ -153,27 +162,18 @@ func (w *llWorkload) launchDispatch(r int) {
 					if x < 0 {
 						continue
 					}
-					dst, le := st.home[x], st.localIdx[x]
 					slot := t.AtomicAdd64(w.slotCtr[r].r, w.slotCtr[r].off(x), 1, gpu.ScopeDevice)
-					off := ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(r))*T + slot) * w.msg
-					ph.msgs++
-					ph.bwBytes[r] += int64(w.msg)
-					switch {
+					switch dst, le, off := w.dispatchTo(r, x, slot); {
 					case dst == r:
 						// NVSHMEM and GIN ports copy to the local rank
 						// with SM loads/stores (no loopback QP).
 						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.msg)))
 					case w.nvl(r, dst):
-						win := w.dRecv[le/ctxsPerComm]
-						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.msg))
+						t.NVLinkWrite(e.m.Ranks[dst].Local, w.dRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
 					default:
 						gn, dc := gc.get(w, t, r, le)
-						var opts []gin.OptFlags
-						if w.agg {
-							opts = append(opts, gin.OptAggregateRequests)
-						}
 						gn.Put(dc.World(r), dst, w.dRecv[le/ctxsPerComm], off, w.dSend[le/ctxsPerComm],
-							uint64(tok)*w.msg, w.msg, nil, nil, opts...)
+							uint64(tok)*w.msg, w.msg, nil, nil, w.opts()...)
 						ph.rdmaBytes += int64(w.msg)
 					}
 					t.AtomicAdd64(w.finish[r].r, w.finish[r].off(x), 1, gpu.ScopeDevice)
@@ -214,6 +214,98 @@ func (w *llWorkload) launchDispatch(r int) {
 					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
 					e.receiverDone(r, path)
 				})
+		}
+	}
+}
+
+// dispatchTo returns where rank r's token for expert x goes: the expert's
+// rank, its local index there, and the offset of receive slot slot; and
+// counts the message.
+func (w *llWorkload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
+	st, ph := w.e.st, &w.e.disp
+	dst, le = st.home[x], st.localIdx[x]
+	off = ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(r))*uint64(st.maxTokens) + slot) * w.msg
+	ph.msgs++
+	ph.bwBytes[r] += int64(w.msg)
+	return dst, le, off
+}
+
+// opts returns the option flags of a data put.
+func (w *llWorkload) opts() []gin.OptFlags {
+	if w.agg {
+		return aggregate
+	}
+	return nil
+}
+
+var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
+
+// llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
+// tokens s, s+sms, ...) without a process: the body of launchDispatch's
+// closure as a state machine over the group's Then operations, with the
+// same steps at the same instants.
+type llSender struct {
+	w      *llWorkload
+	t      *gpu.Group
+	r, i   int
+	tok, x int
+	gc     ginCache
+	pc     uint8
+}
+
+const (
+	llCast = iota
+	llSlot
+	llSend
+	llFinish
+	llNext
+)
+
+// Handle implements sim.Handler: the step the group's last operation
+// completed.
+func (m *llSender) Handle(*sim.Sim, uint64) {
+	w, t, r := m.w, m.t, m.r
+	e, st := w.e, w.e.st
+	for {
+		switch m.pc {
+		case llCast:
+			if m.tok >= st.tokens[r] {
+				t.End()
+				return
+			}
+			m.pc = llSlot
+			t.CyclesThen(e.p.CastCycles, m, 0)
+			return
+		case llSlot:
+			m.x = int(st.topk[r][m.tok][m.i])
+			if m.x < 0 {
+				m.pc = llNext
+				continue
+			}
+			m.pc = llSend
+			t.AtomicAdd64Then(w.slotCtr[r].r, w.slotCtr[r].off(m.x), 1, gpu.ScopeDevice, m, 0)
+			return
+		case llSend:
+			m.pc = llFinish
+			switch dst, le, off := w.dispatchTo(r, m.x, t.Result()); {
+			case dst == r:
+				t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.msg)), m, 0)
+			case w.nvl(r, dst):
+				t.NVLinkWriteThen(e.m.Ranks[dst].Local, w.dRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg), m, 0)
+			default:
+				gn, dc := m.gc.get(w, t, r, le)
+				e.disp.rdmaBytes += int64(w.msg)
+				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/ctxsPerComm], off, w.dSend[le/ctxsPerComm],
+					uint64(m.tok)*w.msg, w.msg, nil, nil, w.opts()...)
+			}
+			return
+		case llFinish:
+			m.pc = llNext
+			t.AtomicAdd64Then(w.finish[r].r, w.finish[r].off(m.x), 1, gpu.ScopeDevice, m, 0)
+			return
+		case llNext:
+			m.tok += w.sms
+			m.pc = llCast
 		}
 	}
 }

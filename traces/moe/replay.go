@@ -70,6 +70,9 @@ type Options struct {
 	// kernel is the mode Replay runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
 	kernel string
+	// noThen runs every device program on a process, even where the
+	// backend can issue without one (tests compare the two).
+	noThen bool
 }
 
 // V2Kernels returns the DeepEP V2 kernels ElasticBuffer runs on a cluster

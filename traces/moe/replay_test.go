@@ -144,3 +144,24 @@ func TestReplayCalibrationLL(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
 }
+
+// The LL dispatch senders run without processes over GDAKI (llSender):
+// the report is exactly that of the same senders on processes, for plain
+// LL (160 tokens on 128 sending SMs: some warps send two), LL over NVLink
+// and NCCL EP's aggregated puts.
+func TestLLSendersWithoutProcess(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct {
+		tr     *traces.Trace
+		mode   string
+		nvlink bool
+	}{{tinyTrace(t, 8, 160), ModeLL, false}, {tinyTrace(t, 16, 32), ModeLL, true}, {tinyTrace(t, 16, 32), ModeNCCLEP, false}} {
+		run := func(noThen bool) *Report {
+			rep, err := Replay(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: BackendGDAKI, Seed: 1, Layers: 1,
+				Backends: backends, noThen: noThen})
+			require.NoError(t, err)
+			return rep
+		}
+		assert.Equal(t, run(true), run(false), "%s nvlink=%v", c.mode, c.nvlink)
+	}
+}
