@@ -389,36 +389,35 @@ func (w *llWorkload) launchCombine(r int) {
 	e, st := w.e, w.e.st
 	g := e.m.GPUs[r]
 	ph := &e.comb
-	T := uint64(st.maxTokens)
 	// Senders: one warp group per (local expert, destination rank) sends
 	// every token it got from that rank back, then one flag.
+	_, then := w.comms[0].Backend().(gin.ThenBackend)
+	then = then && !w.e.opt.noThen
 	for le, x := range st.experts[r] {
 		for dst := range st.ep {
 			toks := st.recvTokens[dst][x]
-			g.Launch("combine/send"+strconv.Itoa(le)+"."+strconv.Itoa(dst), 32, func(t *gpu.Group) {
+			name := "combine/send" + strconv.Itoa(le) + "." + strconv.Itoa(dst)
+			if then {
+				m := &combSender{w: w, r: r, le: le, dst: dst, toks: toks}
+				m.t = g.LaunchHandler(name, 32, m, 0)
+				continue
+			}
+			g.Launch(name, 32, func(t *gpu.Group) {
 				var gc ginCache
 				for j, tok := range toks {
 					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
-					off := ((uint64(r)*ctxsPerComm+uint64(le%ctxsPerComm))*T + uint64(tok)) * w.comb
-					src := ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(dst))*T + uint64(j)) * w.comb
-					ph.msgs++
-					ph.bwBytes[dst] += int64(w.comb)
+					off, src := w.combineAt(r, le, dst, j, int(tok))
 					if dst == r {
 						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb)))
 						continue
 					}
 					if w.nvl(r, dst) {
-						win := w.cRecv[le/ctxsPerComm]
-						t.NVLinkWrite(e.m.Ranks[dst].Local, win.Region(dst), off, nil, sim.Bytes(w.comb))
+						t.NVLinkWrite(e.m.Ranks[dst].Local, w.cRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
 						continue
 					}
 					gn, dc := gc.get(w, t, r, le)
-					var opts []gin.OptFlags
-					if w.agg {
-						opts = append(opts, gin.OptAggregateRequests)
-					}
 					gn.Put(dc.World(r), dst, w.cRecv[le/ctxsPerComm], off, w.cSend[le/ctxsPerComm], src, w.comb,
-						nil, nil, opts...)
+						nil, nil, w.opts()...)
 					ph.rdmaBytes += int64(w.comb)
 				}
 				ph.sigs++
@@ -443,4 +442,101 @@ func (w *llWorkload) launchCombine(r int) {
 		t.Compute(e.p.ReduceRate.TxTime(reduce))
 		e.receiverDone(r, e.lastOf(r))
 	})
+}
+
+// combineAt returns the offsets of the j-th token (token tok of rank dst)
+// that rank r's local expert le returns: in dst's receive buffer and in
+// r's send buffer; and counts the message.
+func (w *llWorkload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
+	st, ph := w.e.st, &w.e.comb
+	T := uint64(st.maxTokens)
+	off = ((uint64(r)*ctxsPerComm+uint64(le%ctxsPerComm))*T + uint64(tok)) * w.comb
+	src = ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(dst))*T + uint64(j)) * w.comb
+	ph.msgs++
+	ph.bwBytes[dst] += int64(w.comb)
+	return off, src
+}
+
+// combSender is a combine sender warp (local expert le to rank dst)
+// without a process: launchCombine's closure, then signal, as a state
+// machine over Then operations with the same steps at the same instants.
+type combSender struct {
+	w          *llWorkload
+	t          *gpu.Group
+	r, le, dst int
+	toks       []int32
+	j          int
+	gc         ginCache
+	pc         uint8
+	start      sim.Time // the flag's issue
+	rdma       bool     // the flag went through the NIC
+}
+
+const (
+	cbStage = iota
+	cbSend
+	cbNext
+	cbFlag
+	cbFlagged
+)
+
+// Handle implements sim.Handler.
+func (m *combSender) Handle(*sim.Sim, uint64) {
+	w, t, r, le, dst := m.w, m.t, m.r, m.le, m.dst
+	e, st := w.e, w.e.st
+	for {
+		switch m.pc {
+		case cbStage:
+			if m.j == len(m.toks) {
+				m.pc = cbFlag
+				continue
+			}
+			m.pc = cbSend
+			t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
+			return
+		case cbSend:
+			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
+			m.pc = cbNext
+			switch {
+			case dst == r:
+				t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0)
+			case w.nvl(r, dst):
+				t.NVLinkWriteThen(e.m.Ranks[dst].Local, w.cRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb), m, 0)
+			default:
+				gn, dc := m.gc.get(w, t, r, le)
+				e.comb.rdmaBytes += int64(w.comb)
+				gn.PutThen(m, 0, dc.World(r), dst, w.cRecv[le/ctxsPerComm], off, w.cSend[le/ctxsPerComm], src, w.comb,
+					nil, nil, w.opts()...)
+			}
+			return
+		case cbNext:
+			m.j++
+			m.pc = cbStage
+		case cbFlag: // signal, as a state
+			e.comb.sigs++
+			m.start = t.Now()
+			id := st.ep + r
+			gn, dc := m.gc.get(w, t, r, le)
+			m.pc = cbFlagged
+			switch {
+			case dst == r:
+				reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+				t.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, m, 0)
+			case w.nvl(r, dst):
+				reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+				b := make([]byte, 8)
+				putLE64(b, 1)
+				t.NVLinkWriteThen(e.m.Ranks[dst].Local, reg, off, b, 8, m, 0)
+			default:
+				m.rdma = true
+				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/ctxsPerComm], 0, w.dSend[le/ctxsPerComm], 0, 0,
+					gin.SignalAdd{Signal: id, Value: 1}, nil)
+			}
+			return
+		case cbFlagged:
+			e.noteIssue(dst, le, st.ep+r, m.start, t.Now(), m.rdma)
+			t.End()
+			return
+		}
+	}
 }

@@ -145,8 +145,9 @@ func TestReplayCalibrationLL(t *testing.T) {
 	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
 }
 
-// The LL dispatch senders run without processes over GDAKI (llSender):
-// the report is exactly that of the same senders on processes, for plain
+// The LL dispatch and combine senders run without processes over GDAKI
+// (llSender, combSender): the report is exactly that of the same senders
+// on processes, for plain
 // LL (160 tokens on 128 sending SMs: some warps send two), LL over NVLink
 // and NCCL EP's aggregated puts.
 func TestLLSendersWithoutProcess(t *testing.T) {
