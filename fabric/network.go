@@ -691,13 +691,13 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 	switch {
 	case pt.toEp >= 0:
 		h.tin = last
-		n.s.Schedule(last, n, uint64(i))
+		n.s.Post(last, n, uint64(i))
 	case pt.nextCut:
 		h.tin = last.Add(pt.nextLat)
-		n.s.Schedule(head.Add(pt.nextLat), n, uint64(i))
+		n.s.Post(head.Add(pt.nextLat), n, uint64(i))
 	default:
 		h.tin = last.Add(pt.nextLat)
-		n.s.Schedule(h.tin, n, uint64(i))
+		n.s.Post(h.tin, n, uint64(i))
 	}
 	return end
 }

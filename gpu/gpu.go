@@ -187,7 +187,7 @@ func (g *GPU) later(at sim.Time, p pending) {
 		}
 		g.pend = append(g.pend, p)
 	}
-	g.s.Schedule(at, g, uint64(i))
+	g.s.Post(at, g, uint64(i))
 }
 
 // Handle applies a landed write (sim.Handler).

@@ -106,7 +106,7 @@ func (g *GPU) LaunchWaiting(name string, threads int, r *mem.Region, off uint64,
 	g.groups = append(g.groups, t)
 	t.body, t.wpred = body, pred
 	t.wr, t.woff, t.why, t.wsince = r, off, reason, g.s.Now()
-	g.s.Schedule(g.s.Now(), (*waiter)(t), 0) // where a process would first run
+	g.s.Post(g.s.Now(), (*waiter)(t), 0) // where a process would first run
 	return t
 }
 
@@ -409,7 +409,7 @@ func (t *Group) atomicTimes(r *mem.Region, scope Scope) (applied, done sim.Time)
 func (t *Group) atomicAt(r *mem.Region, off, v uint64, applied, done sim.Time) {
 	t.busy += done.Sub(t.Now())
 	t.ar, t.aoff, t.av, t.adone = r, off, v, done
-	t.g.s.Schedule(applied, (*atomicApply)(t), 0)
+	t.g.s.Post(applied, (*atomicApply)(t), 0)
 }
 
 // atomicApply is a group whose AtomicAdd64 reaches memory now.
@@ -560,11 +560,11 @@ func (t *Group) WordChanged(r *mem.Region, off uint64) {
 	r.Unwatch(off, t)
 	at := t.pollRead(t.Now())
 	if t.th != nil { // WaitWordThen: poll without blocking the group
-		t.g.s.Schedule(at, (*thenPoll)(t), 0)
+		t.g.s.Post(at, (*thenPoll)(t), 0)
 		return
 	}
 	if t.p == nil { // a LaunchWaiting group: poll without a process
-		t.g.s.Schedule(at, (*waiter)(t), 1)
+		t.g.s.Post(at, (*waiter)(t), 1)
 		return
 	}
 	t.p.WakeAt(at)

@@ -32,7 +32,7 @@ func (g *GPU) LaunchHandler(name string, threads int, h sim.Handler, arg uint64)
 	}
 	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
 	g.groups = append(g.groups, t)
-	g.s.Schedule(g.s.Now(), h, arg)
+	g.s.Post(g.s.Now(), h, arg)
 	return t
 }
 
@@ -61,7 +61,7 @@ func (t *Group) thenAt(at sim.Time) {
 		h.Handle(s, arg)
 		return
 	}
-	s.Schedule(at, h, arg)
+	s.Post(at, h, arg)
 }
 
 // workThen charges d of SM-busy time, then continues.

@@ -160,7 +160,7 @@ func (cq *CQ) push(e CQE, after sim.Time) {
 	at := n.s.Now().Add(n.cfg.CQECost)
 	landed := max(n.bus.Write(at, n.dev, cq.where, n.cfg.CQEBytes), after, cq.lastLand)
 	cq.lastLand = landed
-	n.s.Schedule(landed, n, evCQE<<evShift|uint64(cq.idx))
+	n.s.Post(landed, n, evCQE<<evShift|uint64(cq.idx))
 }
 
 // overrun puts the CQ in the error state (a CQE found no free slot): the

@@ -198,7 +198,7 @@ func (n *NIC) kick(t sim.Time) {
 		return
 	}
 	n.kickPending, n.kickAt = true, t
-	n.s.Schedule(t, n, evKick<<evShift)
+	n.s.Post(t, n, evKick<<evShift)
 }
 
 // activate puts qp on the transmit scheduler's list and kicks it.
@@ -327,7 +327,7 @@ func (n *NIC) deliver(p *fabric.Packet) {
 	start := max(now, n.rxFree)
 	n.rxFree = start.Add(n.cfg.RxPacketCost)
 	n.rxq = append(n.rxq, p)
-	n.s.Schedule(start.Add(n.cfg.RxLatency), n, evRx<<evShift)
+	n.s.Post(start.Add(n.cfg.RxLatency), n, evRx<<evShift)
 }
 
 // process handles one received packet after the receive pipeline.
@@ -412,7 +412,7 @@ func (n *NIC) schedLand(at sim.Time, l landing) {
 		i = int32(len(n.lands))
 		n.lands = append(n.lands, l)
 	}
-	n.s.Schedule(at, n, evLand<<evShift|uint64(i))
+	n.s.Post(at, n, evLand<<evShift|uint64(i))
 }
 
 func (n *NIC) land(i int32) {

@@ -323,7 +323,7 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 	}
 	qp.state = to
 	if to == QPSRTS && qp.db > qp.fetchIss {
-		qp.n.s.Schedule(qp.n.s.Now(), qp.n, evFetchIssue<<evShift|uint64(qp.idx))
+		qp.n.s.Post(qp.n.s.Now(), qp.n, evFetchIssue<<evShift|uint64(qp.idx))
 	}
 	return nil
 }
@@ -381,7 +381,7 @@ func (qp *QP) Doorbell(pi uint64) {
 		return
 	}
 	qp.db = pi
-	qp.n.s.Schedule(qp.n.s.Now().Add(qp.n.cfg.DoorbellCost), qp.n, evFetchIssue<<evShift|uint64(qp.idx))
+	qp.n.s.Post(qp.n.s.Now().Add(qp.n.cfg.DoorbellCost), qp.n, evFetchIssue<<evShift|uint64(qp.idx))
 }
 
 // PostSend writes wrs into the SQ and rings the doorbell now (ibv_post_send;
@@ -445,7 +445,7 @@ func (qp *QP) issueFetches() {
 			qp.fetchQ = append(qp.fetchQ, end64)
 			arrive = max(now, qp.fetchLast)
 			qp.fetchLast = arrive
-			n.s.Schedule(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
+			n.s.Post(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
 			continue
 		}
 		k := min(uint64(n.cfg.FetchBatch), qp.db-qp.fetchIss)
@@ -458,7 +458,7 @@ func (qp *QP) issueFetches() {
 		qp.fetchLast = arrive
 		qp.fetchIss += k
 		qp.fetchQ = append(qp.fetchQ, qp.fetchIss)
-		n.s.Schedule(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
+		n.s.Post(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
 	}
 }
 

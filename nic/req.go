@@ -597,7 +597,7 @@ func (qp *QP) armTimer() {
 func (qp *QP) schedTimer() {
 	if !qp.timerPending {
 		qp.timerPending = true
-		qp.n.s.Schedule(qp.timerAt, qp.n, evTimer<<evShift|uint64(qp.idx))
+		qp.n.s.Post(qp.timerAt, qp.n, evTimer<<evShift|uint64(qp.idx))
 	}
 }
 
@@ -686,7 +686,7 @@ func (qp *QP) rnrNak(psn uint32, code uint8) {
 	}
 	qp.rnrArmed, qp.rnrPSN = true, psn
 	qp.timerArmed = false
-	qp.n.s.Schedule(qp.n.s.Now().Add(RNRTimer(code)), qp.n, evRNR<<evShift|uint64(qp.idx))
+	qp.n.s.Post(qp.n.s.Now().Add(RNRTimer(code)), qp.n, evRNR<<evShift|uint64(qp.idx))
 }
 
 func (qp *QP) rnrFired() {

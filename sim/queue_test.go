@@ -16,6 +16,8 @@ type refEvent struct {
 	ord int // scheduling order
 	id  EventID
 	tag uint64
+	// posted: scheduled with Post (no EventID, never cancelled)
+	posted bool
 }
 
 // refQueue is the dumb reference: a slice searched for the minimum
@@ -53,8 +55,14 @@ func (m *diffModel) schedule(s *Sim) {
 		d = Duration(MaxTime - s.Now())
 	}
 	m.tag++
-	id := s.After(d, m, m.tag)
-	m.ref.ev = append(m.ref.ev, refEvent{at: s.Now().Add(d), ord: m.ord, id: id, tag: m.tag})
+	var id EventID
+	posted := m.r.IntN(2) == 0 // Post: never cancelled, no slot of its own
+	if posted {
+		s.Post(s.Now().Add(d), m, m.tag)
+	} else {
+		id = s.After(d, m, m.tag)
+	}
+	m.ref.ev = append(m.ref.ev, refEvent{at: s.Now().Add(d), ord: m.ord, id: id, tag: m.tag, posted: posted})
 	m.ord++
 	m.left--
 }
@@ -68,8 +76,7 @@ func (m *diffModel) Handle(s *Sim, tag uint64) {
 	for n := m.r.IntN(3); n > 0 && m.left > 0; n-- {
 		m.schedule(s)
 	}
-	if len(m.ref.ev) > 0 && m.r.IntN(4) == 0 {
-		i := m.r.IntN(len(m.ref.ev))
+	if i := m.r.IntN(max(len(m.ref.ev), 1)); len(m.ref.ev) > 0 && m.r.IntN(4) == 0 && !m.ref.ev[i].posted {
 		if err := s.Cancel(m.ref.ev[i].id); err != nil {
 			m.t.Fatalf("cancel pending event: %v", err)
 		}

@@ -164,6 +164,21 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 	return EventID(uint64(gen)<<32 | uint64(slot))
 }
 
+// Post is Schedule for an event that will never be cancelled: it returns
+// no EventID and skips the cancellation bookkeeping (it shares the
+// reserved slot 0 with process wake-ups), so firing it reads no per-event
+// state. Ordering is Schedule's: events at the same time run in the order
+// they were scheduled or posted.
+func (s *Sim) Post(at Time, h Handler, arg uint64) {
+	if at < s.now || h == nil {
+		s.badSchedule(at, h, arg)
+	}
+	if len(s.q.state) == 0 {
+		s.q.newSlot()
+	}
+	s.insert(at, h, arg, 0)
+}
+
 // wakeAt schedules process p to resume at t. Wake-ups are never cancelled,
 // so they skip the slot bookkeeping: they all share the reserved slot 0,
 // whose state stays odd (pending).

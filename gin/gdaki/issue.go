@@ -287,7 +287,7 @@ func (m *issuer) step() {
 			}
 		case stRDoorbell:
 			ch := m.rch
-			t.GPU().Sim().Schedule(m.arrive, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
+			t.GPU().Sim().Post(m.arrive, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
 			m.pc = stRRecord
 			t.Store64Then(ch.ctrl, offDBR, m.rpi, m, 0)
 			return
@@ -297,7 +297,7 @@ func (m *issuer) step() {
 			return
 		case stRDoorbell2:
 			ch := m.rch
-			t.GPU().Sim().Schedule(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
+			t.GPU().Sim().Post(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
 			b.st.Doorbells++
 			if b.trace != nil {
 				b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, m.rpi, m.arrive)

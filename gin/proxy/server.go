@@ -322,7 +322,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 			Taken: taken, Posted: s.p.Now()})
 	}
 	ch.posts = append(ch.posts, pp)
-	s.gpu.Sim().Schedule(arrive, s.b, uint64(ch.idx))
+	s.gpu.Sim().Post(arrive, s.b, uint64(ch.idx))
 	s.posts++
 	s.b.st.WQEs += uint64(pp.n)
 	s.b.st.Doorbells++

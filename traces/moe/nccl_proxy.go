@@ -373,7 +373,7 @@ func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) {
 	if recvSide {
 		arg |= 1
 	}
-	px.w.e.s.Schedule(arrive, px.w, arg)
+	px.w.e.s.Post(arrive, px.w, arg)
 }
 
 // progressRecv is recvProxyProgress for one receive group: post the next
