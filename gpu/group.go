@@ -510,18 +510,7 @@ func (t *Group) Waiting() (WaitInfo, bool) {
 // fail, the group parks on a watcher of the word (no event per iteration);
 // reason names the wait in deadlock reports.
 func (t *Group) WaitWord(r *mem.Region, off uint64, reason string, pred func(v uint64) bool) uint64 {
-	g := t.g
-	start := t.Now()
-	lat := t.loadDone(r, 8).Sub(start)
-	per := g.cfg.PollInterval
-	if g.where(r) != local {
-		per = max(per, lat)
-	}
-	credit := sim.Duration(0)
-	if t.creditR == r && t.creditOff == off && t.creditAt == start {
-		credit = t.credit // LaunchWaiting started the body at this poll's read
-	}
-	t.creditR = nil
+	start, lat, per, credit := t.waitStart(r, off)
 	v := r.Load64(off)
 	if pred(v) {
 		t.work(lat - credit)
@@ -541,6 +530,25 @@ func (t *Group) WaitWord(r *mem.Region, off uint64, reason string, pred func(v u
 	t.poll += t.Now().Sub(start)
 	t.work(lat - lat/2) // woken at the successful poll's read
 	return v
+}
+
+// waitStart begins a wait on the word at off of r now: it returns the
+// start, the load latency, the poll period (PollInterval for local HBM,
+// at least a read round trip elsewhere) and the credit of a LaunchWaiting
+// hand-over at this poll's read (else 0), which it consumes.
+func (t *Group) waitStart(r *mem.Region, off uint64) (start sim.Time, lat, per, credit sim.Duration) {
+	g := t.g
+	start = t.Now()
+	lat = t.loadDone(r, 8).Sub(start)
+	per = g.cfg.PollInterval
+	if g.where(r) != local {
+		per = max(per, lat)
+	}
+	if t.creditR == r && t.creditOff == off && t.creditAt == start {
+		credit = t.credit // LaunchWaiting started the group at this poll's read
+	}
+	t.creditR = nil
+	return start, lat, per, credit
 }
 
 // pollRead returns the read instant of the poll of the current wait that

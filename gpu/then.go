@@ -136,18 +136,7 @@ func (t *Group) AtomicAdd64Then(r *mem.Region, off uint64, v uint64, scope Scope
 
 // WaitWordThen is WaitWord; the value seen is Result.
 func (t *Group) WaitWordThen(r *mem.Region, off uint64, reason string, pred func(v uint64) bool, h sim.Handler, arg uint64) {
-	g := t.g
-	start := t.Now()
-	lat := t.loadDone(r, 8).Sub(start)
-	per := g.cfg.PollInterval
-	if g.where(r) != local {
-		per = max(per, lat)
-	}
-	credit := sim.Duration(0)
-	if t.creditR == r && t.creditOff == off && t.creditAt == start {
-		credit = t.credit // LaunchWaiting started the group at this poll's read
-	}
-	t.creditR = nil
+	start, lat, per, credit := t.waitStart(r, off)
 	t.then(h, arg)
 	if v := r.Load64(off); pred(v) {
 		t.aold = v

@@ -240,6 +240,25 @@ func (w *llWorkload) opts() []gin.OptFlags {
 
 var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 
+// sendThen moves one message of n bytes from rank r's local expert le
+// context to rank dst (offset off of recv, from offset src of send) for a
+// process-free sender, then continues at h: an SM copy to the rank
+// itself, an NVLink store to a GPU of its node with --nvlink, else a put.
+func (w *llWorkload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
+	off, src, n uint64, ph *phase) {
+	e := w.e
+	switch {
+	case dst == r:
+		t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(n)), h, 0)
+	case w.nvl(r, dst):
+		t.NVLinkWriteThen(e.m.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
+	default:
+		gn, dc := gc.get(w, t, r, le)
+		ph.rdmaBytes += int64(n)
+		gn.PutThen(h, 0, dc.World(r), dst, recv, off, send, src, n, nil, nil, w.opts()...)
+	}
+}
+
 // llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
 // tokens s, s+sms, ...) without a process: the body of launchDispatch's
 // closure as a state machine over the group's Then operations, with the
@@ -287,17 +306,9 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 			return
 		case llSend:
 			m.pc = llFinish
-			switch dst, le, off := w.dispatchTo(r, m.x, t.Result()); {
-			case dst == r:
-				t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.msg)), m, 0)
-			case w.nvl(r, dst):
-				t.NVLinkWriteThen(e.m.Ranks[dst].Local, w.dRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg), m, 0)
-			default:
-				gn, dc := m.gc.get(w, t, r, le)
-				e.disp.rdmaBytes += int64(w.msg)
-				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/ctxsPerComm], off, w.dSend[le/ctxsPerComm],
-					uint64(m.tok)*w.msg, w.msg, nil, nil, w.opts()...)
-			}
+			dst, le, off := w.dispatchTo(r, m.x, t.Result())
+			w.sendThen(t, &m.gc, m, r, le, dst, w.dRecv[le/ctxsPerComm], w.dSend[le/ctxsPerComm], off,
+				uint64(m.tok)*w.msg, w.msg, &e.disp)
 			return
 		case llFinish:
 			m.pc = llNext
@@ -497,17 +508,7 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 		case cbSend:
 			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
 			m.pc = cbNext
-			switch {
-			case dst == r:
-				t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0)
-			case w.nvl(r, dst):
-				t.NVLinkWriteThen(e.m.Ranks[dst].Local, w.cRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb), m, 0)
-			default:
-				gn, dc := m.gc.get(w, t, r, le)
-				e.comb.rdmaBytes += int64(w.comb)
-				gn.PutThen(m, 0, dc.World(r), dst, w.cRecv[le/ctxsPerComm], off, w.cSend[le/ctxsPerComm], src, w.comb,
-					nil, nil, w.opts()...)
-			}
+			w.sendThen(t, &m.gc, m, r, le, dst, w.cRecv[le/ctxsPerComm], w.cSend[le/ctxsPerComm], off, src, w.comb, &e.comb)
 			return
 		case cbNext:
 			m.j++
