@@ -1,13 +1,13 @@
 package moe
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/internal/memsample"
 	"github.com/ginsim/ginsim/traces"
 )
 
@@ -44,24 +44,7 @@ func benchReplayLL(b *testing.B, ep int) {
 // goroutine stacks (sampled every 50 ms).
 func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	spec, _ := machine.Preset("h100-ib")
-	var peak, pkHeap, pkStack uint64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { // sample the heap: a benchmark harness goroutine, not model code
-		defer close(done)
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse+ms.StackInuse)
-				if ms.HeapInuse+ms.StackInuse >= peak {
-					pkHeap, pkStack = ms.HeapInuse, ms.StackInuse
-				}
-			}
-		}
-	}()
+	stop := memsample.Start(50 * time.Millisecond)
 	var events uint64
 	start := time.Now()
 	for b.Loop() {
@@ -73,11 +56,10 @@ func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 		b.ReportMetric(rep.DispatchGBps, "dispatch_GBps")
 		b.ReportMetric(rep.CombineGBps, "combine_GBps")
 	}
-	close(stop)
-	<-done
+	peak := stop()
 	wall := time.Since(start)
 	b.ReportMetric(float64(events)/wall.Seconds(), "events/s")
-	b.ReportMetric(float64(peak)/(1<<20), "peakMiB")
-	b.ReportMetric(float64(pkHeap)/(1<<20), "heapMiB")
-	b.ReportMetric(float64(pkStack)/(1<<20), "stackMiB")
+	b.ReportMetric(float64(peak.Total)/(1<<20), "peakMiB")
+	b.ReportMetric(float64(peak.Heap)/(1<<20), "heapMiB")
+	b.ReportMetric(float64(peak.Stack)/(1<<20), "stackMiB")
 }
