@@ -147,6 +147,7 @@ type putter struct {
 	g    *gin.Gin
 	n, i int
 	agg  bool
+	opts []gin.OptFlags
 }
 
 func (p *putter) Handle(*sim.Sim, uint64) {
@@ -159,7 +160,7 @@ func (p *putter) Handle(*sim.Sim, uint64) {
 	}
 	i := p.i
 	p.i++
-	var opts []gin.OptFlags
+	opts := p.opts
 	if p.agg && i < p.n-1 {
 		opts = append(opts, gin.OptAggregateRequests)
 	}
@@ -202,5 +203,44 @@ func TestPutThenMatchesPut(t *testing.T) {
 		require.NotEmpty(t, want)
 		require.Contains(t, want, "poll CQE", "depth 4 with 12 puts must wait for credits")
 		require.Equal(t, want, got, "aggregate=%v", agg)
+	}
+}
+
+// NCCL traps on an error CQE and on a WQE written past the queue: the run
+// fails with the reason, whether the issuing group has a process (Put) or
+// not (PutThen). Six puts on a depth-4 queue: the fifth polls CQE #0,
+// which completes in error when every packet is lost; with
+// MaySkipCreditCheck the fifth WQE overruns the queue instead.
+func TestIssueFailures(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		skip bool
+		want string
+	}{{"error CQE", false, "NCCL traps on error CQEs"}, {"overrun", true, "overran the send queue"}} {
+		for _, then := range []bool{false, true} {
+			e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 2, QueueDepth: 4})
+			require.NoError(t, err)
+			if !c.skip {
+				require.NoError(t, e.Machine.Net.SetGlobalFaults(fabric.Faults{Loss: 1}))
+			}
+			var opts []gin.OptFlags
+			if c.skip {
+				opts = append(opts, gin.OptMaySkipCreditCheck)
+			}
+			if then {
+				p := &putter{e: e, n: 6, opts: opts}
+				p.t = e.Ranks[0].GPU.LaunchHandler("k", 32, p, 0)
+			} else {
+				e.Ranks[0].GPU.Launch("k", 32, func(tg *gpu.Group) {
+					g := e.Dev.Gin(tg, 0, 0)
+					for i := range 6 {
+						g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
+					}
+				})
+			}
+			err = e.Sim.Run()
+			require.Error(t, err, "%s then=%v", c.name, then)
+			require.Contains(t, err.Error(), c.want, "%s then=%v", c.name, then)
+		}
 	}
 }
