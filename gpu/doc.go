@@ -15,6 +15,14 @@
 // a mem watcher; a change re-arms the loop at the first poll instant at or
 // after the change (PollInterval grid), where the word is read again.
 //
+// Device code can also run without a process: a group launched with
+// LaunchHandler is driven by a sim.Handler (a state machine) through the
+// Then twins of the operations (CyclesThen, AtomicAdd64Then,
+// WaitWordThen, ...), which cost the same and schedule the same events as
+// the blocking operations but continue at a handler instead of resuming a
+// coroutine. Short-lived senders that run by the hundred thousand (DeepEP
+// LL's warps at EP256) then need no goroutine stack.
+//
 // Every cost is a field of Config with an H100 SXM default and the hardware
 // fact it stands for. Groups run independently: SM contention between
 // groups on the same SM is not modelled (issue rates are per group).
