@@ -12,8 +12,9 @@
 // polling, a NIC reading, a CPU thread) sees it from that instant on.
 // WaitWord models a spin loop without simulating each iteration: it reads
 // the word at its poll instants, and while the predicate fails it parks on
-// a mem watcher; a change re-arms the loop at the first poll instant at or
-// after the change (PollInterval grid), where the word is read again.
+// a mem watcher; after a change the next poll reads the word a seeded,
+// uniformly drawn phase of the poll period later (a loop's phase against
+// another agent's store is not fixed on real hardware).
 //
 // Device code can also run without a process: a group launched with
 // LaunchHandler is driven by a sim.Handler (a state machine) through the
