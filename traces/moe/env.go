@@ -56,6 +56,7 @@ type phase struct {
 	rdmaBytes int64
 	bwBytes   []int64 // per rank: DeepEP bandwidth numerator
 	last      []sigPath
+	nccl      *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
 }
 
 // sigPath is the path of the signal a receiver group saw last.
@@ -166,7 +167,7 @@ func (w *landWatch) WordChanged(r *mem.Region, off uint64) { w.at = w.s.Now() }
 
 // result turns the phase into its report.
 func (e *env) result(ph *phase) PhaseReport {
-	pr := PhaseReport{Messages: ph.msgs, Signals: ph.sigs, RDMABytes: ph.rdmaBytes}
+	pr := PhaseReport{Messages: ph.msgs, Signals: ph.sigs, RDMABytes: ph.rdmaBytes, NCCL: ph.nccl}
 	var end sim.Time
 	slow := 0
 	for r, d := range ph.done {

@@ -723,6 +723,7 @@ func (w *ncclWorkload) dispatch() {
 		err = w.finishComms()
 	}
 	e.begin(&e.disp, "dispatch", w.receivers())
+	e.disp.nccl = w.facts()
 	if err != nil {
 		e.s.Fail(err)
 		return
@@ -934,6 +935,7 @@ func (w *ncclWorkload) combine() {
 		err = w.finishComms()
 	}
 	e.begin(&e.comb, "combine", w.receivers())
+	e.comb.nccl = w.facts()
 	if err != nil {
 		e.s.Fail(err)
 		return
@@ -944,6 +946,28 @@ func (w *ncclWorkload) combine() {
 	for r := range st.ep {
 		w.launchA2A(r, &e.comb, w.bwCmb)
 	}
+}
+
+// facts counts the phase's connections by path.
+func (w *ncclWorkload) facts() *NCCLFacts {
+	f := &NCCLFacts{IBConns: len(w.phComms)}
+	for _, c := range w.a2a {
+		f.Sends++
+		if c.net {
+			f.NET++
+			if c.proxy != c.src {
+				f.PXN++
+			}
+		} else {
+			f.P2P++
+		}
+		if c.ll {
+			f.LL++
+		}
+	}
+	f.RingSends = len(w.ring)
+	f.RingLL = len(w.ring) > 0 && w.ring[0].ll
+	return f
 }
 
 // receivers is each rank's count of receive connections, the phase's

@@ -691,3 +691,40 @@ func TestNCCLProxyNoLostWakeup(t *testing.T) {
 	r := ncclRun(t, tinyTrace(t, 64, 128), true, cfg, nil, nil)
 	assert.Len(t, r.rep.Combine.RecvDoneUS, 64)
 }
+
+// The report says how NCCL moved each phase: every send is P2P or NET;
+// without --nvlink everything is NET with no PXN and no LL (NET has no LL
+// buffers by default); with it the same-node sends are P2P, remote sends
+// on another rail go through PXN and small P2P sends run LL. GIN
+// workloads carry no NCCL facts.
+func TestNCCLFacts(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 16, 8)
+	for _, nvlink := range []bool{false, true} {
+		rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1, Layers: 1, Backends: backends})
+		require.NoError(t, err)
+		for i, f := range []*NCCLFacts{rep.Layers[0].Dispatch.NCCL, rep.Layers[0].Combine.NCCL} {
+			require.NotNil(t, f)
+			assert.Positive(t, f.Sends)
+			assert.Equal(t, f.Sends, f.P2P+f.NET, "nvlink=%v phase %d", nvlink, i)
+			assert.LessOrEqual(t, f.PXN, f.NET)
+			if i == 0 {
+				assert.Equal(t, tr.EP(), f.RingSends, "the counts ring: one send per rank")
+			} else {
+				assert.Zero(t, f.RingSends)
+			}
+			if !nvlink {
+				assert.Zero(t, f.P2P+f.PXN+f.LL, "nvlink=%v phase %d: %v", nvlink, i, f)
+				assert.Equal(t, f.NET+f.RingSends, f.IBConns, "one IB connection per NET send without PXN")
+				continue
+			}
+			assert.Positive(t, f.P2P)
+			assert.Positive(t, f.PXN)
+			assert.Positive(t, f.LL, "8 tokens: P2P sends under the LL threshold")
+			assert.Less(t, f.IBConns, f.NET+f.RingSends, "PXN sends share IB connections")
+		}
+	}
+	gin, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.Nil(t, gin.Layers[0].Dispatch.NCCL)
+}

@@ -82,6 +82,45 @@ type PhaseReport struct {
 	RecvDoneUS []float64 `json:"recv_done_us"`
 	// Breakdown is the critical path of the slowest receiver.
 	Breakdown Breakdown `json:"breakdown"`
+	// NCCL says how the host-initiated baseline moved the phase (backend
+	// nccl only).
+	NCCL *NCCLFacts `json:"nccl,omitempty"`
+}
+
+// NCCLFacts counts the connections (sender, receiver, channel) of one
+// phase of the NCCL baseline by the path NCCL picked for them.
+type NCCLFacts struct {
+	// Sends is the all-to-all-v's connections that carry data.
+	Sends int `json:"sends"`
+	// P2P went GPU to GPU inside a node (NVLink, --nvlink); NET through
+	// a NIC, PXN those of them sent from another local GPU's NIC.
+	P2P int `json:"p2p"`
+	NET int `json:"net"`
+	PXN int `json:"pxn"`
+	// LL used the LL protocol (8-byte flag lines, no tail).
+	LL int `json:"ll"`
+	// IBConns is the phase's IB connections: the NET sends' (PXN sends
+	// of several local GPUs through one NIC to one rank share one with
+	// SharedComms) and the counts ring's.
+	IBConns int `json:"ib_connections"`
+	// RingSends is the connections of the counts all-gather (dispatch
+	// only), RingLL whether it ran LL.
+	RingSends int  `json:"ring_sends,omitempty"`
+	RingLL    bool `json:"ring_ll,omitempty"`
+}
+
+// String is the one-line summary the table prints.
+func (f *NCCLFacts) String() string {
+	s := fmt.Sprintf("%d sends: %d P2P, %d NET (%d through PXN) over %d IB connections; %d LL", f.Sends, f.P2P, f.NET,
+		f.PXN, f.IBConns, f.LL)
+	if f.RingSends > 0 {
+		proto := "Simple"
+		if f.RingLL {
+			proto = "LL"
+		}
+		s += fmt.Sprintf("; counts all-gather ring of %d sends, %s", f.RingSends, proto)
+	}
+	return s
 }
 
 // PhaseBreakdowns pairs the breakdowns of the two phases.
@@ -211,6 +250,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, l := range r.Layers {
+		if l.Dispatch.NCCL == nil {
+			break
+		}
+		fmt.Fprintf(w, "\nnccl, iter %d layer %d:\n  dispatch: %v\n  combine:  %v\n", l.Iter, l.Layer, l.Dispatch.NCCL,
+			l.Combine.NCCL)
 	}
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
 	for _, n := range r.Notes {
