@@ -2,6 +2,7 @@ package gdaki
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/internal/ibwin"
@@ -52,21 +53,39 @@ type gpuDev struct{ nic *nic.NIC }
 
 // rankState is one rank's GDAKI resources in one device communicator.
 type rankState struct {
-	gpu    *gpu.GPU
-	nic    *nic.NIC
+	gpu *gpu.GPU
+	// The GIN connections' NICs: connection n uses local NIC n modulo the
+	// rank's NICs (NCCL's localGinDevs[n % nLocalGinDevs]); nics holds
+	// each NIC once, slot[n] is connection n's index in it.
+	nics   []*nic.NIC
+	slot   []int
 	sig    []*mem.Region // per context: signals_table
 	ctr    []*mem.Region // per context: counters_table
-	sigMR  []*nic.MR
+	sigMR  []*nic.MR     // per context, on its connection's NIC
 	ctrMR  []*nic.MR
-	sinkMR *nic.MR
-	win    []*nic.MR  // by window ID: this rank's registration of its region
-	chans  []*channel // [ctx*nranks+peer]; nil for peer == rank
+	sinkMR []*nic.MR   // per NIC
+	win    [][]*nic.MR // per NIC, by window ID: this rank's registration of its region
+	chans  []*channel  // [ctx*nranks+peer]; nil for peer == rank
+}
+
+// sink returns the sink MR (atomic results nobody reads) on context ctx's
+// NIC.
+func (rs *rankState) sink(cs *commState, ctx int) *nic.MR {
+	_, k := rs.nic(cs, ctx)
+	return rs.sinkMR[k]
+}
+
+// nic returns the NIC of context ctx's connection, and its index in nics.
+func (rs *rankState) nic(cs *commState, ctx int) (*nic.NIC, int) {
+	k := rs.slot[ctx%cs.nconn]
+	return rs.nics[k], k
 }
 
 // commState is the backend's state for one DevComm.
 type commState struct {
 	dc           *gin.DevComm
 	nranks, nctx int
+	nconn        int // GIN connections: context c uses connection c mod nconn
 	nsig, nctr   int
 	depth        int
 	ranks        []rankState
@@ -162,7 +181,7 @@ func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 // and CQ rings in GPU memory, and with counters a loopback companion pair.
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1),
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1),
 		nsig: dc.SignalCount(), nctr: dc.CounterCount(), depth: b.cfg.QueueDepth}
 	if q := dc.QueueDepth(); q > 0 {
 		if q&(q-1) != 0 {
@@ -177,16 +196,26 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			return fmt.Errorf("gdaki: rank %d has no NIC", r)
 		}
 		rs := &cs.ranks[r]
-		rs.gpu, rs.nic = rk.GPU, rk.NICs[0]
+		rs.gpu = rk.GPU
+		for n := range cs.nconn {
+			k := slices.Index(rs.nics, rk.NICs[n%len(rk.NICs)])
+			if k < 0 {
+				k = len(rs.nics)
+				rs.nics = append(rs.nics, rk.NICs[n%len(rk.NICs)])
+			}
+			rs.slot = append(rs.slot, k)
+		}
+		rs.win = make([][]*nic.MR, len(rs.nics))
 		dev := rs.gpu.Dev()
 		for ctx := range cs.nctx {
+			n, _ := rs.nic(cs, ctx)
 			sig := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/signals", r, ctx), sim.Bytes(8*max(cs.nsig, 1)), true)
 			ctr := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/counters", r, ctx), sim.Bytes(8*max(cs.nctr, 1)), true)
-			smr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, dev, true)
+			smr, err := n.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, dev, true)
 			if err != nil {
 				return fmt.Errorf("gdaki: signal table of rank %d: %w", r, err)
 			}
-			cmr, err := rs.nic.RegMR(ctr, 0, uint64(ctr.Size()), ibwin.VA(ctr), ibwin.SigAccess, dev, true)
+			cmr, err := n.RegMR(ctr, 0, uint64(ctr.Size()), ibwin.VA(ctr), ibwin.SigAccess, dev, true)
 			if err != nil {
 				return fmt.Errorf("gdaki: counter table of rank %d: %w", r, err)
 			}
@@ -194,9 +223,12 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			rs.sigMR, rs.ctrMR = append(rs.sigMR, smr), append(rs.ctrMR, cmr)
 		}
 		sink := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/sink", r), 8, true)
-		var err error
-		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, dev, false); err != nil {
-			return fmt.Errorf("gdaki: sink of rank %d: %w", r, err)
+		for _, n := range rs.nics {
+			mr, err := n.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, dev, false)
+			if err != nil {
+				return fmt.Errorf("gdaki: sink of rank %d: %w", r, err)
+			}
+			rs.sinkMR = append(rs.sinkMR, mr)
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
 	}
@@ -221,7 +253,9 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		count := map[*nic.NIC]int{}
 		var order []*nic.NIC
 		cs.pairs(func(r, p int) {
-			for _, n := range []*nic.NIC{cs.ranks[r].nic, cs.ranks[p].nic} {
+			a, _ := cs.ranks[r].nic(cs, ctx)
+			z, _ := cs.ranks[p].nic(cs, ctx)
+			for _, n := range []*nic.NIC{a, z} {
 				if count[n] == 0 {
 					order = append(order, n)
 				}
@@ -284,13 +318,15 @@ func (b *Backend) buildCtx(cs *commState, ctx int) error {
 			return
 		}
 		var a, z *channel
-		if a, err = b.newChannel(cs, r, ctx, p, "", next(cs.ranks[r].nic)); err != nil {
+		na, _ := cs.ranks[r].nic(cs, ctx)
+		nz, _ := cs.ranks[p].nic(cs, ctx)
+		if a, err = b.newChannel(cs, r, ctx, p, "", next(na)); err != nil {
 			return
 		}
-		if z, err = b.newChannel(cs, p, ctx, r, "", next(cs.ranks[p].nic)); err != nil {
+		if z, err = b.newChannel(cs, p, ctx, r, "", next(nz)); err != nil {
 			return
 		}
-		if err = b.connect(a, cs.ranks[r].nic, z, cs.ranks[p].nic); err != nil {
+		if err = b.connect(a, na, z, nz); err != nil {
 			return
 		}
 		cs.ranks[r].chans[ctx*cs.nranks+p] = a
@@ -319,7 +355,7 @@ func (b *Backend) buildCtx(cs *commState, ctx int) error {
 			if err != nil {
 				return err
 			}
-			n := cs.ranks[r].nic
+			n, _ := cs.ranks[r].nic(cs, ctx)
 			if err := b.connect(comp, n, back, n); err != nil {
 				return err
 			}
@@ -335,7 +371,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string, qpn uint
 	if kind != "" {
 		name += "/" + kind
 	}
-	n := rs.nic
+	n, _ := rs.nic(cs, ctx)
 	wqe := n.Config().WQEBytes
 	cqe := n.Config().CQEBytes
 	sq := rs.gpu.Alloc(name+"/sq", sim.Bytes(cs.depth)*wqe, false)
@@ -385,18 +421,24 @@ func (b *Backend) connect(a *channel, na *nic.NIC, z *channel, nz *nic.NIC) erro
 // all-gathers).
 func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
 	cs := b.state(dc)
-	return ibwin.Register("gdaki", w, len(cs.ranks), func(r int) ibwin.Rank {
+	return ibwin.Register("gdaki", w, len(cs.ranks), func(r int) []ibwin.Rank {
 		rs := &cs.ranks[r]
-		return ibwin.Rank{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}
+		out := make([]ibwin.Rank, len(rs.nics))
+		for k, n := range rs.nics {
+			out[k] = ibwin.Rank{NIC: n, Dev: rs.gpu.Dev(), MRs: &rs.win[k]}
+		}
+		return out
 	})
 }
 
-func (cs *commState) winMR(rank int, w *gin.Window) *nic.MR {
+// winMR returns rank's registration of w on the NIC of context ctx.
+func (cs *commState) winMR(rank, ctx int, w *gin.Window) *nic.MR {
 	rs := &cs.ranks[rank]
-	if w == nil || w.ID() >= len(rs.win) || rs.win[w.ID()] == nil {
+	_, k := rs.nic(cs, ctx)
+	if w == nil || w.ID() >= len(rs.win[k]) || rs.win[k][w.ID()] == nil {
 		panic(fmt.Sprintf("gdaki: window %v not registered on rank %d", w, rank))
 	}
-	return rs.win[w.ID()]
+	return rs.win[k][w.ID()]
 }
 
 // SignalWord implements gin.Backend.
@@ -463,7 +505,7 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 	ch.wrs = ch.wrs[:0]
 	switch op.Kind {
 	case gin.OpPut:
-		src, dst := cs.winMR(rank, op.Src), cs.winMR(op.Peer, op.Dst)
+		src, dst := cs.winMR(rank, op.Ctx, op.Src), cs.winMR(op.Peer, op.Ctx, op.Dst)
 		_, _, hasSig := gin.SignalOf(op.Remote)
 		_, _, _, hasVA := gin.VASignalOf(op.Remote)
 		if op.Bytes == 0 && (hasSig || hasVA) {
@@ -476,14 +518,14 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 			w.RemoteVA, w.RKey = dst.VA+op.DstOff+off, dst.RKey
 		}
 	case gin.OpPutValue:
-		dst := cs.winMR(op.Peer, op.Dst)
+		dst := cs.winMR(op.Peer, op.Ctx, op.Dst)
 		w := ch.addWR(nic.WRWrite)
 		w.Inline, w.InlineData = true, op.Value
 		w.Local = nic.SGE{Len: uint64(op.ValueSize)}
 		w.RemoteVA, w.RKey = dst.VA+op.DstOff, dst.RKey
 	case gin.OpSignal:
 	case gin.OpGet:
-		local, remote := cs.winMR(rank, op.Dst), cs.winMR(op.Peer, op.Src)
+		local, remote := cs.winMR(rank, op.Ctx, op.Dst), cs.winMR(op.Peer, op.Ctx, op.Src)
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
 			w := ch.addWR(nic.WRRead)
@@ -494,12 +536,12 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 	if id, add, ok := gin.SignalOf(op.Remote); ok {
 		smr := ps.sigMR[op.Ctx]
 		w := ch.addWR(nic.WRFetchAdd)
-		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sinkMR, Len: 8}
+		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = smr.VA+8*uint64(id), smr.RKey
 	} else if win, off, add, ok := gin.VASignalOf(op.Remote); ok {
-		mr := cs.winMR(op.Peer, win)
+		mr := cs.winMR(op.Peer, op.Ctx, win)
 		w := ch.addWR(nic.WRFetchAdd)
-		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sinkMR, Len: 8}
+		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
 	}
 	return ch

@@ -170,7 +170,7 @@ func (m *issuer) step() {
 				w := comp.addWR(nic.WRWait)
 				w.WaitCQ, w.WaitIndex = ch.cq, m.last+1
 				w = comp.addWR(nic.WRFetchAdd)
-				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sinkMR, Len: 8}
+				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
 				m.clast = m.last
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)

@@ -326,9 +326,9 @@ func connect(a, z *channel) error {
 // RegisterWindow implements gin.Backend (regMrSym on every rank).
 func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
 	cs := b.state(dc)
-	return ibwin.Register("proxy", w, len(cs.ranks), func(r int) ibwin.Rank {
+	return ibwin.Register("proxy", w, len(cs.ranks), func(r int) []ibwin.Rank {
 		rs := &cs.ranks[r]
-		return ibwin.Rank{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}
+		return []ibwin.Rank{{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}}
 	})
 }
 

@@ -23,37 +23,38 @@ const (
 // model's stand-in for cuMem VAs; only uniqueness matters).
 func VA(r *mem.Region) uint64 { return uint64(r.ID()+1) << 40 }
 
-// Rank is what Register needs of one rank: its NIC, the PCIe device that
-// owns the window memory (the GPU), and the rank's table of window MRs
-// indexed by window ID.
+// Rank is what Register needs of one rank and one of its NICs: the NIC,
+// the PCIe device that owns the window memory (the GPU), and the table of
+// the rank's window MRs on that NIC, indexed by window ID.
 type Rank struct {
 	NIC *nic.NIC
 	Dev pcie.DevID
 	MRs *[]*nic.MR
 }
 
-// Register registers every rank's region of w with that rank's NIC (the
+// Register registers every rank's region of w with that rank's NICs (the
 // rkeys are what ncclCommWindowRegister all-gathers), growing each MR table
-// to hold w's ID and skipping ranks where w is already registered. rank(r)
-// describes rank r for r in [0, n). Errors carry the prefix pkg (the calling
-// backend's package name).
-func Register(pkg string, w *gin.Window, n int, rank func(r int) Rank) error {
+// to hold w's ID and skipping tables where w is already registered.
+// ranks(r) describes rank r for r in [0, n): one Rank per NIC it uses.
+// Errors carry the prefix pkg (the calling backend's package name).
+func Register(pkg string, w *gin.Window, n int, ranks func(r int) []Rank) error {
 	for r := range n {
-		rk := rank(r)
-		mrs := rk.MRs
-		for len(*mrs) <= w.ID() {
-			*mrs = append(*mrs, nil)
+		for _, rk := range ranks(r) {
+			mrs := rk.MRs
+			for len(*mrs) <= w.ID() {
+				*mrs = append(*mrs, nil)
+			}
+			if (*mrs)[w.ID()] != nil {
+				continue
+			}
+			reg := w.Region(r)
+			mr, err := rk.NIC.RegMR(reg, 0, uint64(reg.Size()), VA(reg), WinAccess, rk.Dev,
+				w.Flags()&gin.WinStrictOrdering != 0)
+			if err != nil {
+				return fmt.Errorf("%s: window %s on rank %d: %w", pkg, w.Name(), r, err)
+			}
+			(*mrs)[w.ID()] = mr
 		}
-		if (*mrs)[w.ID()] != nil {
-			continue
-		}
-		reg := w.Region(r)
-		mr, err := rk.NIC.RegMR(reg, 0, uint64(reg.Size()), VA(reg), WinAccess, rk.Dev,
-			w.Flags()&gin.WinStrictOrdering != 0)
-		if err != nil {
-			return fmt.Errorf("%s: window %s on rank %d: %w", pkg, w.Name(), r, err)
-		}
-		(*mrs)[w.ID()] = mr
 	}
 	return nil
 }
