@@ -2,19 +2,14 @@ package gdaki_test
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/internal/backendtest"
-	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -250,39 +245,5 @@ func TestIssueFailures(t *testing.T) {
 	}
 }
 
-// With two NICs per GPU, NCCL makes one GIN connection per local NIC and
-// context c uses connection c mod 2 (NCCL 2.30): puts on contexts 0 and 1
-// leave through different NICs, on the port of each, while context 2 is
-// context 0's NIC again.
-func TestContextsSpreadOverNICs(t *testing.T) {
-	spec, ok := machine.Preset("h100-ib")
-	require.True(t, ok)
-	spec.Name, spec.NICsPerGPU = "h100-2nic", 2
-	y, err := machine.MarshalSpec(spec)
-	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "two-nics.yaml")
-	require.NoError(t, os.WriteFile(file, y, 0o644))
-	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Profile: file, Seed: 1, Contexts: 4, Counters: -1})
-	require.NoError(t, err)
-	require.Len(t, e.Ranks[0].NICs, 2)
-	sent := make([]int, 2) // request packets per NIC of rank 0
-	for i, n := range e.Ranks[0].NICs {
-		n.SetTap(func(p *fabric.Packet) {
-			if p.Hdr.Opcode.IsRequest() {
-				sent[i]++
-			}
-		})
-	}
-	var perCtx [][]int
-	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
-		for ctx := range 3 {
-			before := slices.Clone(sent)
-			g := e.Dev.Gin(tg, 0, ctx)
-			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 64, nil, nil)
-			g.Flush()
-			perCtx = append(perCtx, []int{sent[0] - before[0], sent[1] - before[1]})
-		}
-	})
-	require.NoError(t, e.Sim.Run())
-	assert.Equal(t, [][]int{{1, 0}, {0, 1}, {1, 0}}, perCtx, "request packets per NIC for contexts 0, 1, 2")
-}
+// With two NICs per GPU the contexts alternate between them.
+func TestContextsSpreadOverNICs(t *testing.T) { backendtest.ContextsSpreadOverNICs(t, backend) }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/internal/ibwin"
@@ -40,6 +41,8 @@ type channel struct {
 	ctx   int
 	peer  int
 	cs    *commState
+	nic   *nic.NIC    // the context's GIN connection's NIC
+	nk    int         // its index in the rank's nics
 	ring  *mem.Region // host pinned, QueueSize GFD slots
 	qp    *nic.QP
 	cq    *nic.CQ
@@ -60,26 +63,30 @@ type channel struct {
 
 // rankState is one rank's proxy resources in one device communicator.
 type rankState struct {
-	gpu     *gpu.GPU
-	nic     *nic.NIC
+	gpu *gpu.GPU
+	// The GIN connections' NICs, as in gdaki: connection n uses local NIC
+	// n modulo the rank's NICs; nics holds each once, slot[n] indexes it.
+	nics    []*nic.NIC
+	slot    []int
 	srv     *Server
 	pis     []*mem.Region // per context: pis[peer] words, GPU memory
 	cis     []*mem.Region // per context: cis[peer] words, GPU memory (GDRCopy)
 	sig     []*mem.Region // per context: signals, GPU memory
 	sigOff  []*mem.Region // per context: signalOffsets (2.30)
 	ctr     []*mem.Region // per context: counters, GPU memory (GDRCopy)
-	sigMR   []*nic.MR
-	inl     *mem.Region // inlines: one qword per slot of every ring
-	inlMR   *nic.MR
-	sinkMR  *nic.MR
-	win     []*nic.MR
-	chans   []*channel // [ctx*nranks+peer]
+	sigMR   []*nic.MR     // per context, on its connection's NIC
+	inl     *mem.Region   // inlines: one qword per slot of every ring
+	inlMR   []*nic.MR     // per NIC
+	sinkMR  []*nic.MR     // per NIC
+	win     [][]*nic.MR   // per NIC, by window ID
+	chans   []*channel    // [ctx*nranks+peer]
 	lastGet []uint64
 }
 
 type commState struct {
 	dc           *gin.DevComm
 	nranks, nctx int
+	nconn        int // GIN connections: context c uses connection c mod nconn
 	nsig, nctr   int
 	ver          GFDVersion
 	resetByOff   bool
@@ -193,7 +200,7 @@ func (cs *commState) ch(rank, ctx, peer int) *channel {
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
 	prof := dc.Profile()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nsig: dc.SignalCount(),
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
 		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset}
 	if prof.GFDSize == 128 {
 		cs.ver = GFDv2
@@ -206,7 +213,16 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			return fmt.Errorf("proxy: rank %d has no NIC", r)
 		}
 		rs := &cs.ranks[r]
-		rs.gpu, rs.nic = rk.GPU, rk.NICs[0]
+		rs.gpu = rk.GPU
+		for n := range cs.nconn {
+			k := slices.Index(rs.nics, rk.NICs[n%len(rk.NICs)])
+			if k < 0 {
+				k = len(rs.nics)
+				rs.nics = append(rs.nics, rk.NICs[n%len(rk.NICs)])
+			}
+			rs.slot = append(rs.slot, k)
+		}
+		rs.win = make([][]*nic.MR, len(rs.nics))
 		g := rs.gpu
 		host := g.Bus().Host()
 		for ctx := range cs.nctx {
@@ -217,24 +233,29 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			rs.sig = append(rs.sig, sig)
 			rs.sigOff = append(rs.sigOff, g.Alloc(pre+"signalOffsets", sim.Bytes(8*max(cs.nsig, 1)), true))
 			rs.ctr = append(rs.ctr, g.Alloc(pre+"counters", sim.Bytes(8*max(cs.nctr, 1)), true))
-			mr, err := rs.nic.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, g.Dev(), true)
+			n, _ := rs.nic(cs, ctx)
+			mr, err := n.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, g.Dev(), true)
 			if err != nil {
 				return fmt.Errorf("proxy: signals of rank %d: %w", r, err)
 			}
 			rs.sigMR = append(rs.sigMR, mr)
 		}
 		rs.inl = g.AllocHost(fmt.Sprintf("proxy/r%d/inlines", r), sim.Bytes(8*q*cs.nctx*cs.nranks), true)
-		var err error
-		if rs.inlMR, err = rs.nic.RegMR(rs.inl, 0, uint64(rs.inl.Size()), ibwin.VA(rs.inl), nic.AccessLocalWrite, host, false); err != nil {
-			return fmt.Errorf("proxy: inlines of rank %d: %w", r, err)
-		}
 		sink := g.AllocHost(fmt.Sprintf("proxy/r%d/scratch", r), 8, true)
-		if rs.sinkMR, err = rs.nic.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, host, false); err != nil {
-			return fmt.Errorf("proxy: scratchpad of rank %d: %w", r, err)
+		for _, n := range rs.nics {
+			inl, err := n.RegMR(rs.inl, 0, uint64(rs.inl.Size()), ibwin.VA(rs.inl), nic.AccessLocalWrite, host, false)
+			if err != nil {
+				return fmt.Errorf("proxy: inlines of rank %d: %w", r, err)
+			}
+			sk, err := n.RegMR(sink, 0, 8, ibwin.VA(sink), nic.AccessLocalWrite, host, false)
+			if err != nil {
+				return fmt.Errorf("proxy: scratchpad of rank %d: %w", r, err)
+			}
+			rs.inlMR, rs.sinkMR = append(rs.inlMR, inl), append(rs.sinkMR, sk)
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
 		rs.lastGet = make([]uint64, cs.nctx*cs.nranks)
-		rs.srv = b.server(rk.World, g, rs.nic)
+		rs.srv = b.server(rk.World, g)
 	}
 	for ctx := range cs.nctx {
 		for r := range cs.nranks {
@@ -268,13 +289,13 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	return nil
 }
 
-func (b *Backend) server(world int, g *gpu.GPU, n *nic.NIC) *Server {
+func (b *Backend) server(world int, g *gpu.GPU) *Server {
 	for _, s := range b.srvs {
 		if s.gpu == g {
 			return s
 		}
 	}
-	s := newServer(b, fmt.Sprintf("cpu%d/proxy", world), g, n)
+	s := newServer(b, fmt.Sprintf("cpu%d/proxy", world), g)
 	b.srvs = append(b.srvs, s)
 	return s
 }
@@ -282,7 +303,8 @@ func (b *Backend) server(world int, g *gpu.GPU, n *nic.NIC) *Server {
 func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 	rs := &cs.ranks[r]
 	name := fmt.Sprintf("proxy/r%d/c%d/p%d", r, ctx, p)
-	g, n := rs.gpu, rs.nic
+	g := rs.gpu
+	n, nk := rs.nic(cs, ctx)
 	q := b.cfg.QueueSize
 	host := g.Bus().Host()
 	ring := g.AllocHost(name+"/ring", sim.Bytes(q*cs.ver.Bytes()), true)
@@ -296,7 +318,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %s: %w", name, err)
 	}
-	ch := &channel{idx: len(b.chans), name: name, rank: r, ctx: ctx, peer: p, cs: cs, ring: ring, qp: qp, cq: cq,
+	ch := &channel{idx: len(b.chans), name: name, rank: r, ctx: ctx, peer: p, cs: cs, nic: n, nk: nk, ring: ring, qp: qp, cq: cq,
 		st: make([]slotState, q)}
 	b.chans = append(b.chans, ch)
 	rs.chans[ctx*cs.nranks+p] = ch
@@ -308,7 +330,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 func connect(a, z *channel) error {
 	for _, x := range [2][2]*channel{{a, z}, {z, a}} {
 		me, peer := x[0], x[1]
-		ep := peer.cs.ranks[peer.rank].nic.Endpoint()
+		ep := peer.nic.Endpoint()
 		if err := me.qp.Modify(nic.QPSInit, nic.ModifyAttr{}); err != nil {
 			return fmt.Errorf("proxy: %s: %w", me.name, err)
 		}
@@ -328,20 +350,33 @@ func (b *Backend) RegisterWindow(dc *gin.DevComm, w *gin.Window) error {
 	cs := b.state(dc)
 	return ibwin.Register("proxy", w, len(cs.ranks), func(r int) []ibwin.Rank {
 		rs := &cs.ranks[r]
-		return []ibwin.Rank{{NIC: rs.nic, Dev: rs.gpu.Dev(), MRs: &rs.win}}
+		out := make([]ibwin.Rank, len(rs.nics))
+		for k, n := range rs.nics {
+			out[k] = ibwin.Rank{NIC: n, Dev: rs.gpu.Dev(), MRs: &rs.win[k]}
+		}
+		return out
 	})
 }
 
-func (cs *commState) mr(rank int, handle uint64) *nic.MR {
+// nic returns the NIC of context ctx's connection, and its index in nics.
+func (rs *rankState) nic(cs *commState, ctx int) (*nic.NIC, int) {
+	k := rs.slot[ctx%cs.nconn]
+	return rs.nics[k], k
+}
+
+// mr returns rank's registration behind a GFD memory handle on the NIC of
+// context ctx (nil for an unknown handle).
+func (cs *commState) mr(rank, ctx int, handle uint64) *nic.MR {
 	rs := &cs.ranks[rank]
+	_, k := rs.nic(cs, ctx)
 	if handle == handleInline {
-		return rs.inlMR
+		return rs.inlMR[k]
 	}
 	i := int(handle) - 1
-	if i < 0 || i >= len(rs.win) || rs.win[i] == nil {
+	if i < 0 || i >= len(rs.win[k]) || rs.win[k][i] == nil {
 		return nil
 	}
-	return rs.win[i]
+	return rs.win[k][i]
 }
 
 // SignalWord implements gin.Backend.

@@ -24,6 +24,9 @@ func TestSignalImpliesEarlierPutsSameContext(t *testing.T) {
 
 func TestNoOrderingAcrossContexts(t *testing.T) { backendtest.NoOrderingAcrossContexts(t, backend) }
 
+// With two NICs per GPU the contexts alternate between them.
+func TestContextsSpreadOverNICs(t *testing.T) { backendtest.ContextsSpreadOverNICs(t, backend) }
+
 func TestCounterAndFlushImplyLocalCompletion(t *testing.T) {
 	backendtest.CounterAndFlushImplyLocalCompletion(t, backend)
 }

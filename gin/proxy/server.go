@@ -18,7 +18,6 @@ type Server struct {
 	b     *Backend
 	name  string
 	gpu   *gpu.GPU
-	nic   *nic.NIC
 	p     *sim.Proc
 	conns []connRef
 
@@ -75,8 +74,8 @@ func (s ServerStats) Utilisation() float64 {
 	return float64(s.Busy) / float64(s.Span)
 }
 
-func newServer(b *Backend, name string, g *gpu.GPU, n *nic.NIC) *Server {
-	s := &Server{b: b, name: name, gpu: g, nic: n}
+func newServer(b *Backend, name string, g *gpu.GPU) *Server {
+	s := &Server{b: b, name: name, gpu: g}
 	s.start = g.Sim().Now()
 	s.p = g.Sim().Spawn(name, s.loop)
 	return s
@@ -257,10 +256,10 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	var pp pendingPost
 	bad := false
 	mr := func(rank int, h uint64) *nic.MR {
-		m := cs.mr(rank, h)
+		m := cs.mr(rank, ch.ctx, h)
 		if m == nil {
 			bad = true
-			return rs.sinkMR
+			return rs.sinkMR[ch.nk]
 		}
 		return m
 	}
@@ -272,7 +271,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 		pp.n = 1
 	case g.Op&GFDVASignal != 0:
 		r := mr(ch.peer, g.VASigHandle)
-		pp.wrs[0] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR, Len: 8}, RemoteVA: r.VA + g.VASigOff,
+		pp.wrs[0] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR[ch.nk], Len: 8}, RemoteVA: r.VA + g.VASigOff,
 			RKey: r.RKey, CompareAdd: g.SignalVal}
 		pp.n = 1
 	default:
@@ -284,7 +283,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 				io := 8 * ((uint64(ch.ctx*cs.nranks+ch.peer))*uint64(cfg.QueueSize) + i&uint64(cfg.QueueSize-1))
 				rs.inl.Store64(io, g.Inline, s.name)
 				s.work(cfg.InlineCopyCost)
-				local = nic.SGE{MR: rs.inlMR, Off: io, Len: g.Size}
+				local = nic.SGE{MR: rs.inlMR[ch.nk], Off: io, Len: g.Size}
 			} else {
 				local = nic.SGE{MR: mr(ch.rank, g.SrcHandle), Off: g.SrcOff, Len: g.Size}
 			}
@@ -297,7 +296,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 				add = 1
 			}
 			smr := ps.sigMR[ch.ctx]
-			pp.wrs[pp.n] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR, Len: 8},
+			pp.wrs[pp.n] = nic.WR{Op: nic.WRFetchAdd, Local: nic.SGE{MR: rs.sinkMR[ch.nk], Len: 8},
 				RemoteVA: smr.VA + 8*uint64(g.SignalID), RKey: smr.RKey, CompareAdd: add}
 			pp.n++
 		}
@@ -312,11 +311,11 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	ch.st[i&uint64(cfg.QueueSize-1)].posted = true
 	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
 	db := sim.Bytes(8)
-	if pp.n == 1 && s.nic.Config().BlueFlame {
+	if pp.n == 1 && ch.nic.Config().BlueFlame {
 		db = 64
 	}
 	bus := s.gpu.Bus()
-	arrive := bus.Write(s.p.Now(), bus.Host(), s.nic.Dev(), db)
+	arrive := bus.Write(s.p.Now(), bus.Host(), ch.nic.Dev(), db)
 	if s.b.obs != nil {
 		s.b.obs.Posted(&Post{DevComm: cs.dc, Rank: ch.rank, Ctx: ch.ctx, Peer: ch.peer, Index: i, GFD: *g,
 			Taken: taken, Posted: s.p.Now()})
