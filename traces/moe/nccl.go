@@ -325,11 +325,11 @@ type ncclWorkload struct {
 type ncclRank struct {
 	r     int
 	g     *gpu.GPU
-	nic   *nic.NIC
+	nics  []*nic.NIC // the GPU's NICs: channel c's NET traffic uses nics[c mod len]
 	px    *ncclProxy
 	host  *sim.Proc
 	fifo  *mem.Region // GDR shared buffers of the NET connections its proxy sends or receives
-	mr    *nic.MR
+	mrs   []*nic.MR   // fifo's registration on each NIC
 	used  uint64
 	out   *mem.Region // receive (output) buffer
 	kick  sim.Time    // the phase's all-to-all kernel start
@@ -424,21 +424,33 @@ func (w *ncclWorkload) setup() error {
 			return fmt.Errorf("moe: nccl: rank %d has no NIC", r)
 		}
 		g := rk.GPU
-		nr := &ncclRank{r: r, g: g, nic: rk.NICs[0]}
+		nr := &ncclRank{r: r, g: g, nics: rk.NICs}
 		nr.out = g.Alloc("nccl/out", sim.Bytes(max(outMax, 1)*max(w.tok, w.comb)), false)
 		// Shared buffers: Steps slots for every NET connection the rank
 		// may receive or send through its NIC (its own sends and, under
 		// PXN, those of every local rank to its rail), plus the ring.
 		size := uint64(w.cfg.Steps) * w.step * (uint64(st.ep*w.cfg.ChannelsPerPeer)*(1+local) + 2)
 		nr.fifo = g.Alloc("nccl/gdr-buffers", sim.Bytes(size), false)
-		nr.mr, err = nr.nic.RegMR(nr.fifo, 0, size, w.va(size), nic.AccessLocalWrite|nic.AccessRemoteWrite, g.Dev(), true)
-		if err != nil {
-			return fmt.Errorf("moe: nccl: %w", err)
+		va := w.va(size)
+		for _, n := range nr.nics {
+			mr, err := n.RegMR(nr.fifo, 0, size, va, nic.AccessLocalWrite|nic.AccessRemoteWrite, g.Dev(), true)
+			if err != nil {
+				return fmt.Errorf("moe: nccl: %w", err)
+			}
+			nr.mrs = append(nr.mrs, mr)
 		}
 		nr.px = newNCCLProxy(w, nr)
 		w.ranks = append(w.ranks, nr)
 	}
 	return nil
+}
+
+// nicFor returns the NIC that channel ch's NET traffic of the rank uses
+// and its index in nics: the GPU's NICs in turn by channel, as NCCL's
+// ncclTopoGetLocalNet spreads channels over the NICs closest to a GPU.
+func (rk *ncclRank) nicFor(ch int) (*nic.NIC, int) {
+	k := ch % len(rk.nics)
+	return rk.nics[k], k
 }
 
 func (w *ncclWorkload) va(n uint64) uint64 {
@@ -508,10 +520,12 @@ func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll b
 		n := uint64(len(c.llSrc))
 		c.sll = S.g.AllocHost(name+"/send-ll", sim.Bytes(n), true)
 		c.rll = D.g.AllocHost(name+"/recv-ll", sim.Bytes(n), true)
-		if c.sllMR, err = P.nic.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, P.g.Bus().Host(), true); err != nil {
+		pn, _ := P.nicFor(ch)
+		dn, _ := D.nicFor(ch)
+		if c.sllMR, err = pn.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, P.g.Bus().Host(), true); err != nil {
 			return nil, fmt.Errorf("moe: nccl: %w", err)
 		}
-		if c.rllMR, err = D.nic.RegMR(c.rll, 0, n, w.va(n), nic.AccessLocalWrite|nic.AccessRemoteWrite,
+		if c.rllMR, err = dn.RegMR(c.rll, 0, n, w.va(n), nic.AccessLocalWrite|nic.AccessRemoteWrite,
 			D.g.Bus().Host(), true); err != nil {
 			return nil, fmt.Errorf("moe: nccl: %w", err)
 		}
@@ -583,10 +597,12 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 	m.sh.Store64(0, 0, "nccl/setup")
 	var err error
 	access := nic.AccessLocalWrite | nic.AccessRemoteWrite
-	if m.sMR, err = P.nic.RegMR(m.sh, 0, size, w.va(size), access, P.g.Bus().Host(), true); err != nil {
+	m.snic, m.sk = P.nicFor(m.ch)
+	m.rnic, m.rk = D.nicFor(m.ch)
+	if m.sMR, err = m.snic.RegMR(m.sh, 0, size, w.va(size), access, P.g.Bus().Host(), true); err != nil {
 		return fmt.Errorf("moe: nccl: %w", err)
 	}
-	if m.rMR, err = D.nic.RegMR(m.rh, 0, size, w.va(size), access, D.g.Bus().Host(), true); err != nil {
+	if m.rMR, err = m.rnic.RegMR(m.rh, 0, size, w.va(size), access, D.g.Bus().Host(), true); err != nil {
 		return fmt.Errorf("moe: nccl: %w", err)
 	}
 	// Outstanding per group: Steps multi-sends of up to n data WRs and an
@@ -597,28 +613,28 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 	m.sq.wrs, m.sq.n = make([]nic.WR, 0, n+1), make([]int, 0, 2)
 	m.rq.wrs, m.rq.n = make([]nic.WR, 0, 2), make([]int, 0, 2)
 	m.inSlot = make([]*ncclConn, 0, n)
-	mk := func(rk *ncclRank, side string) (*nic.QP, *nic.CQ, error) {
-		ncfg := rk.nic.Config()
+	mk := func(rk *ncclRank, n *nic.NIC, side string) (*nic.QP, *nic.CQ, error) {
+		ncfg := n.Config()
 		ring := rk.g.AllocHost(name+"/"+side+"-cq", sim.Bytes(depth)*ncfg.CQEBytes, false)
-		cq, err := rk.nic.CreateCQ(depth, ring, rk.g.Bus().Host())
+		cq, err := n.CreateCQ(depth, ring, rk.g.Bus().Host())
 		if err != nil {
 			return nil, nil, err
 		}
 		sq := rk.g.AllocHost(name+"/"+side+"-sq", sim.Bytes(depth)*ncfg.WQEBytes, false)
-		qp, err := rk.nic.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: depth, RQDepth: depth, SQRing: sq,
+		qp, err := n.CreateQP(nic.QPConfig{SendCQ: cq, RecvCQ: cq, SQDepth: depth, RQDepth: depth, SQRing: sq,
 			SQWhere: rk.g.Bus().Host()})
 		return qp, cq, err
 	}
-	if m.sqp, m.scq, err = mk(P, "send"); err != nil {
+	if m.sqp, m.scq, err = mk(P, m.snic, "send"); err != nil {
 		return fmt.Errorf("moe: nccl: %w", err)
 	}
-	if m.rqp, m.rcq, err = mk(D, "recv"); err != nil {
+	if m.rqp, m.rcq, err = mk(D, m.rnic, "recv"); err != nil {
 		return fmt.Errorf("moe: nccl: %w", err)
 	}
 	for _, p := range []struct {
 		qp, peer *nic.QP
 		ep       *nic.NIC
-	}{{m.sqp, m.rqp, D.nic}, {m.rqp, m.sqp, P.nic}} {
+	}{{m.sqp, m.rqp, m.rnic}, {m.rqp, m.sqp, m.snic}} {
 		for _, st := range []struct {
 			to nic.QPState
 			a  nic.ModifyAttr

@@ -22,6 +22,10 @@ type ncclNetComm struct {
 
 	sqp, rqp *nic.QP
 	scq, rcq *nic.CQ
+	// The NICs of the two ends (the channel's NIC of the proxy rank and of
+	// the receiver) and their indices in the ranks' nics.
+	snic, rnic *nic.NIC
+	sk, rk     int
 	// sh is the send comm's host memory: the CTS FIFO (slots × stride,
 	// each slot up to MaxRecvs ncclIbSendFifo elements ending with the idx
 	// word) and the completion records the multi-send writes from; rh the
@@ -322,8 +326,9 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 		i := cts.step
 		n = c.stepBytes(i)
 		slot := uint64(i % cfg.Steps)
-		data := nic.WR{ID: uint64(j), Op: nic.WRWrite, Local: nic.SGE{MR: P.mr, Off: c.sfifo + slot*c.chunk, Len: n},
-			RemoteVA: D.mr.VA + c.rfifo + slot*c.chunk, RKey: D.mr.RKey}
+		smr, rmr := P.mrs[m.sk], D.mrs[m.rk]
+		data := nic.WR{ID: uint64(j), Op: nic.WRWrite, Local: nic.SGE{MR: smr, Off: c.sfifo + slot*c.chunk, Len: n},
+			RemoteVA: rmr.VA + c.rfifo + slot*c.chunk, RKey: rmr.RKey}
 		if c.ll {
 			n = c.llWire(i)
 			data.Local = nic.SGE{MR: c.sllMR, Off: c.llOff(i), Len: n}
@@ -342,7 +347,7 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 		e.ph.sigs++
 	case cfg.AdaptiveRouting && n > uint64(cfg.ARThreshold):
 		last := &q.wrs[len(q.wrs)-1]
-		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: P.mr},
+		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: P.mrs[m.sk]},
 			RemoteVA: last.RemoteVA, RKey: last.RKey, Imm: uint32(j)})
 		e.ph.sigs++
 	default:
@@ -359,16 +364,20 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 }
 
 // post charges ibv_post_send of k WRs and sends the doorbell across PCIe
-// to this thread's NIC.
+// to the NIC of this thread's end of m.
 func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) {
 	cfg := &px.w.cfg
 	px.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(k) + cfg.DoorbellIssue)
+	n := m.snic
+	if recvSide {
+		n = m.rnic
+	}
 	db := sim.Bytes(8)
-	if k == 1 && px.rk.nic.Config().BlueFlame {
+	if k == 1 && n.Config().BlueFlame {
 		db = 64
 	}
 	bus := px.rk.g.Bus()
-	arrive := bus.Write(px.p.Now(), bus.Host(), px.rk.nic.Dev(), db)
+	arrive := bus.Write(px.p.Now(), bus.Host(), n.Dev(), db)
 	arg := uint64(m.id) << 1
 	if recvSide {
 		arg |= 1
