@@ -2,7 +2,6 @@ package gdaki
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/internal/ibwin"
@@ -197,14 +196,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		rs := &cs.ranks[r]
 		rs.gpu = rk.GPU
-		for n := range cs.nconn {
-			k := slices.Index(rs.nics, rk.NICs[n%len(rk.NICs)])
-			if k < 0 {
-				k = len(rs.nics)
-				rs.nics = append(rs.nics, rk.NICs[n%len(rk.NICs)])
-			}
-			rs.slot = append(rs.slot, k)
-		}
+		rs.nics, rs.slot = ibwin.Connections(rk.NICs, cs.nconn)
 		rs.win = make([][]*nic.MR, len(rs.nics))
 		dev := rs.gpu.Dev()
 		for ctx := range cs.nctx {

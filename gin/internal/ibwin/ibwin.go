@@ -2,6 +2,7 @@ package ibwin
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ginsim/ginsim/fabric/pcie"
 	"github.com/ginsim/ginsim/gin"
@@ -57,4 +58,21 @@ func Register(pkg string, w *gin.Window, n int, ranks func(r int) []Rank) error 
 		}
 	}
 	return nil
+}
+
+// Connections maps a rank's GIN connections to its NICs as NCCL does:
+// connection n uses local NIC n modulo the rank's NICs
+// (localGinDevs[n % nLocalGinDevs]). It returns each NIC used once, in
+// order, and per connection the index of its NIC in that list.
+func Connections(local []*nic.NIC, nconn int) (nics []*nic.NIC, slot []int) {
+	for n := range nconn {
+		x := local[n%len(local)]
+		k := slices.Index(nics, x)
+		if k < 0 {
+			k = len(nics)
+			nics = append(nics, x)
+		}
+		slot = append(slot, k)
+	}
+	return nics, slot
 }
