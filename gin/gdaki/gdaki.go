@@ -228,9 +228,9 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	// built now (so that a bad configuration fails here) and the others
 	// when first used (ensure): an EP256 communicator with four contexts
 	// has a quarter of a million QPs, most of them never used. NCCL
-	// creates them all in ncclDevCommCreate; here a later context's QPs
-	// get their numbers (and rings their addresses) when it is first
-	// used, in the run's deterministic order. Nothing times QP creation.
+	// creates them all in ncclDevCommCreate; here a later context's QP
+	// numbers are reserved now (below), so only its rings' addresses
+	// depend on when it is built. Nothing times QP creation.
 	upto := 1
 	if cs.nctr > 0 {
 		upto = cs.nctx
