@@ -4,6 +4,8 @@
 //
 // validate/gpumicro measures the unloaded GPU latencies gpu.Config and
 // pcie.Config stand for (loads, atomics, fences, polling, flag hand-offs,
-// the GPU <-> CPU round trip through pinned host memory) with a CUDA
-// program and computes the same quantities on the model.
+// the GPU <-> CPU round trip through pinned host memory) and, on two GPUs,
+// what nvlink.Config stands for (peer loads, atomics, fences, hand-offs,
+// bandwidths) with a CUDA program and computes the same quantities on the
+// model.
 package validate

@@ -30,9 +30,10 @@ measurements made on the model.`,
 	}
 }
 
-// defaultGPUMeasurement is the committed H200 run the gpu.Config defaults
-// were set from.
-const defaultGPUMeasurement = "h200-2026-12-01.jsonl"
+// defaultGPUMeasurement is the committed run on two H200s joined by
+// NVLink that the nvlink.Config defaults were set from; its one-GPU rows
+// repeat those of the runs the gpu.Config defaults were set from.
+const defaultGPUMeasurement = "h200x2-2026-12-01.jsonl"
 
 func newValidateGPUCmd() *cobra.Command {
 	var (
@@ -44,10 +45,12 @@ func newValidateGPUCmd() *cobra.Command {
 		Short: "GPU latencies (validate/gpumicro) on hardware and on the model",
 		Long: `Validate gpu reads the output of validate/gpumicro/gpumicro.cu (JSON Lines,
 one measurement a line), makes the same measurements on one GPU of the
-cluster's hardware profile and prints both with the model's error.
+cluster's hardware profile (and, for the peer_ rows, on two GPUs of one
+node over NVLink) and prints both with the model's error.
 
-Without FILE it uses the H200 run the model's GPU defaults were set from
-(` + defaultGPUMeasurement + `). To measure your own GPU:
+Without FILE it uses the run on two H200s the model's GPU and NVLink
+defaults were set from (` + defaultGPUMeasurement + `). To measure your own GPU
+(the peer_ rows need a second GPU it can reach over NVLink):
 
   nvcc -O2 -std=c++17 -arch=sm_90 -o gpumicro validate/gpumicro/gpumicro.cu -lpthread
   ./gpumicro > my-gpu.jsonl

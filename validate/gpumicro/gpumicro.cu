@@ -2,19 +2,25 @@
 // and pcie.Config give the simulator: L2 and HBM load latency, device and
 // block atomics, fences, the period of a polling loop, the store-to-poll
 // latency between two SMs, and the GPU <-> CPU flag round trip through
-// pinned host memory (the Proxy backend's path).
+// pinned host memory (the Proxy backend's path). With a second GPU it
+// can reach peer to peer (NVLink), it measures what nvlink.Config stands
+// for too (the peer_ lines): loads, atomics and fences on the peer's
+// memory, flag and message hand-offs between the two GPUs, one SM's and
+// every SM's rates to and from the peer.
 //
-// Build and run (CUDA 12+, one GPU):
+// Build and run (CUDA 12+, one or two GPUs):
 //
 //	nvcc -O2 -std=c++17 -arch=sm_90 -o gpumicro validate/gpumicro/gpumicro.cu -lpthread
 //	./gpumicro > results.jsonl
 //
 // Every line of output is one JSON object {"name","ns","cycles","reps","note"}:
 // the median over reps runs of the per-operation time. Single-thread
-// kernels, dependent chains: latency, not throughput.
+// kernels, dependent chains: latency, not throughput; the _kib and _mib
+// lines are streaming rates, per KiB or MiB moved.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -143,14 +149,26 @@ __global__ void kPingPong(uint64_t* a, uint64_t* b, uint64_t n, int relaxed, uin
   uint64_t c0 = clock64();
   for (uint64_t i = 1; i <= n; i++) {
     if (blockIdx.x == 0) {
-      if (relaxed) ((volatile uint64_t*)a)[0] = i;
+      if (relaxed == 1) ((volatile uint64_t*)a)[0] = i;
+      else if (relaxed == 2) st_rel_sys(a, i);
       else st_rel_gpu(a, i);
-      while (ld_acq_gpu(b) != i) {
+      if (relaxed == 2) {
+        while (ld_acq_sys(b) != i) {
+        }
+      } else {
+        while (ld_acq_gpu(b) != i) {
+        }
       }
     } else {
-      while (ld_acq_gpu(a) != i) {
+      if (relaxed == 2) {
+        while (ld_acq_sys(a) != i) {
+        }
+      } else {
+        while (ld_acq_gpu(a) != i) {
+        }
       }
-      if (relaxed) ((volatile uint64_t*)b)[0] = i;
+      if (relaxed == 1) ((volatile uint64_t*)b)[0] = i;
+      else if (relaxed == 2) st_rel_sys(b, i);
       else st_rel_gpu(b, i);
     }
   }
@@ -208,6 +226,98 @@ __global__ void kBW(const int4* src, int4* dst, size_t n16, int mode, uint64_t* 
   __syncthreads();
   if (threadIdx.x == 0) out[0] = clock64() - c0;
   if (acc == 0x7fffffff) out[1] = acc;
+}
+
+// --- Two GPUs over NVLink (run when a second GPU is P2P-reachable) ---
+
+// kPeerPing: one thread on each GPU bounces a counter. Each side stores
+// into the other GPU's word (remote) and polls its own (local) with
+// ld.acquire.sys; side 0 stores first. kind 0: st.release.sys; 2:
+// volatile store; 3: __threadfence_system + volatile store. (A
+// ld.volatile / ld.cv poll of a word the peer writes over NVLink was
+// seen to miss the store on an H200 pair, hanging the loop, so every poll
+// here is an acquire.) out[1] counts poll iterations, out[2] the
+// globaltimer ns of the whole run, out[3] is 1 when a poll gave up.
+__device__ __forceinline__ bool peerPoll(const uint64_t* local, uint64_t i, uint64_t deadline, uint64_t* spins) {
+  while (ld_acq_sys(local) != i) {
+    if ((++*spins & 1023) == 0 && gtimer() > deadline) return false;
+  }
+  return true;
+}
+__global__ void kPeerPing(uint64_t* remote, const uint64_t* local, uint64_t n, int side, int kind, uint64_t* out) {
+  uint64_t spins = 0, t0 = gtimer(), c0 = clock64(), deadline = t0 + 2000000000ull;
+  bool ok = true;
+  for (uint64_t i = 1; i <= n && ok; i++) {
+    if (side == 1 && !(ok = peerPoll(local, i, deadline, &spins))) break;
+    if (kind == 0) {
+      st_rel_sys(remote, i);
+    } else {
+      if (kind == 3) __threadfence_system();
+      ((volatile uint64_t*)remote)[0] = i;
+    }
+    if (side == 0) ok = peerPoll(local, i, deadline, &spins);
+  }
+  out[0] = clock64() - c0;
+  out[1] = spins;
+  out[2] = gtimer() - t0;
+  out[3] = ok ? 0 : 1;
+}
+
+// kPeerPut: one warp on each GPU bounces a message of n16 16-byte words:
+// the warp stores it into the other GPU's buffer, __syncwarp, lane 0
+// fences (__threadfence_system) and stores the round number into the
+// other GPU's flag; the other side polls its flag with ld.acquire.sys and
+// answers the same way. Side 0 starts.
+__global__ void kPeerPut(int4* rbuf, uint64_t* rflag, const uint64_t* lflag, size_t n16, uint64_t n, int side, uint64_t* out) {
+  uint64_t c0 = clock64(), spins = 0, deadline = gtimer() + 2000000000ull;
+  int ok = 1;
+  for (uint64_t i = 1; i <= n; i++) {
+    if (side == 1) {
+      if (threadIdx.x == 0) ok = peerPoll(lflag, i, deadline, &spins);
+      if (!__shfl_sync(0xffffffffu, ok, 0)) break;
+    }
+    for (size_t k = threadIdx.x; k < n16; k += 32) rbuf[k] = make_int4(int(i), int(k), 0, 0);
+    __syncwarp();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      ((volatile uint64_t*)rflag)[0] = i;
+    }
+    if (side == 0) {
+      if (threadIdx.x == 0) ok = peerPoll(lflag, i, deadline, &spins);
+      if (!__shfl_sync(0xffffffffu, ok, 0)) break;
+    }
+  }
+  if (threadIdx.x == 0) {
+    out[0] = clock64() - c0;
+    out[3] = ok ? 0 : 1;
+  }
+}
+
+// kRed: n non-returning atomic adds (red.global.add, system scope) on one
+// word, by one thread, then __threadfence_system: out[0] the issue time,
+// out[1] the time including the fence.
+__global__ void kRed(unsigned long long* w, uint64_t n, uint64_t* out) {
+  uint64_t c0 = clock64();
+  for (uint64_t k = 0; k < n; k++) atomicAdd_system(w + (k & 7), 1ull);
+  uint64_t c1 = clock64();
+  __threadfence_system();
+  out[0] = c1 - c0;
+  out[1] = clock64() - c0;
+}
+
+// kStream: every CTA of the grid streams its share of n16 16-byte words:
+// mode 0 reads src, 1 writes dst (timed from the host with events).
+__global__ void kStream(const int4* src, int4* dst, size_t n16, int mode, int* sink) {
+  int acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
+    if (mode == 0) {
+      int4 v = src[i];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    } else {
+      dst[i] = make_int4(int(i), 1, 2, 3);
+    }
+  }
+  if (acc == 0x7fffffff) sink[0] = acc;
 }
 
 static double cyclesPerNs;
@@ -320,7 +430,7 @@ int main() {
     CK(cudaMalloc(&a, 256));
     CK(cudaMalloc(&b, 256));
     const uint64_t R = 20000;
-    for (int relaxed = 0; relaxed < 2; relaxed++) {
+    for (int relaxed = 0; relaxed < 3; relaxed++) {
       auto v = run([&] {
         CK(cudaMemset(a, 0, 256));
         CK(cudaMemset(b, 0, 256));
@@ -328,9 +438,10 @@ int main() {
       });
       CK(cudaMemcpy(hout, out, 32, cudaMemcpyDeviceToHost));
       char note[200];
-      snprintf(note, sizeof note, "half round trip, %s -> ld.acquire.gpu poll, SMs %llu and %llu",
-               relaxed ? "volatile st" : "st.release.gpu", (unsigned long long)hout[2], (unsigned long long)hout[3]);
-      emit(relaxed ? "sm_to_sm_flag_relaxed" : "sm_to_sm_flag", v, 2 * R, note);
+      snprintf(note, sizeof note, "half round trip, %s poll, SMs %llu and %llu",
+               relaxed == 1 ? "volatile st -> ld.acquire.gpu" : relaxed == 2 ? "st.release.sys -> ld.acquire.sys" : "st.release.gpu -> ld.acquire.gpu",
+               (unsigned long long)hout[2], (unsigned long long)hout[3]);
+      emit(relaxed == 1 ? "sm_to_sm_flag_relaxed" : relaxed == 2 ? "sm_to_sm_flag_sys" : "sm_to_sm_flag", v, 2 * R, note);
     }
   }
   {
@@ -388,6 +499,231 @@ int main() {
     }
     CK(cudaFree(a));
     CK(cudaFree(b));
+  }
+  // Two GPUs: GPU 0 acts, GPU 1 is the peer, over NVLink (P2P).
+  int ndev = 0, can01 = 0, can10 = 0;
+  CK(cudaGetDeviceCount(&ndev));
+  if (ndev >= 2) {
+    CK(cudaDeviceCanAccessPeer(&can01, 0, 1));
+    CK(cudaDeviceCanAccessPeer(&can10, 1, 0));
+  }
+  if (!can01 || !can10) {
+    fprintf(stderr, "gpumicro: %d GPU(s), no P2P pair: peer measurements skipped\n", ndev);
+    return 0;
+  }
+  CK(cudaSetDevice(1));
+  CK(cudaDeviceEnablePeerAccess(0, 0));
+  uint64_t* out1;
+  CK(cudaMalloc(&out1, 64));
+  cudaStream_t s1;
+  CK(cudaStreamCreate(&s1));
+  // On GPU 1: pointer chains, an atomic word, flags, message buffers.
+  auto hc = chain((4 << 20) / 8, 16, 5);
+  auto hb = chain((size_t(1) << 30) / 8, 16, 6);
+  uint64_t *pc, *pb, *pw, *f1;
+  CK(cudaMalloc(&pc, hc.size() * 8));
+  CK(cudaMalloc(&pb, hb.size() * 8));
+  CK(cudaMalloc(&pw, 4096));
+  CK(cudaMalloc(&f1, 256));
+  CK(cudaMemcpy(pc, hc.data(), hc.size() * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(pb, hb.data(), hb.size() * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemset(pw, 0, 4096));
+  int4* m1;
+  CK(cudaMalloc(&m1, 1 << 16));
+  CK(cudaSetDevice(0));
+  CK(cudaDeviceEnablePeerAccess(1, 0));
+  cudaStream_t s0;
+  CK(cudaStreamCreate(&s0));
+  uint64_t* f0;
+  int4* m0;
+  CK(cudaMalloc(&f0, 256));
+  CK(cudaMalloc(&m0, 1 << 16));
+  emit("peer_load", run([&] { kChase<<<1, 1>>>(pc, N / 10, 0, 0, out); }), N / 10,
+       "ld.global.cg chase in the peer GPU's memory, 4 MiB (its L2), 128 B apart");
+  emit("peer_load_cv", run([&] { kChase<<<1, 1>>>(pc, N / 10, 1, 0, out); }), N / 10,
+       "ld.global.cv chase in the peer GPU's memory, 4 MiB");
+  emit("peer_load_hbm", run([&] { kChase<<<1, 1>>>(pb, N / 20, 0, (uint64_t(gRep) * 1000003 % (hb.size() / 16)) * 16, out); }),
+       N / 20, "ld.global.cg chase in the peer GPU's memory, 1 GiB random 128-B lines, cold");
+  unsigned long long* paw = (unsigned long long*)pw;
+  emit("peer_atomic_gpu", run([&] { kAtomic<<<1, 1>>>(paw, N / 10, 0, 0ull, out); }), N / 10,
+       "dependent atomicAdd, device scope, on a word in the peer GPU");
+  emit("peer_atomic_sys", run([&] { kAtomic<<<1, 1>>>(paw, N / 10, 2, 0ull, out); }), N / 10,
+       "dependent atomicAdd_system on a word in the peer GPU");
+  emit("red_issue", run([&] { kRed<<<1, 1>>>(aw, N, out); }), N, "atomicAdd_system, result unused (RED), local word, issue");
+  emit("peer_red_issue", run([&] { kRed<<<1, 1>>>(paw, N / 10, out); }), N / 10,
+       "atomicAdd_system, result unused (RED), peer word, issue");
+  emit("peer_red_drain", run([&] { kRed<<<1, 1>>>(paw, N / 10, out); }, 1), N / 10,
+       "same, including the final __threadfence_system");
+  emit("peer_store_issue", run([&] { kFence<<<1, 1>>>(pw, N, 0, out); }), N, "volatile store to the peer GPU, no fence");
+  emit("peer_store_fence_gpu", run([&] { kFence<<<1, 1>>>(pw, N / 10, 1, out); }), N / 10,
+       "volatile store to the peer GPU + __threadfence");
+  emit("peer_store_fence_sys", run([&] { kFence<<<1, 1>>>(pw, N / 10, 2, out); }), N / 10,
+       "volatile store to the peer GPU + __threadfence_system");
+  emit("peer_store_release_sys", run([&] { kRelStore<<<1, 1>>>(pw, N / 10, 1, out); }), N / 10,
+       "st.release.sys to the peer GPU, back to back");
+  emit("peer_poll_acquire_sys", run([&] { kPoll<<<1, 1>>>(pw, N / 10, 1, out); }), N / 10,
+       "spin iteration, ld.acquire.sys of a word in the peer GPU");
+  // run2 launches on both GPUs and waits for both.
+  auto run2 = [&](auto launch) {
+    std::vector<double> v;
+    for (int r = 0; r < reps; r++) {
+      gRep = r;
+      CK(cudaMemset(f0, 0, 256));
+      CK(cudaSetDevice(1));
+      CK(cudaMemset(f1, 0, 256));
+      CK(cudaDeviceSynchronize());
+      CK(cudaSetDevice(0));
+      CK(cudaDeviceSynchronize());
+      launch();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s0));
+      CK(cudaStreamSynchronize(s1));
+      CK(cudaMemcpy(hout, out, 64, cudaMemcpyDeviceToHost));
+      v.push_back(double(hout[0]));
+    }
+    return v;
+  };
+  {
+    const uint64_t R = 20000;
+    const char* pingName[] = {"peer_flag", "", "peer_flag_relaxed", "peer_flag_fence"};
+    const char* pingNote[] = {
+        "half round trip between GPUs: st.release.sys into the peer's word, ld.acquire.sys poll of one's own",
+        "",
+        "half round trip between GPUs: volatile store into the peer's word, ld.acquire.sys poll of one's own",
+        "half round trip between GPUs: __threadfence_system + volatile store into the peer's word, ld.acquire.sys poll"};
+    for (int kind : {2, 3, 0}) {
+      auto v = run2([&] {
+        CK(cudaSetDevice(1));
+        kPeerPing<<<1, 1, 0, s1>>>(f0, f1, R, 1, kind, out1);
+        CK(cudaGetLastError());
+        CK(cudaSetDevice(0));
+        kPeerPing<<<1, 1, 0, s0>>>(f1, f0, R, 0, kind, out);
+      });
+      uint64_t h1[4];
+      CK(cudaMemcpy(h1, out1, 32, cudaMemcpyDeviceToHost));
+      fprintf(stderr, "%s: last rep: side 0 %llu cycles, %llu spins, %llu ns; side 1 %llu cycles, %llu spins, %llu ns\n",
+              pingName[kind], (unsigned long long)hout[0], (unsigned long long)hout[1], (unsigned long long)hout[2],
+              (unsigned long long)h1[0], (unsigned long long)h1[1], (unsigned long long)h1[2]);
+      if (hout[3] || h1[3]) {
+        fprintf(stderr, "%s: a poll gave up after 2 s: not emitted\n", pingName[kind]);
+        continue;
+      }
+      emit(pingName[kind], v, 2 * R, pingNote[kind]);
+    }
+    const uint64_t P = 5000;
+    for (size_t bytes : {size_t(1024), size_t(7168), size_t(14336), size_t(65536)}) {
+      auto v = run2([&] {
+        CK(cudaSetDevice(1));
+        kPeerPut<<<1, 32, 0, s1>>>(m0, f0, f1, bytes / 16, P, 1, out1);
+        CK(cudaGetLastError());
+        CK(cudaSetDevice(0));
+        kPeerPut<<<1, 32, 0, s0>>>(m1, f1, f0, bytes / 16, P, 0, out);
+      });
+      if (hout[3]) {
+        fprintf(stderr, "peer_put %zu: a poll gave up after 2 s: not emitted\n", bytes);
+        continue;
+      }
+      char name[64], note[240];
+      snprintf(name, sizeof name, "peer_put_%zuk", bytes / 1024);
+      snprintf(note, sizeof note,
+               "half round trip: one warp stores %zu B into the peer GPU, __threadfence_system, flag store; the peer polls and answers",
+               bytes);
+      emit(name, v, 2 * P, note);
+    }
+  }
+  {
+    // One CTA streaming the peer GPU's memory (256 MiB on GPU 1).
+    const size_t bytes = size_t(256) << 20;
+    int4 *a1, *a0;
+    CK(cudaSetDevice(1));
+    CK(cudaMalloc(&a1, bytes));
+    CK(cudaMemset(a1, 1, bytes));
+    CK(cudaSetDevice(0));
+    CK(cudaMalloc(&a0, bytes));
+    for (int threads : {1024, 32}) {
+      for (int mode = 0; mode < 2; mode++) {
+        char name[64], note[200];
+        snprintf(name, sizeof name, "peer_%s_%s_kib", threads == 1024 ? "sm" : "warp", mode == 0 ? "read" : "write");
+        snprintf(note, sizeof note, "one CTA of %d threads, 16-B %s of the peer GPU's memory, ns per KiB", threads,
+                 mode == 0 ? "loads" : "stores");
+        size_t n16 = (threads == 32 ? bytes / 16 : bytes) / 16;
+        emit(name, run([&] { kBW<<<1, threads>>>(a1, a1, n16, mode, out); }), n16 * 16 / 1024, note);
+      }
+    }
+    CK(cudaFree(a0));
+    CK(cudaSetDevice(1));
+    CK(cudaFree(a1));
+    CK(cudaSetDevice(0));
+  }
+  {
+    // Every SM streaming: 2 GiB, two CTAs of 1024 threads per SM; timed
+    // with events (or the host clock when both GPUs run), ns per MiB.
+    const size_t bytes = size_t(2) << 30;
+    int4 *g0, *g1;
+    int* sink;
+    CK(cudaMalloc(&g0, bytes));
+    CK(cudaMalloc(&sink, 64));
+    CK(cudaMemset(g0, 3, bytes));
+    CK(cudaSetDevice(1));
+    CK(cudaMalloc(&g1, bytes));
+    CK(cudaMemset(g1, 4, bytes));
+    CK(cudaDeviceSynchronize());
+    CK(cudaSetDevice(0));
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const int grid = 2 * prop.multiProcessorCount;
+    const size_t n16 = bytes / 16;
+    auto timed = [&](auto launch) {
+      std::vector<double> v;
+      for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(e0, s0));
+        launch();
+        CK(cudaGetLastError());
+        CK(cudaEventRecord(e1, s0));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        v.push_back(double(ms) * 1e6 * cyclesPerNs);
+      }
+      return v;
+    };
+    auto gbps = [&](const std::vector<double>& cyc) {
+      std::vector<double> c = cyc;
+      std::sort(c.begin(), c.end());
+      return double(bytes) / (c[c.size() / 2] / cyclesPerNs);
+    };
+    const uint64_t mib = bytes >> 20;
+    char note[240];
+    auto all = [&](const char* name, const char* what, std::vector<double> v) {
+      snprintf(note, sizeof note, "%s, 2 GiB, %d CTAs of 1024 threads: %.1f GB/s", what, grid, gbps(v));
+      emit(name, v, mib, note);
+    };
+    all("all_write_mib", "every SM writing local HBM", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g0, g0, n16, 1, sink); }));
+    all("peer_all_write_mib", "every SM writing the peer GPU", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g1, g1, n16, 1, sink); }));
+    all("peer_all_read_mib", "every SM reading the peer GPU", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g1, g1, n16, 0, sink); }));
+    all("peer_copy_engine_mib", "cudaMemcpyPeerAsync GPU 0 -> GPU 1",
+        timed([&] { CK(cudaMemcpyPeerAsync(g1, 1, g0, 0, bytes, s0)); }));
+    std::vector<double> v;
+    for (int r = 0; r < reps; r++) {
+      auto t0 = std::chrono::steady_clock::now();
+      kStream<<<grid, 1024, 0, s0>>>(g1, g1, n16, 1, sink);
+      CK(cudaGetLastError());
+      CK(cudaSetDevice(1));
+      kStream<<<grid, 1024, 0, s1>>>(g0, g0, n16, 1, sink);
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s1));
+      CK(cudaSetDevice(0));
+      CK(cudaStreamSynchronize(s0));
+      double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      v.push_back(ns * cyclesPerNs);
+    }
+    all("peer_all_write_bidir_mib", "both GPUs' SMs writing each other at once (host clock), per direction", v);
+    CK(cudaFree(g0));
+    CK(cudaSetDevice(1));
+    CK(cudaFree(g1));
+    CK(cudaSetDevice(0));
   }
   return 0;
 }

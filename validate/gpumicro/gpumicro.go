@@ -141,13 +141,16 @@ type Case struct {
 	run  func(e *env) sim.Duration
 }
 
-// env is a one-node machine of the profile with one GPU's regions.
+// env is a one-node machine of the profile: GPU 0 (g) acts, GPU 1 (peer)
+// is its NVLink peer.
 type env struct {
-	s     *sim.Sim
-	g     *gpu.GPU
-	local *mem.Region
-	host  *mem.Region
-	px    proxy.Config
+	s      *sim.Sim
+	g      *gpu.GPU
+	local  *mem.Region // GPU 0's HBM
+	host   *mem.Region
+	peer   *gpu.GPU
+	remote *mem.Region // GPU 1's HBM
+	px     proxy.Config
 }
 
 // Cases lists the measurements the model makes, in gpumicro.cu's order.
@@ -214,6 +217,31 @@ func Cases() []Case {
 		{"warp_write_kib", "Group.Write of 1 MiB by 32 threads, per KiB", stream(32, false, true)},
 		{"warp_copy_kib", "Group.Read then Group.Write of 1 MiB by 32 threads, per KiB", stream(32, true, true)},
 		{"wt_store_issue", "Group.WriteWT of 16 bytes to host memory (issue time), in a loop", loop(func(e *env, t *gpu.Group) { t.WriteWT(e.host, 64, nil, 16) })},
+		{"peer_load", "Group.Load64 of the peer GPU's HBM (an NVLink read served at its L2)", once(func(e *env, t *gpu.Group) { t.Load64(e.remote, 0) })},
+		{"peer_atomic_gpu", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeDevice) })},
+		{"peer_atomic_sys", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeSystem) })},
+		{"peer_store_fence_sys", "Store64 to the peer + Fence(system), in a loop", loop(func(e *env, t *gpu.Group) {
+			t.Store64(e.remote, 8, 1)
+			t.Fence(gpu.ScopeSystem)
+		})},
+		{"peer_store_release_sys", "Fence(system) + Store64 to the peer (how the model writes st.release.sys), in a loop", loop(func(e *env, t *gpu.Group) {
+			t.Fence(gpu.ScopeSystem)
+			t.Store64(e.remote, 8, 1)
+		})},
+		{"peer_flag", "a group on each GPU bounces a counter: Fence(system) + Store64 into the other's HBM, WaitWord on its own; half the round trip", peerPing(true, 0)},
+		{"peer_flag_fence", "the same as peer_flag (the model's release store is a fence and a store)", peerPing(true, 0)},
+		{"peer_flag_relaxed", "the same with plain Store64", peerPing(false, 0)},
+		{"peer_put_1k", "a warp on each GPU bounces a message: Write of 1 KiB into the other's HBM, Fence(system), Store64 of the flag; WaitWord; half the round trip", peerPing(true, 1024)},
+		{"peer_put_7k", "the same with 7 KiB", peerPing(true, 7168)},
+		{"peer_put_14k", "the same with 14 KiB", peerPing(true, 14336)},
+		{"peer_put_64k", "the same with 64 KiB", peerPing(true, 65536)},
+		{"peer_sm_read_kib", "Group.Read of 1 MiB of the peer's HBM by 1024 threads, per KiB", peerStream(1024, true)},
+		{"peer_sm_write_kib", "Group.Write of 1 MiB into the peer's HBM by 1024 threads, per KiB", peerStream(1024, false)},
+		{"peer_warp_read_kib", "Group.Read of 1 MiB of the peer's HBM by 32 threads, per KiB", peerStream(32, true)},
+		{"peer_warp_write_kib", "Group.Write of 1 MiB into the peer's HBM by 32 threads, per KiB", peerStream(32, false)},
+		{"peer_all_write_mib", "one 1024-thread group per SM writes its share of 256 MiB into the peer, per MiB", peerAll(false, false)},
+		{"peer_all_read_mib", "one 1024-thread group per SM reads its share of 256 MiB of the peer, per MiB", peerAll(true, false)},
+		{"peer_all_write_bidir_mib", "both GPUs at once, each as peer_all_write_mib, per MiB each way", peerAll(false, true)},
 	}
 }
 
@@ -283,6 +311,107 @@ func flagPingPong(release bool) func(e *env) sim.Duration {
 	}
 }
 
+// peerPing bounces a counter between a group on GPU 0 and one on GPU 1,
+// each storing into the other's HBM (after msg bytes of data written by a
+// warp, when msg > 0) and polling its own: half the round trip.
+func peerPing(release bool, msg sim.Bytes) func(e *env) sim.Duration {
+	return func(e *env) sim.Duration {
+		mine := map[*gpu.GPU]*mem.Region{e.g: e.local, e.peer: e.remote}
+		other := map[*gpu.GPU]*mem.Region{e.g: e.remote, e.peer: e.local}
+		data := map[*gpu.GPU]*mem.Region{}
+		if msg > 0 {
+			data[e.g] = e.peer.Alloc("msg", msg, false)
+			data[e.peer] = e.g.Alloc("msg", msg, false)
+		}
+		var start, end sim.Time
+		side := func(g *gpu.GPU, first bool) {
+			threads := 1
+			if msg > 0 {
+				threads = 32
+			}
+			g.Launch("ping", threads, func(t *gpu.Group) {
+				start = t.Now()
+				for i := uint64(1); i <= pingRounds; i++ {
+					if !first {
+						t.WaitWord(mine[g], 0, "ping", func(v uint64) bool { return v == i })
+					}
+					if msg > 0 {
+						t.Write(data[g], 0, nil, msg)
+					}
+					if release {
+						t.Fence(gpu.ScopeSystem)
+					}
+					t.Store64(other[g], 0, i)
+					if first {
+						t.WaitWord(mine[g], 0, "pong", func(v uint64) bool { return v == i })
+					}
+				}
+				if first {
+					end = t.Now()
+				}
+			})
+		}
+		side(e.peer, false)
+		side(e.g, true)
+		e.run()
+		return end.Sub(start) / (2 * pingRounds)
+	}
+}
+
+// peerStream is stream over the peer's HBM: per KiB of 1 MiB read or
+// written (and, for writes, acknowledged: Fence(system)).
+func peerStream(threads int, read bool) func(e *env) sim.Duration {
+	const n = 1 << 20
+	return func(e *env) sim.Duration {
+		buf := e.peer.Alloc("stream", n, false)
+		var d sim.Duration
+		e.g.Launch("bw", threads, func(t *gpu.Group) {
+			t0 := t.Now()
+			if read {
+				t.Read(buf, 0, make([]byte, n))
+			} else {
+				t.Write(buf, 0, nil, n)
+				t.Fence(gpu.ScopeSystem)
+			}
+			d = t.Now().Sub(t0)
+		})
+		e.run()
+		return d / (n / 1024)
+	}
+}
+
+// peerAll has one 1024-thread group per SM of GPU 0 (and of GPU 1 when
+// both) move its share of 256 MiB to or from the other GPU in 1 MiB
+// operations; per MiB, until the last byte is there.
+func peerAll(read, both bool) func(e *env) sim.Duration {
+	const total, chunk = 256 << 20, 1 << 20
+	return func(e *env) sim.Duration {
+		var last sim.Time
+		launch := func(g *gpu.GPU, target *gpu.GPU) {
+			buf := target.Alloc("all", total, false)
+			sms := g.Config().SMs
+			for sm := range sms {
+				g.Launch("all", 1024, func(t *gpu.Group) {
+					for off := sm * chunk; off < total; off += sms * chunk {
+						if read {
+							t.Read(buf, uint64(off), make([]byte, chunk))
+							last = max(last, t.Now())
+						} else {
+							last = max(last, t.Write(buf, uint64(off), nil, chunk))
+						}
+					}
+				})
+			}
+		}
+		launch(e.g, e.peer)
+		if both {
+			launch(e.peer, e.g)
+		}
+		e.run()
+		return last.Sub(0) / (total / chunk)
+	}
+}
+
 func hostPingPong(e *env) sim.Duration {
 	g2c, c2g := e.host, e.g.AllocHost("c2g", 64, true)
 	var start, end sim.Time
@@ -309,7 +438,8 @@ func hostPingPong(e *env) sim.Duration {
 }
 
 // Model runs every case on a one-node machine of the cluster preset or
-// file spec (its hardware profile is what is measured) and returns the
+// file spec (its hardware profile is what is measured; GPU 1 is GPU 0's
+// NVLink peer, and a node of one GPU has no peer cases) and returns the
 // model's time per case name.
 func Model(spec machine.Spec) (map[string]sim.Duration, error) {
 	out := map[string]sim.Duration{}
@@ -319,8 +449,15 @@ func Model(spec machine.Spec) (map[string]sim.Duration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gpumicro: %w", err)
 		}
-		g := m.GPUs[0]
-		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true), px: proxy.DefaultConfig()}
+		if len(m.GPUs) < 2 {
+			if strings.HasPrefix(c.Name, "peer_") {
+				continue // no NVLink peer in a one-GPU node
+			}
+			m.GPUs = append(m.GPUs, m.GPUs[0])
+		}
+		g, peer := m.GPUs[0], m.GPUs[1]
+		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true),
+			peer: peer, remote: peer.Alloc("remote", 4096, true), px: proxy.DefaultConfig()}
 		out[c.Name] = c.run(e)
 	}
 	return out, nil

@@ -89,6 +89,18 @@ func TestModelMatchesH200(t *testing.T) {
 	assert.Equal(t, model, again, "the model's measurements are deterministic")
 }
 
+// A node of one GPU has no NVLink peer: the model skips the peer cases.
+func TestModelOneGPUNode(t *testing.T) {
+	spec, _ := machine.Preset("h200-nvl")
+	spec.GPUsPerNode = 1
+	model, err := Model(spec)
+	require.NoError(t, err)
+	assert.Contains(t, model, "l2_load")
+	for name := range model {
+		assert.False(t, strings.HasPrefix(name, "peer_"), name)
+	}
+}
+
 // Compare keeps the hardware order and appends model-only cases.
 func TestCompareOrder(t *testing.T) {
 	in := `{"name":"wt_store_issue","ns":15,"reps":1}` + "\n" + `{"name":"custom","ns":7,"reps":1}`
