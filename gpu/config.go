@@ -123,35 +123,41 @@ type Config struct {
 	// validate/gpumicro, against 10 ns per local store loop iteration).
 	WTStoreIssue sim.Duration
 	// SMStoreBytesPerCycle bounds how fast one group can issue bulk stores
-	// (LSA copies over NVLink): 32 B/cycle/SM ≈ 63 GB/s per SM, so ~8 SMs
-	// saturate one direction of NVLink 4 (450 GB/s), as DeepEP's NVLink
-	// kernels need.
+	// to local HBM: 32 B/cycle ≈ 63 GB/s per SM, as one CTA writing an
+	// H200's HBM measured (16.2 ns per KiB).
 	SMStoreBytesPerCycle sim.Bytes
+	// PeerStoreBytesPerCycle bounds the same for stores into a peer GPU's
+	// memory over NVLink (LSA copies): 25 B/cycle ≈ 50 GB/s, as one CTA
+	// measured on an H200 pair (20.2 ns per KiB) and one warp's 64-KiB
+	// burst (about 21 ns per KiB), so 8 SMs fill one direction of
+	// NVLink 4.
+	PeerStoreBytesPerCycle sim.Bytes
 }
 
 // DefaultConfig returns an H100 SXM5 configuration.
 func DefaultConfig() Config {
 	return Config{
-		SMs:                  132,
-		Clock:                1_980_000_000,
-		StoreLatency:         100 * sim.Nanosecond,
-		StoreIssue:           2 * sim.Nanosecond,
-		L2Latency:            150 * sim.Nanosecond,
-		HBMLatency:           340 * sim.Nanosecond,
-		PollInterval:         170 * sim.Nanosecond,
-		FenceBlock:           10 * sim.Nanosecond,
-		FenceGPU:             150 * sim.Nanosecond,
-		FenceSys:             525 * sim.Nanosecond,
-		AtomicThread:         2 * sim.Nanosecond,
-		AtomicBlock:          145 * sim.Nanosecond,
-		AtomicGPU:            145 * sim.Nanosecond,
-		CoopSyncWarp:         5 * sim.Nanosecond,
-		CoopSyncCTA:          30 * sim.Nanosecond,
-		MMIOIssue:            10 * sim.Nanosecond,
-		HubLatency:           270 * sim.Nanosecond,
-		WTStoreBytes:         16,
-		WTStoreIssue:         15 * sim.Nanosecond,
-		SMStoreBytesPerCycle: 32,
+		SMs:                    132,
+		Clock:                  1_980_000_000,
+		StoreLatency:           100 * sim.Nanosecond,
+		StoreIssue:             2 * sim.Nanosecond,
+		L2Latency:              150 * sim.Nanosecond,
+		HBMLatency:             340 * sim.Nanosecond,
+		PollInterval:           170 * sim.Nanosecond,
+		FenceBlock:             10 * sim.Nanosecond,
+		FenceGPU:               150 * sim.Nanosecond,
+		FenceSys:               525 * sim.Nanosecond,
+		AtomicThread:           2 * sim.Nanosecond,
+		AtomicBlock:            145 * sim.Nanosecond,
+		AtomicGPU:              145 * sim.Nanosecond,
+		CoopSyncWarp:           5 * sim.Nanosecond,
+		CoopSyncCTA:            30 * sim.Nanosecond,
+		MMIOIssue:              10 * sim.Nanosecond,
+		HubLatency:             270 * sim.Nanosecond,
+		WTStoreBytes:           16,
+		WTStoreIssue:           15 * sim.Nanosecond,
+		SMStoreBytesPerCycle:   32,
+		PeerStoreBytesPerCycle: 25,
 	}
 }
 
@@ -164,7 +170,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gpu: Clock %d Hz must be positive", c.Clock)
 	case c.PollInterval <= 0:
 		return fmt.Errorf("gpu: PollInterval %v must be positive", c.PollInterval)
-	case c.WTStoreBytes <= 0 || c.SMStoreBytesPerCycle <= 0:
+	case c.WTStoreBytes <= 0 || c.SMStoreBytesPerCycle <= 0 || c.PeerStoreBytesPerCycle <= 0:
 		return fmt.Errorf("gpu: store widths must be positive")
 	case c.StoreLatency < 0 || c.StoreIssue < 0 || c.L2Latency < 0 || c.HBMLatency < 0 ||
 		c.FenceBlock < 0 || c.FenceGPU < 0 || c.FenceSys < 0 || c.AtomicThread < 0 ||

@@ -9,35 +9,48 @@ import (
 )
 
 // Config holds the NVLink timing parameters. DefaultConfig is an HGX H100
-// node: NVLink 4 through third-generation NVSwitch.
+// or H200 node: NVLink 4. The latencies and the packet efficiency were
+// measured on two H200s joined by 18 NVLink 4 links
+// (validate/gpumicro, `ginsim validate gpu`): see each field.
 type Config struct {
-	// PortRate is one GPU's NVLink bandwidth per direction: H100 has 18
-	// NVLink 4 links of 25 GB/s each way, 450 GB/s = 3.6 Tb/s.
+	// PortRate is one GPU's NVLink bandwidth per direction: H100 and H200
+	// have 18 NVLink 4 links of 25 GB/s each way, 450 GB/s = 3.6 Tb/s.
 	PortRate sim.BitRate
-	// MaxPayload is the data carried by one NVLink packet: 256 B, the
-	// largest NVLink write/response payload.
+	// MaxPayload is the data carried by one NVLink packet: 128 B, the
+	// cache line an SM's stores and loads move.
 	MaxPayload sim.Bytes
-	// PacketOverhead is the header and CRC bytes of one packet (a 16 B
-	// header flit), so a 256 B store moves 272 B.
+	// PacketOverhead is the non-data bytes of one packet: two 16-B flits
+	// (the header and the address/byte-enable flit), so a 128-B line
+	// moves 160 B and the data rate is 80% of PortRate, 360 GB/s. Every SM
+	// of an H200 writing or reading its peer measured 371 and 374 GB/s
+	// (and copy engines 397 GB/s).
 	PacketOverhead sim.Bytes
-	// Latency is one traversal from the sending GPU's port through the
-	// NVSwitch to the receiving GPU's memory system: about 250 ns, half of
-	// the ~0.8-1 µs measured for a remote load round trip minus the HBM
-	// access.
+	// Latency is one traversal of a request or a response between one
+	// GPU's SMs and another GPU's L2, including both GPUs' crossbars: a
+	// load of the peer's memory (an L2 hit there) measured 855 ns, two
+	// traversals and MemReadLatency. A posted write's acknowledgement
+	// takes one traversal back, which a system-scope fence waits for.
 	Latency sim.Duration
-	// MemReadLatency is the target GPU's HBM access time for a remote read
-	// or atomic: about 300 ns.
+	// WriteLatency is what a posted write takes beyond Latency to be
+	// visible in the peer's L2: a relaxed store measured 774 ns from
+	// issue to a peer's poll seeing it, 613 ns without the poll's
+	// detection, where a read's request leg takes 350.
+	WriteLatency sim.Duration
+	// MemReadLatency is the peer's service time of a read or an atomic at
+	// its L2: 855 ns for a remote load less two traversals; a dependent
+	// remote atomicAdd measured 882 ns.
 	MemReadLatency sim.Duration
 }
 
-// DefaultConfig returns the H100 NVLink 4 configuration.
+// DefaultConfig returns the H100/H200 NVLink 4 configuration.
 func DefaultConfig() Config {
 	return Config{
 		PortRate:       sim.GBps(450),
-		MaxPayload:     256,
-		PacketOverhead: 16,
-		Latency:        250 * sim.Nanosecond,
-		MemReadLatency: 300 * sim.Nanosecond,
+		MaxPayload:     128,
+		PacketOverhead: 32,
+		Latency:        350 * sim.Nanosecond,
+		WriteLatency:   260 * sim.Nanosecond,
+		MemReadLatency: 155 * sim.Nanosecond,
 	}
 }
 
@@ -50,7 +63,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nvlink: MaxPayload %d must be positive", c.MaxPayload)
 	case c.PacketOverhead < 0:
 		return fmt.Errorf("nvlink: PacketOverhead %d must not be negative", c.PacketOverhead)
-	case c.Latency < 0 || c.MemReadLatency < 0:
+	case c.Latency < 0 || c.WriteLatency < 0 || c.MemReadLatency < 0:
 		return fmt.Errorf("nvlink: latencies must not be negative")
 	}
 	return nil
@@ -124,16 +137,22 @@ func (d *Domain) move(at, lastReady sim.Time, a, b int, posted bool, first, tota
 }
 
 // Write issues a store or copy of n bytes from GPU from into GPU to's memory
-// at time at (>= now) and returns when the last byte has landed. A write to
-// the GPU itself does not use NVLink and lands at once.
+// at time at (>= now) and returns when the last byte has landed: the
+// packet train's arrival plus WriteLatency. The acknowledgement of the
+// last byte is back at the writer Latency later (Acked). A write to the
+// GPU itself does not use NVLink and lands at once.
 func (d *Domain) Write(at sim.Time, from, to int, n sim.Bytes) sim.Time {
 	d.check(at, from, to, "write")
 	if from == to {
 		return at
 	}
 	first, total, last, _ := d.packets(n)
-	return d.move(at, at, from, to, true, first, total, last)
+	return d.move(at, at, from, to, true, first, total, last).Add(d.cfg.WriteLatency)
 }
+
+// Acked returns when the acknowledgement of a write that landed at landed
+// is back at the writer: what a system-scope fence after it waits for.
+func (d *Domain) Acked(landed sim.Time) sim.Time { return landed.Add(d.cfg.Latency) }
 
 // Read issues a read by GPU requester of n bytes of GPU target's memory at
 // time at (>= now): one request packet per MaxPayload bytes goes out, the

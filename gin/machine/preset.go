@@ -82,9 +82,11 @@ const (
 	// cableDelay is ~5 ns/m over the ~10 m of copper or fibre between a
 	// node and its leaf, and between leaf and spine.
 	cableDelay = Duration(50 * sim.Nanosecond)
-	// nvlinkLatency is the one-way latency of a store crossing the
-	// NVSwitch to a peer's memory system (nvlink.DefaultConfig's figure).
-	nvlinkLatency = Duration(250 * sim.Nanosecond)
+	// nvlinkLatency is one traversal between a GPU's SMs and a peer's L2
+	// (nvlink.DefaultConfig's figure, measured on two H200s joined by 18
+	// NVLink 4 links; an HGX board's NVSwitch, not measured here, adds a
+	// switch hop).
+	nvlinkLatency = Duration(350 * sim.Nanosecond)
 )
 
 // presets returns the built-in cluster specs.
@@ -101,14 +103,15 @@ func presets() []Spec {
 		},
 		{
 			Name: "h800-cx7",
-			Description: "DeepEP's testbed: 8x H800 per node, NVLink ~134 GB/s effective per direction (400 GB/s " +
+			Description: "DeepEP's testbed: 8x H800 per node, NVLink ~134 GB/s of data per direction (400 GB/s " +
 				"bidirectional nominal), one ConnectX-7 400 Gb/s InfiniBand NIC per GPU, rail-optimised fabric",
 			Profile: "h800", GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			// DeepEP's README measures 153/158 GB/s intranode EP8, but
 			// tests/test_intranode.py divides recv_x bytes, the 1/8 a rank
 			// sends itself included, by the time: what crosses NVLink per
-			// direction is 7/8 of that, ~134 GB/s.
-			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(134)), Latency: nvlinkLatency},
+			// direction is 7/8 of that, ~134 GB/s of data: 168 GB/s on the
+			// wire, as 128 of every 160 bytes are data (nvlink.Config).
+			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(168)), Latency: nvlinkLatency},
 			Topology: Topology{Kind: TopoRailOptimized, SwitchLatency: ibSwitchLatency, CableDelay: cableDelay, Lossless: true},
 		},
 		{

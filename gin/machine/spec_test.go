@@ -112,5 +112,5 @@ func TestLoadSpecFile(t *testing.T) {
 	require.Error(t, err)
 	s, err := Resolve("h800-cx7")
 	require.NoError(t, err)
-	assert.Equal(t, Rate(sim.GBps(134)), s.NVLink.Bandwidth)
+	assert.Equal(t, Rate(sim.GBps(168)), s.NVLink.Bandwidth)
 }

@@ -89,6 +89,34 @@ func TestModelMatchesH200(t *testing.T) {
 	assert.Equal(t, model, again, "the model's measurements are deterministic")
 }
 
+// The NVLink defaults (nvlink.Config, gpu.Config.PeerStoreBytesPerCycle)
+// were set from the committed run on two H200s joined by 18 NVLink 4
+// links: the peer latencies, fences, flag hand-offs and bandwidths stay
+// within 10 %, a warp's message and flag within 15 %. Listed, not
+// asserted: one warp streaming stores (slower than its bursts on
+// hardware, locally too) and one CTA's latency-bound loads.
+func TestModelMatchesH200Pair(t *testing.T) {
+	hw, _, err := Measured("h200x2-2026-12-01.jsonl")
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h200-nvl")
+	model, err := Model(spec)
+	require.NoError(t, err)
+	known := map[string]bool{"peer_warp_write_kib": true, "peer_sm_read_kib": true}
+	checked := 0
+	for _, r := range Compare(hw, model) {
+		if !strings.HasPrefix(r.Name, "peer_") || r.Hardware == 0 || r.Model == 0 || known[r.Name] {
+			continue
+		}
+		tol := 10.0
+		if strings.HasPrefix(r.Name, "peer_put_") {
+			tol = 15
+		}
+		assert.LessOrEqual(t, math.Abs(r.ErrPct()), tol, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 17)
+}
+
 // A node of one GPU has no NVLink peer: the model skips the peer cases.
 func TestModelOneGPUNode(t *testing.T) {
 	spec, _ := machine.Preset("h200-nvl")
