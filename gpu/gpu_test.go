@@ -198,6 +198,46 @@ func TestSystemAtomic(t *testing.T) {
 	require.Greater(t, d1, 4*d2)
 }
 
+// A red (Red64) on a peer's word is applied when it arrives, like an
+// atomic, but the group goes on: four reds issue at once, the fifth waits
+// for the first to complete, and a system fence waits for all of them.
+func TestRedOnPeer(t *testing.T) {
+	nd := newNode(t, 2)
+	g := nd.gpus[0]
+	w := nd.gpus[1].Alloc("w", 8, true)
+	var issued [5]sim.Time
+	var applied sim.Time
+	var fenced sim.Time
+	var seenAt sim.Time
+	g.Launch("r", 1, func(tg *Group) {
+		for i := range issued {
+			at := tg.Red64(w, 0, 2, ScopeSystem)
+			if i == 0 {
+				applied = at
+			}
+			issued[i] = tg.Now()
+		}
+		tg.Fence(ScopeSystem)
+		fenced = tg.Now()
+	})
+	nd.gpus[1].Launch("watch", 1, func(tg *Group) {
+		tg.WaitWord(w, 0, "first red", func(v uint64) bool { return v >= 2 })
+		seenAt = tg.Now()
+	})
+	require.NoError(t, nd.s.Run())
+	require.Equal(t, uint64(10), w.Load64(0))
+	issue := g.Config().StoreIssue
+	for i := 1; i < 4; i++ {
+		require.Equal(t, issued[i-1].Add(issue), issued[i], "red %d waited", i)
+	}
+	// The fifth waited for the first's round trip (applied, then the
+	// response over NVLink).
+	require.Greater(t, issued[4].Sub(issued[3]), 500*sim.Nanosecond)
+	require.Greater(t, applied, sim.Time(0).Add(issue))
+	require.GreaterOrEqual(t, seenAt, applied)
+	require.Greater(t, fenced, issued[4].Add(500*sim.Nanosecond))
+}
+
 // A LaunchWaiting group starts its body at the poll that sees the word, in
 // the same event, so it finishes exactly when a launched group spinning
 // in WaitWord does — for several increments before the predicate holds,

@@ -220,6 +220,16 @@ func Cases() []Case {
 		{"peer_load", "Group.Load64 of the peer GPU's HBM (an NVLink read served at its L2)", once(func(e *env, t *gpu.Group) { t.Load64(e.remote, 0) })},
 		{"peer_atomic_gpu", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeDevice) })},
 		{"peer_atomic_sys", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeSystem) })},
+		{"red_issue", "Group.Red64 on a local word, back to back", loop(func(e *env, t *gpu.Group) { t.Red64(e.local, 0, 1, gpu.ScopeSystem) })},
+		{"peer_red_issue", "Group.Red64 on a word of the peer GPU, back to back", loop(func(e *env, t *gpu.Group) { t.Red64(e.remote, 0, 1, gpu.ScopeSystem) })},
+		{"peer_red_drain", "the same and a final Fence(system), per red", func(e *env) sim.Duration {
+			return once(func(e *env, t *gpu.Group) {
+				for range loopN {
+					t.Red64(e.remote, 0, 1, gpu.ScopeSystem)
+				}
+				t.Fence(gpu.ScopeSystem)
+			})(e) / loopN
+		}},
 		{"peer_store_fence_sys", "Store64 to the peer + Fence(system), in a loop", loop(func(e *env, t *gpu.Group) {
 			t.Store64(e.remote, 8, 1)
 			t.Fence(gpu.ScopeSystem)
