@@ -370,7 +370,7 @@ func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
 	if w.nvlScale {
 		t.Parallel(R, func(th *gpu.Group, i int) {
 			start := th.Now()
-			th.AtomicAdd64(w.nvlBar[i].r, 0, 1, gpu.ScopeSystem)
+			th.Red64(w.nvlBar[i].r, 0, 1, gpu.ScopeSystem)
 			e.noteIssue(i, le, r, start, th.Now(), false)
 		})
 		target := w.epoch[r] * uint64(R)

@@ -324,10 +324,10 @@ func (w *v2HybridWorkload) nvlBarrier(t *gpu.Group, r int) {
 	w.nvlEp[r]++
 	t.Parallel(w.U, func(th *gpu.Group, i int) {
 		if n0+i == r {
-			th.AtomicAdd64(w.ws.Region(r), w.barOff(), 1, gpu.ScopeDevice)
+			th.Red64(w.ws.Region(r), w.barOff(), 1, gpu.ScopeDevice)
 			return
 		}
-		th.AtomicAdd64(w.ws.Region(n0+i), w.barOff(), 1, gpu.ScopeSystem)
+		th.Red64(w.ws.Region(n0+i), w.barOff(), 1, gpu.ScopeSystem)
 	})
 	target := w.nvlEp[r] * uint64(w.U)
 	t.WaitWord(w.ws.Region(r), w.barOff(), "v2 hybrid nvlink barrier", func(v uint64) bool { return v >= target })
@@ -766,7 +766,7 @@ func (w *v2HybridWorkload) notify(t *gpu.Group, r, sm int) {
 		if d == r {
 			scope = gpu.ScopeDevice
 		}
-		th.AtomicAdd64(w.ws.Region(d), w.countOff(U+i%L), v, scope)
+		th.Red64(w.ws.Region(d), w.countOff(U+i%L), v, scope)
 	})
 	// Clear the receive areas for the next use (posted stores).
 	t.Write(ws, w.recvRankOff(0), make([]byte, w.recvExpOff(S)-w.recvRankOff(0)), sim.Bytes(w.recvExpOff(S)-w.recvRankOff(0)))
