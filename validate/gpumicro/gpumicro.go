@@ -10,6 +10,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/lsa"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/gpu"
@@ -150,6 +152,7 @@ type env struct {
 	host   *mem.Region
 	peer   *gpu.GPU
 	remote *mem.Region // GPU 1's HBM
+	ranks  []*gin.Rank // the two GPUs as ranks of an NCCL communicator
 	px     proxy.Config
 }
 
@@ -252,6 +255,57 @@ func Cases() []Case {
 		{"peer_all_write_mib", "one 1024-thread group per SM writes its share of 256 MiB into the peer, per MiB", peerAll(false, false)},
 		{"peer_all_read_mib", "one 1024-thread group per SM reads its share of 256 MiB of the peer, per MiB", peerAll(true, false)},
 		{"peer_all_write_bidir_mib", "both GPUs at once, each as peer_all_write_mib, per MiB each way", peerAll(false, true)},
+		{"nccl_lsa_barrier_relaxed", "gin/lsa Barrier(0).Sync(relaxed) by a 32-thread group on each GPU, in a loop", lsaBarrier(32, gin.OrderRelaxed, 0)},
+		{"nccl_lsa_barrier", "gin/lsa Barrier(0).Sync(acq_rel) by a 32-thread group on each GPU, in a loop", lsaBarrier(32, gin.OrderAcqRel, 0)},
+		{"nccl_lsa_barrier_cta512", "the same by 512-thread groups", lsaBarrier(512, gin.OrderAcqRel, 0)},
+		{"nccl_lsa_put_7k_barrier", "gin/lsa Copy of 7168 B to the peer, then Sync(acq_rel), 32 threads, in a loop", lsaBarrier(32, gin.OrderAcqRel, 7168)},
+		{"nccl_lsa_put_64k_barrier", "gin/lsa Copy of 65536 B to the peer, then Sync(acq_rel), 512 threads, in a loop", lsaBarrier(512, gin.OrderAcqRel, 65536)},
+	}
+}
+
+// lsaBarrier has a group of threads on each of the two GPUs run LSA
+// barrier 0 of an NCCL 2.28 device communicator (gin/lsa), after copying
+// msg bytes into the peer's window each time when msg > 0, as ncclbar.cu
+// does; GPU 0's time per sync.
+func lsaBarrier(threads int, ord gin.MemoryOrder, msg sim.Bytes) func(e *env) sim.Duration {
+	const warm, iters = 16, 200
+	return func(e *env) sim.Duration {
+		comm, err := gin.NewComm(e.ranks, gin.CommConfig{Version: gin.V2_28})
+		if err != nil {
+			panic(fmt.Sprintf("gpumicro: %v", err))
+		}
+		dc, err := comm.DevCommCreate(gin.Requirements{LSABarrierCount: 1})
+		if err != nil {
+			panic(fmt.Sprintf("gpumicro: %v", err))
+		}
+		win, err := comm.WindowRegister("buf", 1<<20, gin.WinDefault, false)
+		if err != nil {
+			panic(fmt.Sprintf("gpumicro: %v", err))
+		}
+		var d sim.Duration
+		for r := range 2 {
+			e.ranks[r].GPU.Launch("bar", threads, func(t *gpu.Group) {
+				l := lsa.New(dc, t, r)
+				step := func() {
+					if msg > 0 {
+						l.Copy(1-r, win, 0, nil, msg)
+					}
+					l.Barrier(0).Sync(ord)
+				}
+				for range warm {
+					step()
+				}
+				t0 := t.Now()
+				for range iters {
+					step()
+				}
+				if r == 0 {
+					d = t.Now().Sub(t0) / iters
+				}
+			})
+		}
+		e.run()
+		return d
 	}
 }
 
@@ -460,14 +514,14 @@ func Model(spec machine.Spec) (map[string]sim.Duration, error) {
 			return nil, fmt.Errorf("gpumicro: %w", err)
 		}
 		if len(m.GPUs) < 2 {
-			if strings.HasPrefix(c.Name, "peer_") {
+			if strings.HasPrefix(c.Name, "peer_") || strings.HasPrefix(c.Name, "nccl_") {
 				continue // no NVLink peer in a one-GPU node
 			}
 			m.GPUs = append(m.GPUs, m.GPUs[0])
 		}
 		g, peer := m.GPUs[0], m.GPUs[1]
 		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true),
-			peer: peer, remote: peer.Alloc("remote", 4096, true), px: proxy.DefaultConfig()}
+			peer: peer, remote: peer.Alloc("remote", 4096, true), ranks: m.Ranks[:min(2, len(m.Ranks))], px: proxy.DefaultConfig()}
 		out[c.Name] = c.run(e)
 	}
 	return out, nil
