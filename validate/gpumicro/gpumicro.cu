@@ -703,6 +703,19 @@ int main() {
     all("all_write_mib", "every SM writing local HBM", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g0, g0, n16, 1, sink); }));
     all("peer_all_write_mib", "every SM writing the peer GPU", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g1, g1, n16, 1, sink); }));
     all("peer_all_read_mib", "every SM reading the peer GPU", timed([&] { kStream<<<grid, 1024, 0, s0>>>(g1, g1, n16, 0, sink); }));
+    for (int sms : {1, 2, 4, 8, 16, 32}) {
+      // k CTAs (one per SM) writing 256 MiB into the peer: where NVLink
+      // saturates.
+      const size_t part = bytes / 8;
+      auto v = timed([&] { kStream<<<sms, 1024, 0, s0>>>(g1, g1, part / 16, 1, sink); });
+      std::vector<double> c = v;
+      std::sort(c.begin(), c.end());
+      char nm[64];
+      snprintf(nm, sizeof nm, "peer_sms%d_write_mib", sms);
+      snprintf(note, sizeof note, "%d CTA(s) of 1024 threads writing 256 MiB into the peer GPU: %.1f GB/s", sms,
+               double(part) / (c[c.size() / 2] / cyclesPerNs));
+      emit(nm, v, part >> 20, note);
+    }
     all("peer_copy_engine_mib", "cudaMemcpyPeerAsync GPU 0 -> GPU 1",
         timed([&] { CK(cudaMemcpyPeerAsync(g1, 1, g0, 0, bytes, s0)); }));
     std::vector<double> v;

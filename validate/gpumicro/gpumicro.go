@@ -255,6 +255,12 @@ func Cases() []Case {
 		{"peer_all_write_mib", "one 1024-thread group per SM writes its share of 256 MiB into the peer, per MiB", peerAll(false, false)},
 		{"peer_all_read_mib", "one 1024-thread group per SM reads its share of 256 MiB of the peer, per MiB", peerAll(true, false)},
 		{"peer_all_write_bidir_mib", "both GPUs at once, each as peer_all_write_mib, per MiB each way", peerAll(false, true)},
+		{"peer_sms1_write_mib", "one 1024-thread group writes 256 MiB into the peer, per MiB", peerSMs(1)},
+		{"peer_sms2_write_mib", "the same by 2 groups on 2 SMs", peerSMs(2)},
+		{"peer_sms4_write_mib", "the same by 4 groups", peerSMs(4)},
+		{"peer_sms8_write_mib", "the same by 8 groups", peerSMs(8)},
+		{"peer_sms16_write_mib", "the same by 16 groups", peerSMs(16)},
+		{"peer_sms32_write_mib", "the same by 32 groups", peerSMs(32)},
 		{"nccl_lsa_barrier_relaxed", "gin/lsa Barrier(0).Sync(relaxed) by a 32-thread group on each GPU, in a loop", lsaBarrier(32, gin.OrderRelaxed, 0)},
 		{"nccl_lsa_barrier", "gin/lsa Barrier(0).Sync(acq_rel) by a 32-thread group on each GPU, in a loop", lsaBarrier(32, gin.OrderAcqRel, 0)},
 		{"nccl_lsa_barrier_cta512", "the same by 512-thread groups", lsaBarrier(512, gin.OrderAcqRel, 0)},
@@ -441,6 +447,26 @@ func peerStream(threads int, read bool) func(e *env) sim.Duration {
 		})
 		e.run()
 		return d / (n / 1024)
+	}
+}
+
+// peerSMs has k 1024-thread groups (one per SM) write their shares of 256
+// MiB into the peer in 1 MiB operations; per MiB, until the last byte has
+// landed.
+func peerSMs(k int) func(e *env) sim.Duration {
+	const total, chunk = 256 << 20, 1 << 20
+	return func(e *env) sim.Duration {
+		var last sim.Time
+		buf := e.peer.Alloc("sms", total, false)
+		for sm := range k {
+			e.g.Launch("sms", 1024, func(t *gpu.Group) {
+				for off := sm * chunk; off < total; off += k * chunk {
+					last = max(last, t.Write(buf, uint64(off), nil, chunk))
+				}
+			})
+		}
+		e.run()
+		return last.Sub(0) / (total / chunk)
 	}
 }
 

@@ -141,6 +141,31 @@ func TestModelMatchesNCCLBarrier(t *testing.T) {
 	assert.Equal(t, 4, checked)
 }
 
+// How many SMs fill NVLink (third H200-pair run): 1, 2, 4, 8, 16 and 32
+// CTAs writing into the peer measured 50, 101, 201, 347, 340 and 360 GB/s;
+// the model, 25 B/cycle per SM up to the link's 360 GB/s of data, stays
+// within 10 % of each.
+func TestModelSMsFillNVLink(t *testing.T) {
+	hw, _, err := Measured("h200x2-2026-12-01-c.jsonl")
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h200-nvl")
+	model, err := Model(spec)
+	require.NoError(t, err)
+	checked := 0
+	for _, r := range Compare(hw, model) {
+		if !strings.HasPrefix(r.Name, "peer_sms") {
+			continue
+		}
+		require.NotZero(t, r.Hardware, r.Name)
+		assert.LessOrEqual(t, math.Abs(r.ErrPct()), 10.0, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
+		checked++
+	}
+	assert.Equal(t, 6, checked)
+	// Doubling the SMs halves the time until the link is full.
+	assert.InDelta(t, 2, model["peer_sms1_write_mib"].Seconds()/model["peer_sms2_write_mib"].Seconds(), 0.01)
+	assert.Equal(t, model["peer_sms16_write_mib"], model["peer_sms32_write_mib"])
+}
+
 // A node of one GPU has no NVLink peer: the model skips the peer cases.
 func TestModelOneGPUNode(t *testing.T) {
 	spec, _ := machine.Preset("h200-nvl")
