@@ -90,12 +90,15 @@ import (
 // receiver's FIFO, fence and store the tail into the receiver's memory; the
 // receiver copies out and stores the head back over NVLink. No proxy.
 //
-// Simplified: no LL128; the receiving kernel of an LL step waits for the
-// last line's flag and then reads the lines (NCCL polls every line; one
-// WRITE or NVLink copy lands them in order); no user-buffer registration
-// (PyTorch does not register); zero-byte peers are skipped; the ring
-// all-gather runs on one channel and its inter-node hops use the ranks'
-// own NICs; each GPU uses its first NIC; every p2p sub-op may have
+// No LL128, as in NCCL: p2p operations pick LL or Simple only
+// (enqueue.cc, NCCL_P2P_LL_THRESHOLD), and the counts all-gather is small
+// enough for LL. Simplified: the receiving kernel of an LL step waits for
+// the last line's flag and then reads the lines (NCCL polls every line;
+// one WRITE or NVLink copy lands them in order); no user-buffer
+// registration (PyTorch does not register); zero-byte peers are skipped;
+// the ring all-gather runs on one channel and its inter-node hops use the
+// ranks' own NICs; channel c uses the GPU's NIC c mod NICs (NCCL picks
+// each channel's NIC by topology distance); every p2p sub-op may have
 // NCCL_STEPS slots in flight (NCCL shares NCCL_SHARED_STEPS per channel
 // among the sub-ops of one proxy op); the sender takes the remote slot
 // address from its own step count rather than reading it out of the CTS
@@ -1011,8 +1014,8 @@ func ncclNote(o *Options) string {
 	}
 	return "nccl: Megatron all-to-all-v over NCCL, Simple protocol except sends <= 16 KiB per channel (NCCL_P2P_LL_THRESHOLD) " +
 		"on connections with LL buffers, which use LL: P2P/NVLink ones; NET p2p connections have none unless " +
-		"NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network (no LL128, buffer registration; " +
-		"zero-byte peers skipped); " +
+		"NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, so NCCL and the model keep Simple over the network (p2p never uses LL128; no buffer " +
+		"registration; zero-byte peers skipped); " +
 		"dispatch = counts all-gather (ring, E int64 per rank, LL protocol on NET hops: flag lines in host memory, no receive-proxy hop; " +
 		"and on NVLink hops: lines into the peer's LL buffer) + D2H copy + cudaStreamSynchronize + splits + ncclGroupEnd/kernel launch " +
 		"+ all_to_all_single until every output is complete; combine = the reverse all-to-all-v, enqueued ahead (no host sync); " +
