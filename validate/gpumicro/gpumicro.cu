@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -499,6 +500,48 @@ int main() {
     }
     CK(cudaFree(a));
     CK(cudaFree(b));
+  }
+  {
+    // The GPU's PCIe port: copy engines between pinned host memory and
+    // HBM, one direction and both at once (the load a NIC puts on the
+    // port when it reads and writes GPU memory together), ns per MiB.
+    const size_t bytes = size_t(1) << 30;
+    void *hs, *hd, *ds, *dd;
+    CK(cudaHostAlloc(&hs, bytes, cudaHostAllocDefault));
+    CK(cudaHostAlloc(&hd, bytes, cudaHostAllocDefault));
+    CK(cudaMalloc(&ds, bytes));
+    CK(cudaMalloc(&dd, bytes));
+    memset(hs, 5, bytes);
+    memset(hd, 6, bytes);
+    CK(cudaMemset(ds, 7, bytes));
+    cudaStream_t sa, sb;
+    CK(cudaStreamCreate(&sa));
+    CK(cudaStreamCreate(&sb));
+    const char* names[] = {"pcie_h2d_mib", "pcie_d2h_mib", "pcie_bidir_mib"};
+    const char* what[] = {"cudaMemcpyAsync 1 GiB pinned host -> HBM", "cudaMemcpyAsync 1 GiB HBM -> pinned host",
+                          "both at once on two streams (host clock), per direction"};
+    for (int k = 0; k < 3; k++) {
+      std::vector<double> v;
+      for (int r = 0; r < reps; r++) {
+        CK(cudaDeviceSynchronize());
+        auto t0 = std::chrono::steady_clock::now();
+        if (k != 1) CK(cudaMemcpyAsync(dd, hs, bytes, cudaMemcpyHostToDevice, sa));
+        if (k != 0) CK(cudaMemcpyAsync(hd, ds, bytes, cudaMemcpyDeviceToHost, sb));
+        CK(cudaStreamSynchronize(sa));
+        CK(cudaStreamSynchronize(sb));
+        double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        v.push_back(ns * cyclesPerNs);
+      }
+      std::vector<double> c = v;
+      std::sort(c.begin(), c.end());
+      char note[200];
+      snprintf(note, sizeof note, "%s: %.1f GB/s", what[k], double(bytes) / (c[c.size() / 2] / cyclesPerNs));
+      emit(names[k], v, bytes >> 20, note);
+    }
+    CK(cudaFreeHost(hs));
+    CK(cudaFreeHost(hd));
+    CK(cudaFree(ds));
+    CK(cudaFree(dd));
   }
   // Two GPUs: GPU 0 acts, GPU 1 is the peer, over NVLink (P2P).
   int ndev = 0, can01 = 0, can10 = 0;

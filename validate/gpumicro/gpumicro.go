@@ -220,6 +220,9 @@ func Cases() []Case {
 		{"warp_write_kib", "Group.Write of 1 MiB by 32 threads, per KiB", stream(32, false, true)},
 		{"warp_copy_kib", "Group.Read then Group.Write of 1 MiB by 32 threads, per KiB", stream(32, true, true)},
 		{"wt_store_issue", "Group.WriteWT of 16 bytes to host memory (issue time), in a loop", loop(func(e *env, t *gpu.Group) { t.WriteWT(e.host, 64, nil, 16) })},
+		{"pcie_h2d_mib", "pcie.Tree.Read of 1 GiB of host memory by the GPU, per MiB", pcieCopy(true, false)},
+		{"pcie_d2h_mib", "pcie.Tree.Write of 1 GiB from the GPU to host memory, per MiB", pcieCopy(false, true)},
+		{"pcie_bidir_mib", "both at once, per MiB each way", pcieCopy(true, true)},
 		{"peer_load", "Group.Load64 of the peer GPU's HBM (an NVLink read served at its L2)", once(func(e *env, t *gpu.Group) { t.Load64(e.remote, 0) })},
 		{"peer_atomic_gpu", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeDevice) })},
 		{"peer_atomic_sys", "Group.AtomicAdd64 on a word of the peer GPU", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.remote, 0, 1, gpu.ScopeSystem) })},
@@ -378,6 +381,27 @@ func flagPingPong(release bool) func(e *env) sim.Duration {
 		})
 		e.run()
 		return end.Sub(start) / (2 * pingRounds)
+	}
+}
+
+// pcieCopy moves 1 GiB between the GPU and host memory across the GPU's
+// PCIe port in 1 MiB DMA operations, read (host to GPU), write (GPU to
+// host) or both at once, as copy engines would; per MiB, until the last
+// byte is there.
+func pcieCopy(h2d, d2h bool) func(e *env) sim.Duration {
+	const total, chunk = 1 << 30, 1 << 20
+	return func(e *env) sim.Duration {
+		bus, dev := e.g.Bus(), e.g.Dev()
+		var last sim.Time
+		for off := 0; off < total; off += chunk {
+			if h2d {
+				last = max(last, bus.Read(0, dev, bus.Host(), chunk))
+			}
+			if d2h {
+				last = max(last, bus.Write(0, dev, bus.Host(), chunk))
+			}
+		}
+		return last.Sub(0) / (total / chunk)
 	}
 }
 

@@ -166,6 +166,28 @@ func TestModelSMsFillNVLink(t *testing.T) {
 	assert.Equal(t, model["peer_sms16_write_mib"], model["peer_sms32_write_mib"])
 }
 
+// The GPU's PCIe Gen5 port with copy engines (fourth H200-pair run): 55.4
+// GB/s each way alone, 50.5 GB/s each way at once; the model's tree within
+// 10 % (it loses less to the read requests sharing the link).
+func TestModelPCIePort(t *testing.T) {
+	hw, _, err := Measured("h200x2-2026-12-01-d.jsonl")
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h200-nvl")
+	model, err := Model(spec)
+	require.NoError(t, err)
+	checked := 0
+	for _, r := range Compare(hw, model) {
+		if !strings.HasPrefix(r.Name, "pcie_") {
+			continue
+		}
+		require.NotZero(t, r.Hardware, r.Name)
+		assert.LessOrEqual(t, math.Abs(r.ErrPct()), 10.0, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
+		checked++
+	}
+	assert.Equal(t, 3, checked)
+	assert.Greater(t, model["pcie_bidir_mib"], model["pcie_h2d_mib"], "read requests share the link with the writes")
+}
+
 // A node of one GPU has no NVLink peer: the model skips the peer cases.
 func TestModelOneGPUNode(t *testing.T) {
 	spec, _ := machine.Preset("h200-nvl")
