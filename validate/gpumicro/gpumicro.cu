@@ -17,7 +17,7 @@
 // the median over reps runs of the per-operation time. Single-thread
 // kernels, dependent chains: latency, not throughput; the _kib and _mib
 // lines are streaming rates, per KiB or MiB moved.
-#include <cuda_runtime.h>
+#include "micro.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -29,20 +29,6 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-__device__ __forceinline__ uint64_t gtimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 __device__ __forceinline__ uint64_t ld_cg(const uint64_t* p) {
   uint64_t v;
   asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -68,15 +54,6 @@ __device__ __forceinline__ void st_rel_gpu(uint64_t* p, uint64_t v) {
 }
 __device__ __forceinline__ void st_rel_sys(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-// clockRate: SM cycles and globaltimer ns over a ~20 ms spin.
-__global__ void kClock(uint64_t* out) {
-  uint64_t c0 = clock64(), t0 = gtimer();
-  while (gtimer() - t0 < 20000000ull) {
-  }
-  out[0] = clock64() - c0;
-  out[1] = gtimer() - t0;
 }
 
 // kChase follows n links of a pointer chain with load flavour f

@@ -474,39 +474,28 @@ func peerStream(threads int, read bool) func(e *env) sim.Duration {
 	}
 }
 
-// peerSMs has k 1024-thread groups (one per SM) write their shares of 256
-// MiB into the peer in 1 MiB operations; per MiB, until the last byte has
-// landed.
-func peerSMs(k int) func(e *env) sim.Duration {
-	const total, chunk = 256 << 20, 1 << 20
-	return func(e *env) sim.Duration {
-		var last sim.Time
-		buf := e.peer.Alloc("sms", total, false)
-		for sm := range k {
-			e.g.Launch("sms", 1024, func(t *gpu.Group) {
-				for off := sm * chunk; off < total; off += k * chunk {
-					last = max(last, t.Write(buf, uint64(off), nil, chunk))
-				}
-			})
-		}
-		e.run()
-		return last.Sub(0) / (total / chunk)
-	}
-}
-
 // peerAll has one 1024-thread group per SM of GPU 0 (and of GPU 1 when
 // both) move its share of 256 MiB to or from the other GPU in 1 MiB
 // operations; per MiB, until the last byte is there.
-func peerAll(read, both bool) func(e *env) sim.Duration {
+func peerAll(read, both bool) func(e *env) sim.Duration { return peerMove(read, both, 0) }
+
+// peerSMs is peerAll's write on k SMs of GPU 0 only.
+func peerSMs(k int) func(e *env) sim.Duration { return peerMove(false, false, k) }
+
+// peerMove is peerAll on sms SMs (0: all of them).
+func peerMove(read, both bool, sms int) func(e *env) sim.Duration {
 	const total, chunk = 256 << 20, 1 << 20
 	return func(e *env) sim.Duration {
 		var last sim.Time
 		launch := func(g *gpu.GPU, target *gpu.GPU) {
 			buf := target.Alloc("all", total, false)
-			sms := g.Config().SMs
-			for sm := range sms {
+			k := sms
+			if k == 0 {
+				k = g.Config().SMs
+			}
+			for sm := range k {
 				g.Launch("all", 1024, func(t *gpu.Group) {
-					for off := sm * chunk; off < total; off += sms * chunk {
+					for off := sm * chunk; off < total; off += k * chunk {
 						if read {
 							t.Read(buf, uint64(off), make([]byte, chunk))
 							last = max(last, t.Now())

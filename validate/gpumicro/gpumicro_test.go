@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/sim"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -89,6 +91,36 @@ func TestModelMatchesH200(t *testing.T) {
 	assert.Equal(t, model, again, "the model's measurements are deterministic")
 }
 
+// h200Model is the model's measurements on the h200-nvl preset, made once
+// for the tests that compare it with the committed pair runs.
+var h200Model = sync.OnceValues(func() (map[string]sim.Duration, error) {
+	spec, _ := machine.Preset("h200-nvl")
+	return Model(spec)
+})
+
+// checkRows asserts that every row of the committed run file whose name
+// has prefix, except those in skip, that both the run and the model have
+// is within tolFor(name) percent, and returns how many it checked and the
+// model's values.
+func checkRows(t *testing.T, file, prefix string, skip map[string]bool, tolFor func(name string) float64) (int, map[string]sim.Duration) {
+	t.Helper()
+	hw, _, err := Measured(file)
+	require.NoError(t, err)
+	model, err := h200Model()
+	require.NoError(t, err)
+	checked := 0
+	for _, r := range Compare(hw, model) {
+		if !strings.HasPrefix(r.Name, prefix) || skip[r.Name] || r.Hardware == 0 || r.Model == 0 {
+			continue // not measured in this run, or hardware only (copy engines, uncached loads, ...)
+		}
+		assert.LessOrEqual(t, math.Abs(r.ErrPct()), tolFor(r.Name), "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
+		checked++
+	}
+	return checked, model
+}
+
+func tol(pct float64) func(string) float64 { return func(string) float64 { return pct } }
+
 // The NVLink defaults (nvlink.Config, gpu.Config.PeerStoreBytesPerCycle)
 // were set from the committed run on two H200s joined by 18 NVLink 4
 // links: the peer latencies, fences, flag hand-offs and bandwidths stay
@@ -96,25 +128,14 @@ func TestModelMatchesH200(t *testing.T) {
 // asserted: one warp streaming stores (slower than its bursts on
 // hardware, locally too) and one CTA's latency-bound loads.
 func TestModelMatchesH200Pair(t *testing.T) {
-	hw, _, err := Measured("h200x2-2026-12-01.jsonl")
-	require.NoError(t, err)
-	spec, _ := machine.Preset("h200-nvl")
-	model, err := Model(spec)
-	require.NoError(t, err)
-	known := map[string]bool{"peer_warp_write_kib": true, "peer_sm_read_kib": true}
-	checked := 0
-	for _, r := range Compare(hw, model) {
-		if !strings.HasPrefix(r.Name, "peer_") || r.Hardware == 0 || r.Model == 0 || known[r.Name] {
-			continue
-		}
-		tol := 10.0
-		if strings.HasPrefix(r.Name, "peer_put_") {
-			tol = 15
-		}
-		assert.LessOrEqual(t, math.Abs(r.ErrPct()), tol, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
-		checked++
-	}
-	assert.GreaterOrEqual(t, checked, 17)
+	n, _ := checkRows(t, "h200x2-2026-12-01.jsonl", "peer_", map[string]bool{"peer_warp_write_kib": true, "peer_sm_read_kib": true},
+		func(name string) float64 {
+			if strings.HasPrefix(name, "peer_put_") {
+				return 15
+			}
+			return 10
+		})
+	assert.GreaterOrEqual(t, n, 17)
 }
 
 // NCCL's own LSA barrier (ncclbar.cu, NCCL 2.28.3 on the second H200-pair
@@ -123,22 +144,8 @@ func TestModelMatchesH200Pair(t *testing.T) {
 // (model 14 % fast: NCCL's barrier costs 90-170 ns more than a bare flag
 // hand-off on hardware, 13-17 ns in the model).
 func TestModelMatchesNCCLBarrier(t *testing.T) {
-	hw, _, err := Measured("h200x2-2026-12-01-b.jsonl")
-	require.NoError(t, err)
-	spec, _ := machine.Preset("h200-nvl")
-	model, err := Model(spec)
-	require.NoError(t, err)
-	checked := 0
-	for _, r := range Compare(hw, model) {
-		if !strings.HasPrefix(r.Name, "nccl_") || r.Name == "nccl_lsa_put_7k_barrier" {
-			continue
-		}
-		require.NotZero(t, r.Hardware, r.Name)
-		require.NotZero(t, r.Model, r.Name)
-		assert.LessOrEqual(t, math.Abs(r.ErrPct()), 10.0, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
-		checked++
-	}
-	assert.Equal(t, 4, checked)
+	n, _ := checkRows(t, "h200x2-2026-12-01-b.jsonl", "nccl_", map[string]bool{"nccl_lsa_put_7k_barrier": true}, tol(10))
+	assert.Equal(t, 4, n)
 }
 
 // How many SMs fill NVLink (third H200-pair run): 1, 2, 4, 8, 16 and 32
@@ -146,21 +153,8 @@ func TestModelMatchesNCCLBarrier(t *testing.T) {
 // the model, 25 B/cycle per SM up to the link's 360 GB/s of data, stays
 // within 10 % of each.
 func TestModelSMsFillNVLink(t *testing.T) {
-	hw, _, err := Measured("h200x2-2026-12-01-c.jsonl")
-	require.NoError(t, err)
-	spec, _ := machine.Preset("h200-nvl")
-	model, err := Model(spec)
-	require.NoError(t, err)
-	checked := 0
-	for _, r := range Compare(hw, model) {
-		if !strings.HasPrefix(r.Name, "peer_sms") {
-			continue
-		}
-		require.NotZero(t, r.Hardware, r.Name)
-		assert.LessOrEqual(t, math.Abs(r.ErrPct()), 10.0, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
-		checked++
-	}
-	assert.Equal(t, 6, checked)
+	n, model := checkRows(t, "h200x2-2026-12-01-c.jsonl", "peer_sms", nil, tol(10))
+	assert.Equal(t, 6, n)
 	// Doubling the SMs halves the time until the link is full.
 	assert.InDelta(t, 2, model["peer_sms1_write_mib"].Seconds()/model["peer_sms2_write_mib"].Seconds(), 0.01)
 	assert.Equal(t, model["peer_sms16_write_mib"], model["peer_sms32_write_mib"])
@@ -170,21 +164,8 @@ func TestModelSMsFillNVLink(t *testing.T) {
 // GB/s each way alone, 50.5 GB/s each way at once; the model's tree within
 // 10 % (it loses less to the read requests sharing the link).
 func TestModelPCIePort(t *testing.T) {
-	hw, _, err := Measured("h200x2-2026-12-01-d.jsonl")
-	require.NoError(t, err)
-	spec, _ := machine.Preset("h200-nvl")
-	model, err := Model(spec)
-	require.NoError(t, err)
-	checked := 0
-	for _, r := range Compare(hw, model) {
-		if !strings.HasPrefix(r.Name, "pcie_") {
-			continue
-		}
-		require.NotZero(t, r.Hardware, r.Name)
-		assert.LessOrEqual(t, math.Abs(r.ErrPct()), 10.0, "%s: hardware %.1f ns, model %.1f ns", r.Name, r.Hardware, r.Model)
-		checked++
-	}
-	assert.Equal(t, 3, checked)
+	n, model := checkRows(t, "h200x2-2026-12-01-d.jsonl", "pcie_", nil, tol(10))
+	assert.Equal(t, 3, n)
 	assert.Greater(t, model["pcie_bidir_mib"], model["pcie_h2d_mib"], "read requests share the link with the writes")
 }
 

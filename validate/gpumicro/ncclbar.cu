@@ -11,9 +11,10 @@
 //
 // One process drives both GPUs (ncclCommInitAll); the kernels run at the
 // same time, one per GPU, and GPU 0's CTA times the loop with clock64.
-#include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
+
+#include "micro.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -22,14 +23,6 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
 #define NK(x)                                                                          \
   do {                                                                                 \
     ncclResult_t r_ = (x);                                                             \
@@ -54,20 +47,6 @@ __global__ void kBarrier(ncclDevComm dc, ncclWindow_t win, int iters, int mode, 
     bar.sync(ncclCoopCta(), ord);
   }
   if (threadIdx.x == 0) out[0] = clock64() - c0;
-}
-
-__global__ void kClock(uint64_t* out) {
-  uint64_t c0 = clock64(), t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  for (;;) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (t - t0 >= 20000000ull) {
-      out[0] = clock64() - c0;
-      out[1] = t - t0;
-      return;
-    }
-  }
 }
 
 int main() {
