@@ -328,9 +328,23 @@ func (e *env) run() {
 // 1 MiB of local HBM in one operation each (gpumicro.cu's kBW streams 256
 // MiB per CTA; the model's bulk operations are one latency plus a rate).
 func stream(threads int, read, write bool) func(e *env) sim.Duration {
+	return streamIn(false, threads, read, write)
+}
+
+// peerStream is stream over the peer's HBM: per KiB of 1 MiB read or
+// written (and, for writes, acknowledged: Fence(system)).
+func peerStream(threads int, read bool) func(e *env) sim.Duration {
+	return streamIn(true, threads, read, !read)
+}
+
+func streamIn(onPeer bool, threads int, read, write bool) func(e *env) sim.Duration {
 	const n = 1 << 20
 	return func(e *env) sim.Duration {
-		buf := e.g.Alloc("stream", n, false)
+		g, fence := e.g, gpu.ScopeDevice
+		if onPeer {
+			g, fence = e.peer, gpu.ScopeSystem
+		}
+		buf := g.Alloc("stream", n, false)
 		var d sim.Duration
 		e.g.Launch("bw", threads, func(t *gpu.Group) {
 			t0 := t.Now()
@@ -339,7 +353,7 @@ func stream(threads int, read, write bool) func(e *env) sim.Duration {
 			}
 			if write {
 				t.Write(buf, 0, nil, n)
-				t.Fence(gpu.ScopeDevice)
+				t.Fence(fence)
 			}
 			d = t.Now().Sub(t0)
 		})
@@ -452,27 +466,6 @@ func peerPing(release bool, msg sim.Bytes) func(e *env) sim.Duration {
 	}
 }
 
-// peerStream is stream over the peer's HBM: per KiB of 1 MiB read or
-// written (and, for writes, acknowledged: Fence(system)).
-func peerStream(threads int, read bool) func(e *env) sim.Duration {
-	const n = 1 << 20
-	return func(e *env) sim.Duration {
-		buf := e.peer.Alloc("stream", n, false)
-		var d sim.Duration
-		e.g.Launch("bw", threads, func(t *gpu.Group) {
-			t0 := t.Now()
-			if read {
-				t.Read(buf, 0, make([]byte, n))
-			} else {
-				t.Write(buf, 0, nil, n)
-				t.Fence(gpu.ScopeSystem)
-			}
-			d = t.Now().Sub(t0)
-		})
-		e.run()
-		return d / (n / 1024)
-	}
-}
 
 // peerAll has one 1024-thread group per SM of GPU 0 (and of GPU 1 when
 // both) move its share of 256 MiB to or from the other GPU in 1 MiB
