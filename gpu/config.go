@@ -86,12 +86,17 @@ type Config struct {
 	// ~4 cycles.
 	AtomicThread sim.Duration
 	// AtomicBlock is a relaxed CTA-scope atomic on global memory (resource
-	// sharing CTA). It still executes at the L2 slice: measured 145 ns for
-	// a dependent atomicAdd_block, the same as device scope.
+	// sharing CTA). It still executes at the L2 slice, as device scope does
+	// (a dependent atomicAdd_block costs what atomicAdd does).
 	AtomicBlock sim.Duration
-	// AtomicGPU is a device-scope atomic on local HBM: executed at the L2
-	// slice, one L2 round trip; measured 144 ns (atomicAdd_system on GPU
-	// memory: the same).
+	// AtomicGPU is a device-scope atomic on local HBM: executed at the
+	// word's home L2 slice. Hopper's L2 has two partitions: an atomic on a
+	// word homed in the SM's own partition measured 145 ns on an H200, one
+	// in the far partition 247 ns, and dependent atomics over words spread
+	// across 8 MiB 199 ns (validate/gpumicro atomic_gpu_spread). The model
+	// does not place words in partitions, so it charges that mix (loads
+	// pay no such difference: an L2 hit is 149 ns anywhere).
+	// atomicAdd_system on GPU memory costs the same.
 	AtomicGPU sim.Duration
 
 	// CoopSyncWarp is __syncwarp for a warp-sized group: ~10 cycles, 5 ns.
@@ -148,8 +153,8 @@ func DefaultConfig() Config {
 		FenceGPU:               150 * sim.Nanosecond,
 		FenceSys:               525 * sim.Nanosecond,
 		AtomicThread:           2 * sim.Nanosecond,
-		AtomicBlock:            145 * sim.Nanosecond,
-		AtomicGPU:              145 * sim.Nanosecond,
+		AtomicBlock:            199 * sim.Nanosecond,
+		AtomicGPU:              199 * sim.Nanosecond,
 		CoopSyncWarp:           5 * sim.Nanosecond,
 		CoopSyncCTA:            30 * sim.Nanosecond,
 		MMIOIssue:              10 * sim.Nanosecond,

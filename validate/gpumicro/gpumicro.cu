@@ -67,6 +67,18 @@ __global__ void kChase(const uint64_t* buf, uint64_t n, int f, uint64_t start, u
   out[1] = i;
 }
 
+// kAtomicChase follows n links of a pointer chain with atomicAdd(p, 0):
+// dependent device-scope atomics on words spread over the L2 (both of its
+// partitions), where kAtomic hits one word.
+__global__ void kAtomicChase(unsigned long long* buf, uint64_t n, uint64_t* out) {
+  unsigned long long i = 0;
+  for (uint64_t k = 0; k < 64; k++) i = atomicAdd(buf + i, 0ull);
+  uint64_t c0 = clock64();
+  for (uint64_t k = 0; k < n; k++) i = atomicAdd(buf + i, 0ull);
+  out[0] = clock64() - c0;
+  out[1] = i;
+}
+
 // kAtomic: n dependent atomicAdds on one word (the returned value feeds the
 // next address). scope 0: device, 1: block, 2: system.
 __global__ void kAtomic(unsigned long long* w, uint64_t n, int scope, unsigned long long zero, uint64_t* out) {
@@ -392,6 +404,17 @@ int main() {
   emit("atomic_gpu", run([&] { kAtomic<<<1, 1>>>(aw, N, 0, 0ull, out); }), N, "dependent atomicAdd, device scope, GPU memory");
   emit("atomic_block", run([&] { kAtomic<<<1, 1>>>(aw, N, 1, 0ull, out); }), N, "dependent atomicAdd_block");
   emit("atomic_sys", run([&] { kAtomic<<<1, 1>>>(aw, N, 2, 0ull, out); }), N, "dependent atomicAdd_system on GPU memory");
+  {
+    // The same atomics on words spread over 8 MiB (in the L2 after the
+    // first pass): the L2's two partitions, near and far, in their mix.
+    auto h = chain((8 << 20) / 8, 16, 7);
+    unsigned long long* d;
+    CK(cudaMalloc(&d, h.size() * 8));
+    CK(cudaMemcpy(d, h.data(), h.size() * 8, cudaMemcpyHostToDevice));
+    emit("atomic_gpu_spread", run([&] { kAtomicChase<<<1, 1>>>(d, N, out); }), N,
+         "dependent atomicAdd(p, 0) chase, device scope, 8 MiB, 128 B apart");
+    CK(cudaFree(d));
+  }
   uint64_t* fw = (uint64_t*)aw;
   auto st = run([&] { kFence<<<1, 1>>>(fw, N, 0, out); });
   emit("store_issue", st, N, "volatile store to GPU memory, no fence");

@@ -196,6 +196,7 @@ func Cases() []Case {
 		{"atomic_gpu", "Group.AtomicAdd64, device scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeDevice) })},
 		{"atomic_block", "Group.AtomicAdd64, block scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeBlock) })},
 		{"atomic_sys", "Group.AtomicAdd64, system scope, local HBM", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 0, 1, gpu.ScopeSystem) })},
+		{"atomic_gpu_spread", "Group.AtomicAdd64, device scope (the model charges every word the mix of both L2 partitions)", once(func(e *env, t *gpu.Group) { t.AtomicAdd64(e.local, 64, 1, gpu.ScopeDevice) })},
 		{"store_fence_gpu", "Store64 + Fence(device), in a loop", loop(func(e *env, t *gpu.Group) {
 			t.Store64(e.local, 8, 1)
 			t.Fence(gpu.ScopeDevice)
