@@ -50,10 +50,12 @@ node over NVLink) and prints both with the model's error.
 
 Without FILE it uses the run on two H200s the model's GPU and NVLink
 defaults were set from (` + defaultGPUMeasurement + `). To measure your own GPU
-(the peer_ rows need a second GPU it can reach over NVLink):
+(the peer_ rows need a second GPU it can reach over NVLink; ncclbar.cu's
+nccl_ rows time NCCL's own LSA barrier on two GPUs, NCCL 2.28 or later):
 
   nvcc -O2 -std=c++17 -arch=sm_90 -o gpumicro validate/gpumicro/gpumicro.cu -lpthread
-  ./gpumicro > my-gpu.jsonl
+  nvcc -O2 -std=c++17 -arch=sm_90 -o ncclbar validate/gpumicro/ncclbar.cu -lnccl
+  ./gpumicro > my-gpu.jsonl && NCCL_NVLS_ENABLE=0 ./ncclbar >> my-gpu.jsonl
   ginsim validate gpu my-gpu.jsonl`,
 		Example: "  ginsim validate gpu\n  ginsim validate gpu my-gpu.jsonl --cluster h800-cx7 --json",
 		Args:    cobra.MaximumNArgs(1),
