@@ -467,7 +467,6 @@ func peerPing(release bool, msg sim.Bytes) func(e *env) sim.Duration {
 	}
 }
 
-
 // peerAll has one 1024-thread group per SM of GPU 0 (and of GPU 1 when
 // both) move its share of 256 MiB to or from the other GPU in 1 MiB
 // operations; per MiB, until the last byte is there.
