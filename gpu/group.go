@@ -62,6 +62,9 @@ type Group struct {
 	th    sim.Handler
 	targ  uint64
 	ended bool
+	// Load64Then in flight: the word it reads when the load completes.
+	lr   *mem.Region
+	loff uint64
 }
 
 // Launch starts a group of threads threads running body, now. name names

@@ -176,3 +176,31 @@ func (w *thenPoll) Handle(*sim.Sim, uint64) {
 	}
 	t.thenAt(t.Now().Add(max(d, 0)))
 }
+
+// Load64Then is Load64; the value, read when the load completes, is
+// Result.
+func (t *Group) Load64Then(r *mem.Region, off uint64, h sim.Handler, arg uint64) {
+	t.then(h, arg)
+	now := t.Now()
+	d := t.loadDone(r, 8).Sub(now)
+	if d <= 0 {
+		t.aold = r.Load64(off)
+		t.thenAt(now)
+		return
+	}
+	t.busy += d
+	t.lr, t.loff = r, off
+	t.g.s.Post(now.Add(d), (*thenLoad)(t), 0)
+}
+
+// thenLoad is a group in Load64Then whose load completes: it reads the
+// word and continues.
+type thenLoad Group
+
+// Handle implements sim.Handler.
+func (l *thenLoad) Handle(s *sim.Sim, _ uint64) {
+	t := (*Group)(l)
+	t.aold = t.lr.Load64(t.loff)
+	t.lr = nil
+	t.thenAt(s.Now())
+}
