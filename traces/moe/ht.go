@@ -406,6 +406,8 @@ type htAny struct {
 	armed bool
 	base  sim.Time
 	per   sim.Duration
+	h     sim.Handler // waitThen's continuation (nil: wake the process)
+	arg   uint64
 }
 
 // WordChanged implements mem.Watcher.
@@ -416,7 +418,32 @@ func (a *htAny) WordChanged(*mem.Region, uint64) {
 	a.armed = false
 	now := a.t.Now()
 	k := (now.Sub(a.base) + a.per - 1) / a.per
+	if a.h != nil {
+		h := a.h
+		a.h = nil
+		a.t.GPU().Sim().Post(a.base.Add(k*a.per), h, a.arg)
+		return
+	}
 	a.t.Proc().WakeAt(a.base.Add(k * a.per))
+}
+
+// waitThen is wait for a group without a process: h.Handle(s, arg) runs
+// when wait's park would end; it then calls waitDoneThen.
+func (a *htAny) waitThen(regs []*mem.Region, offs []uint64, per sim.Duration, h sim.Handler, arg uint64) {
+	a.base, a.per, a.armed = a.t.Now(), per, true
+	a.h, a.arg = h, arg
+	for i, r := range regs {
+		r.Watch(offs[i], a)
+	}
+}
+
+// waitDoneThen ends waitThen: it stops watching and pays one load, then
+// continues at h.
+func (a *htAny) waitDoneThen(regs []*mem.Region, offs []uint64, lat sim.Duration, h sim.Handler, arg uint64) {
+	for i, r := range regs {
+		r.Unwatch(offs[i], a)
+	}
+	a.t.ComputeThen(lat, h, arg)
 }
 
 // wait parks until one of regs[i]/offs[i] changes, then pays one load.
@@ -730,6 +757,12 @@ func (w *htWorkload) launchDispatch(r, c int) {
 	})
 	// Forwarder warps, one per NVLink peer, consume every source node's ring.
 	for p := range G {
+		if w.htThen() {
+			m := newHTFwd(w, r, c, p)
+			m.t = g.LaunchHandler(name+"forwarder"+strconv.Itoa(p), 32, m, 0)
+			m.aw.t = m.t
+			continue
+		}
 		peer := w.rank(me, p)
 		g.Launch(name+"forwarder"+strconv.Itoa(p), 32, func(t *gpu.Group) {
 			seqs := make([][]int32, N)
@@ -931,6 +964,12 @@ func (w *htWorkload) launchCombine(r, c int) {
 		for s := range N {
 			left[s] = w.nvlCount(f, c, me, l, s)
 			total += left[s]
+		}
+		if w.htThen() {
+			m := newHTNVLSender(w, r, c, f, left, total)
+			m.t = g.LaunchHandler(name+"nvl-sender"+strconv.Itoa(f), 32, m, 0)
+			m.aw.t = m.t
+			continue
 		}
 		g.Launch(name+"nvl-sender"+strconv.Itoa(f), 32, func(t *gpu.Group) {
 			ring := w.nvlC[fr]

@@ -288,3 +288,48 @@ func TestReplayHTCombineSubRings(t *testing.T) {
 	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
 	require.ErrorContains(t, err, "per source node")
 }
+
+// The HT warps that have state machines (htFwd, ...) run without
+// processes: the report and the kernels' counts are exactly those of the
+// same warps on processes, over GDAKI and the proxy, on two and four
+// nodes, and with rings small enough that every wait (credits, NVLink
+// space, sub-ring heads) happens.
+func TestHTWarpsWithoutProcess(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	small := DefaultParams()
+	small.HTDispatch = HTChunks{NVLSend: 2, NVLRecv: 4, RDMASend: 4, RDMARecv: 8}
+	small.HTCombine = HTChunks{NVLSend: 1, NVLRecv: 2, RDMASend: 2, RDMARecv: 4}
+	for _, c := range []struct {
+		name    string
+		ep, tok int
+		backend string
+		p       Params
+	}{
+		{"ep16-gdaki", 16, 256, BackendGDAKI, DefaultParams()},
+		{"ep16-proxy", 16, 256, BackendProxy, DefaultParams()},
+		{"ep32-gdaki", 32, 128, BackendGDAKI, DefaultParams()},
+		{"ep16-small-rings", 16, 128, BackendGDAKI, small},
+		{"ep16-small-rings-proxy", 16, 96, BackendProxy, small},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := htTrace(t, c.ep, c.tok)
+			run := func(noThen bool) (*Report, htStats) {
+				var rep *Report
+				w := observeHT(t, func() {
+					var err error
+					rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
+						Backends: backends, noThen: noThen})
+					require.NoError(t, err)
+				})
+				return rep, w.st
+			}
+			procRep, procSt := run(true)
+			thenRep, thenSt := run(false)
+			assert.Equal(t, procRep, thenRep)
+			assert.Equal(t, procSt, thenSt)
+			if c.name == "ep16-small-rings" {
+				assert.Positive(t, procSt.creditWaits, "small rings wait for credits")
+			}
+		})
+	}
+}
