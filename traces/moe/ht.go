@@ -685,6 +685,11 @@ func (w *htWorkload) launchDispatch(r, c int) {
 	lo, hi := htRange(e.st.tokens[r], w.C, c)
 	// RDMA sender warps.
 	for wi := range htSenderWarps {
+		if w.htThen() {
+			m := newHTSender(w, r, c, wi, lo, hi)
+			m.t = g.LaunchHandler(name+"sender"+strconv.Itoa(wi), 32, m, 0)
+			continue
+		}
 		g.Launch(name+"sender"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
 			cnt := make([]int, N)
 			for tok := lo; tok < hi; tok++ {
@@ -869,6 +874,11 @@ func (w *htWorkload) launchDispatch(r, c int) {
 					n++
 				}
 			}
+		}
+		if w.htThen() {
+			m := newHTRecv(w, r, c, f, n)
+			m.t = g.LaunchHandler(name+"receiver"+strconv.Itoa(f), 32, m, 0)
+			continue
 		}
 		g.Launch(name+"receiver"+strconv.Itoa(f), 32, func(t *gpu.Group) {
 			fctl := w.ctl[fr][c]
@@ -1153,6 +1163,11 @@ func (w *htWorkload) launchCombine(r, c int) {
 	nr := w.recvWarps()
 	lo, hi := htRange(e.st.tokens[r], w.C, c)
 	for wi := range nr {
+		if w.htThen() {
+			m := newHTCRecv(w, r, c, wi, nr, lo, hi)
+			m.t = g.LaunchHandler(name+"receiver"+strconv.Itoa(wi), 32, m, 0)
+			continue
+		}
 		g.Launch(name+"receiver"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
 			pos, seenTail := make([]int, N), make([]int, N)
 			var path sigPath

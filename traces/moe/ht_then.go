@@ -2,6 +2,7 @@ package moe
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -409,6 +410,306 @@ func (m *htNVLSender) Handle(*sim.Sim, uint64) {
 				t.Store64Then(m.fctl, w.ctlCTail(m.l, s), uint64(m.tail[s]), m, 0)
 				return
 			}
+		}
+	}
+}
+
+// copyLocalTime is copyLocal's SM time from now (it reserves the SM's
+// bandwidth).
+func (w *htWorkload) copyLocalTime(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) sim.Duration {
+	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), rd)
+	if wr > 0 {
+		_, end = sm.wr.Reserve(end, wr)
+	}
+	return end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue
+}
+
+// htRecv is a dispatch NVLink receiver warp (channel c of rank r, from
+// forwarder f): launchDispatch's receiver closure as a state machine.
+type htRecv struct {
+	w          *htWorkload
+	t          *gpu.Group
+	ctl, fctl  *mem.Region
+	sm         *htSM
+	r, c, f, l int
+	fr, n      int
+	head, tail int
+	more       func(v uint64) bool
+	pc         uint8
+}
+
+const (
+	drTop = iota
+	drGot
+	drCopy
+	drCopied
+)
+
+func newHTRecv(w *htWorkload, r, c, f, n int) *htRecv {
+	me, l := r/w.G, r%w.G
+	fr := w.rank(me, f)
+	m := &htRecv{w: w, ctl: w.ctl[r][c], fctl: w.ctl[fr][c], sm: &w.sms[r][2*c+1], r: r, c: c, f: f, l: l, fr: fr, n: n}
+	m.more = func(v uint64) bool { return int(v) > m.head }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *htRecv) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	for {
+		switch m.pc {
+		case drTop:
+			if m.head >= m.n {
+				w.e.receiverDone(m.r, w.fwdPath[(m.fr*w.C+m.c)*w.G+m.l])
+				t.End()
+				return
+			}
+			m.pc = drCopy
+			if m.head == m.tail {
+				m.pc = drGot
+				t.WaitWordThen(m.ctl, w.ctlDTail(m.f), "ht NVLink receiver", m.more, m, 0)
+				return
+			}
+		case drGot:
+			m.tail = int(t.Result())
+			m.pc = drCopy
+		case drCopy:
+			if m.head == m.tail {
+				m.pc = drTop
+				t.Store64Then(m.fctl, w.ctlDHead(m.l), uint64(m.head), m, 0)
+				return
+			}
+			m.pc = drCopied
+			if d := w.copyLocalTime(t, m.sm, w.loadD, w.loadD); d > 0 {
+				t.ComputeThen(d, m, 0)
+				return
+			}
+		case drCopied:
+			m.head++
+			m.pc = drCopy
+		}
+	}
+}
+
+// htSender is a dispatch RDMA sender warp (channel c of rank r, warp wi):
+// launchDispatch's sender closure as a state machine.
+type htSender struct {
+	w      *htWorkload
+	t      *gpu.Group
+	ch     *htChan
+	ctl    *mem.Region
+	sm     *htSM
+	r, c   int
+	wi     int
+	tok    int
+	hi     int
+	cnt    []int
+	bits   uint64 // destinations of the token whose credits are left to check
+	m      uint64 // the token's destinations
+	need   uint64
+	o      uint64
+	credit func(v uint64) bool
+	pc     uint8
+}
+
+const (
+	dsTok = iota
+	dsCredit
+	dsRelease
+	dsNext
+)
+
+func newHTSender(w *htWorkload, r, c, wi, lo, hi int) *htSender {
+	m := &htSender{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, wi: wi,
+		tok: lo, hi: hi, cnt: make([]int, w.N)}
+	m.credit = func(v uint64) bool { return v-m.o >= m.need }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *htSender) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	W := w.dc.RDMARecv
+	lo, _ := htRange(w.e.st.tokens[m.r], w.C, m.c)
+	for {
+		switch m.pc {
+		case dsTok:
+			for ; m.tok < m.hi; m.tok++ {
+				nm := w.nodes[m.r][m.tok]
+				if (m.tok-lo)%htSenderWarps != m.wi || nm == 0 {
+					for b := nm; b != 0; b &= b - 1 {
+						m.cnt[bits.TrailingZeros64(b)]++
+					}
+					continue
+				}
+				m.m, m.bits = nm, nm
+				break
+			}
+			if m.tok >= m.hi {
+				t.End()
+				return
+			}
+			m.pc = dsCredit
+		case dsCredit: // wait for head credits of every destination ring
+			for m.bits != 0 {
+				d := bits.TrailingZeros64(m.bits)
+				m.bits &= m.bits - 1
+				if m.cnt[d] < W {
+					continue
+				}
+				m.need = uint64(m.cnt[d] - W + 1)
+				reg, off, o := w.sigWord(m.r, m.c, d, true)
+				if reg.Load64(off)-o < m.need {
+					w.st.creditWaits++
+					m.o = o
+					t.WaitWordThen(reg, off, "ht dispatch credit", m.credit, m, 0)
+					return
+				}
+			}
+			// Read the token once, store one record per node.
+			m.pc = dsRelease
+			if d := w.copyLocalTime(t, m.sm, w.loadD, sim.Bytes(w.recD)*sim.Bytes(bits.OnesCount64(m.m))); d > 0 {
+				t.ComputeThen(d, m, 0)
+				return
+			}
+		case dsRelease:
+			ch := m.ch
+			for b := m.m; b != 0; b &= b - 1 {
+				d := bits.TrailingZeros64(b)
+				ch.rel[d][m.cnt[d]] = true
+				for ch.relTail[d] < len(ch.rel[d]) && ch.rel[d][ch.relTail[d]] {
+					ch.relTail[d]++
+				}
+				m.cnt[d]++
+			}
+			m.pc = dsNext
+			w.bumpThen(t, m.ctl, ctlSendProg*8, m)
+			return
+		case dsNext:
+			m.tok++
+			m.pc = dsTok
+		}
+	}
+}
+
+// htCRecv is a combine RDMA receiver warp (channel c of rank r, warp wi):
+// launchCombine's receiver closure as a state machine.
+type htCRecv struct {
+	w             *htWorkload
+	t             *gpu.Group
+	rv            *htChan
+	ctl           *mem.Region
+	sm            *htSM
+	r, c, l       int
+	wi, nr        int
+	lo, tok, hi   int
+	pos, seenTail []int
+	path          sigPath
+	m, bits       uint64
+	s             int
+	need, o       uint64
+	tail          func(v uint64) bool
+	pc            uint8
+}
+
+const (
+	crTok = iota
+	crBumped
+	crTails
+	crGot
+	crCopied
+	crDone
+)
+
+func newHTCRecv(w *htWorkload, r, c, wi, nr, lo, hi int) *htCRecv {
+	m := &htCRecv{w: w, rv: &w.cch[2*(r*w.C+c)+1], ctl: w.ctl[r][c], sm: &w.sms[r][2*c], r: r, c: c, l: r % w.G,
+		wi: wi, nr: nr, lo: lo, tok: lo, hi: hi, pos: make([]int, w.N), seenTail: make([]int, w.N)}
+	m.tail = func(v uint64) bool { return v-m.o >= m.need }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *htCRecv) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	N := w.N
+	for {
+		switch m.pc {
+		case crTok:
+			for ; m.tok < m.hi; m.tok++ {
+				if (m.tok-m.lo)%m.nr == m.wi {
+					break
+				}
+				for b := w.nodes[m.r][m.tok]; b != 0; b &= b - 1 {
+					m.pos[bits.TrailingZeros64(b)]++
+				}
+			}
+			if m.tok >= m.hi {
+				for s := range N {
+					m.rv.head[m.wi*N+s] = htInf
+				}
+				m.rv.retired[m.wi] = true
+				m.pc = crDone
+				w.bumpThen(t, m.ctl, ctlCRecvProg*8, m)
+				return
+			}
+			m.m = w.nodes[m.r][m.tok]
+			for s := range N {
+				m.rv.head[m.wi*N+s] = m.pos[s]
+			}
+			m.pc = crBumped
+			w.bumpThen(t, m.ctl, ctlCRecvProg*8, m)
+			return
+		case crBumped:
+			if m.m == 0 {
+				m.tok++
+				m.pc = crTok
+				continue
+			}
+			m.bits = m.m
+			m.pc = crTails
+		case crTails:
+			for m.bits != 0 {
+				s := bits.TrailingZeros64(m.bits)
+				m.bits &= m.bits - 1
+				if m.seenTail[s] > m.pos[s] {
+					continue
+				}
+				reg, off, o := w.sigWord(m.r, m.c, N+s, false)
+				m.need = uint64(m.pos[s] + 1)
+				v := reg.Load64(off) - o
+				if v < m.need {
+					m.s, m.o = s, o
+					m.pc = crGot
+					t.WaitWordThen(reg, off, "ht combine RDMA tail", m.tail, m, 0)
+					return
+				}
+				m.seenTail[s] = int(v)
+			}
+			m.pc = crCopied
+			rec := sim.Bytes(w.recC)
+			if d := w.copyLocalTime(t, m.sm, rec*sim.Bytes(bits.OnesCount64(m.m)), w.out2H); d > 0 {
+				t.ComputeThen(d, m, 0)
+				return
+			}
+		case crGot:
+			s := m.s
+			v := t.Result() - m.o
+			p := w.pathOf(t, m.r, w.rank(s, m.l), m.c, N+s, w.landAt(m.r, m.c, s))
+			if !m.path.valid || p.seen >= m.path.seen {
+				m.path = p
+			}
+			m.seenTail[s] = int(v)
+			m.pc = crTails
+		case crCopied:
+			for b := m.m; b != 0; b &= b - 1 {
+				m.pos[bits.TrailingZeros64(b)]++
+			}
+			m.tok++
+			m.pc = crTok
+		case crDone:
+			w.e.receiverDone(m.r, m.path)
+			t.End()
+			return
 		}
 	}
 }
