@@ -204,3 +204,13 @@ func (l *thenLoad) Handle(s *sim.Sim, _ uint64) {
 	t.lr = nil
 	t.thenAt(s.Now())
 }
+
+// SleepThen is Sleep: the group continues after d (d >= 0) without
+// occupying the SM, in an event even when d is 0 (Sleep(0) yields to the
+// events already scheduled for this instant).
+func (t *Group) SleepThen(d sim.Duration, h sim.Handler, arg uint64) {
+	if t.th != nil {
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+	}
+	t.g.s.Post(t.Now().Add(d), h, arg)
+}
