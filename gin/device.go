@@ -288,12 +288,17 @@ func (g *Gin) Put(team Team, peer int, dst *Window, dstOff uint64, src *Window, 
 // Put would have returned. On a user error the run fails and h never runs.
 func (g *Gin) PutThen(h sim.Handler, arg uint64, team Team, peer int, dst *Window, dstOff uint64, src *Window, srcOff uint64,
 	bytes uint64, remote RemoteAction, local LocalAction, opts ...OptFlags) {
-	if !g.putOp(team, peer, dst, dstOff, src, srcOff, bytes, remote, local, opts) {
-		return
+	if g.putOp(team, peer, dst, dstOff, src, srcOff, bytes, remote, local, opts) {
+		g.issueThen(h, arg)
 	}
+}
+
+// issueThen is issue for a group without a process: coop.Sync, the
+// backend's IssueThen, coop.Sync, then h.Handle(s, arg).
+func (g *Gin) issueThen(h sim.Handler, arg uint64) {
 	tb, ok := g.dc.backend.(ThenBackend)
 	if !ok {
-		panic(fmt.Sprintf("gin: PutThen on backend %s, which issues only for a group with a process (check CanThen)", g.dc.backend.Name()))
+		panic(fmt.Sprintf("gin: %v on backend %s, which issues only for a group with a process (check CanThen)", g.op.Kind, g.dc.backend.Name()))
 	}
 	g.op.Ctx, g.op.Sharing = g.ctx, g.sharing
 	g.kh, g.karg, g.tb = h, arg, tb
@@ -381,19 +386,34 @@ func (g *Gin) PutValue(team Team, peer int, dst *Window, dstOff uint64, value ui
 // Signal is ncclGin::signal: the remote action alone, ordered like a
 // zero-byte put with that action.
 func (g *Gin) Signal(team Team, peer int, remote RemoteAction, opts ...OptFlags) {
+	if g.signalOp(team, peer, remote, opts) {
+		g.issue()
+	}
+}
+
+// SignalThen is Signal for a group without a process, as PutThen is Put.
+func (g *Gin) SignalThen(h sim.Handler, arg uint64, team Team, peer int, remote RemoteAction, opts ...OptFlags) {
+	if g.signalOp(team, peer, remote, opts) {
+		g.issueThen(h, arg)
+	}
+}
+
+// signalOp checks a signal and fills g.op with it (false: a user error
+// failed the run).
+func (g *Gin) signalOp(team Team, peer int, remote RemoteAction, opts []OptFlags) bool {
 	const op = "signal"
 	if remote == nil {
 		g.fail(op, ErrInvalid, "signal without a remote action")
-		return
+		return false
 	}
 	w, ok := g.peer(op, team, peer)
 	if !ok || !g.options(op, opts) || !g.remote(op, remote, w) {
-		return
+		return false
 	}
 	g.record(Call{Op: CallSignal, Team: team, Peer: peer, Remote: remote, Opts: g.op})
 	g.op = Op{Kind: OpSignal, Peer: w, Remote: remote,
 		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
-	g.issue()
+	return true
 }
 
 // Get is ncclGin::get (2.30.3+): bytes from remoteOff of rwin at peer to

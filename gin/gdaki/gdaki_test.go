@@ -147,6 +147,7 @@ type putter struct {
 	g    *gin.Gin
 	n, i int
 	agg  bool
+	sig  bool // odd operations are signals (SignalThen)
 	opts []gin.OptFlags
 }
 
@@ -163,6 +164,10 @@ func (p *putter) Handle(*sim.Sim, uint64) {
 	opts := p.opts
 	if p.agg && i < p.n-1 {
 		opts = append(opts, gin.OptAggregateRequests)
+	}
+	if p.sig && i%2 == 1 {
+		p.g.SignalThen(p, 0, p.e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)}, opts...)
+		return
 	}
 	p.g.PutThen(p, 0, p.e.Dev.World(0), 1, p.e.Win, uint64(i)*4096, p.e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
 }
@@ -204,6 +209,39 @@ func TestPutThenMatchesPut(t *testing.T) {
 		require.Contains(t, want, "poll CQE", "depth 4 with 12 puts must wait for credits")
 		require.Equal(t, want, got, "aggregate=%v", agg)
 	}
+}
+
+// Signals interleaved with puts issue the same way from a group without
+// a process (SignalThen) as from one with a process (Signal).
+func TestSignalThenMatchesSignal(t *testing.T) {
+	run := func(then bool) string {
+		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
+		require.NoError(t, err)
+		l := e.Record()
+		for w := range 2 {
+			name := "w" + string(rune('0'+w))
+			if then {
+				p := &putter{e: e, n: 6, sig: true}
+				p.t = e.Ranks[0].GPU.LaunchHandler(name, 32, p, 0)
+				continue
+			}
+			e.Ranks[0].GPU.Launch(name, 32, func(tg *gpu.Group) {
+				g := e.Dev.Gin(tg, 0, 0)
+				for i := range 6 {
+					if i%2 == 1 {
+						g.Signal(e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)})
+						continue
+					}
+					g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil)
+				}
+			})
+		}
+		require.NoError(t, e.Sim.Run())
+		return l.String()
+	}
+	want, got := run(false), run(true)
+	require.Contains(t, want, "poll CQE", "depth 4 with 12 operations must wait for credits")
+	require.Equal(t, want, got)
 }
 
 // NCCL traps on an error CQE and on a WQE written past the queue: the run
