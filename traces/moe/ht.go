@@ -556,6 +556,13 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *htChan, warps, chunk int,
 	ctl *mem.Region, off uint64, ph *phase, count *int64) {
 	N := w.N
+	if w.htThenGin() {
+		m := &htCredits{w: w, ch: ch, ctl: ctl, off: off, why: why, r: r, c: c, id: id, warps: warps, chunk: chunk,
+			ph: ph, count: count, dc: w.credComms[c/ctxsPerComm], last: make([]int, N)}
+		m.changed = func(v uint64) bool { return v != m.seen }
+		m.t = g.LaunchHandler(name, 32, m, 0)
+		return
+	}
 	g.Launch(name, 32, func(t *gpu.Group) {
 		dc := w.credComms[c/ctxsPerComm]
 		gn := dc.Gin(t, r, c%ctxsPerComm)
@@ -724,42 +731,12 @@ func (w *htWorkload) launchDispatch(r, c int) {
 		})
 	}
 	// Sender coordinator: chunk puts + tail signals, rotated start.
-	g.Launch(name+"coordinator", 32, func(t *gpu.Group) {
-		dc := w.dataComms[c/ctxsPerComm]
-		gn := dc.Gin(t, r, c%ctxsPerComm)
-		remaining, last := make([]int, N), make([]int, N)
-		total := 0
-		for d := range N {
-			remaining[d] = len(w.seqOf(r, c, d))
-			total += remaining[d]
-		}
-		chunk := w.dc.RDMASend
-		for total > 0 {
-			seen := ctl.Load64(ctlSendProg * 8)
-			issued := false
-			for i := range N {
-				d := (i + c + me) % N
-				if remaining[d] == 0 {
-					continue
-				}
-				done := ch.relTail[d] - last[d]
-				if done != remaining[d] && done < chunk {
-					continue
-				}
-				slot := last[d] % W
-				k := min(done, chunk, W-slot)
-				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/ctxsPerComm], w.dRecv[c/ctxsPerComm],
-					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
-				last[d] += k
-				remaining[d] -= k
-				total -= k
-				issued = true
-			}
-			if !issued {
-				t.WaitWord(ctl, ctlSendProg*8, "ht dispatch coordinator", func(v uint64) bool { return v != seen })
-			}
-		}
-	})
+	if w.htThenGin() {
+		m := newHTCoord(w, r, c)
+		m.t = g.LaunchHandler(name+"coordinator", 32, m, 0)
+	} else {
+		w.launchCoord(g, name, r, c)
+	}
 	// Forwarder warps, one per NVLink peer, consume every source node's ring.
 	for p := range G {
 		if w.htThen() {
@@ -896,6 +873,88 @@ func (w *htWorkload) launchDispatch(r, c int) {
 			e.receiverDone(r, w.fwdPath[(fr*w.C+c)*G+l])
 		})
 	}
+}
+
+// launchCoord launches the dispatch sender coordinator of channel c of
+// rank r on a process: chunk puts + tail signals, rotated start.
+func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
+	ph := &w.e.disp
+	me := r / w.G
+	ch := &w.dch[r*w.C+c]
+	ctl := w.ctl[r][c]
+	N, W := w.N, w.dc.RDMARecv
+	g.Launch(name+"coordinator", 32, func(t *gpu.Group) {
+		dc := w.dataComms[c/ctxsPerComm]
+		gn := dc.Gin(t, r, c%ctxsPerComm)
+		remaining, last := make([]int, N), make([]int, N)
+		total := 0
+		for d := range N {
+			remaining[d] = len(w.seqOf(r, c, d))
+			total += remaining[d]
+		}
+		chunk := w.dc.RDMASend
+		for total > 0 {
+			seen := ctl.Load64(ctlSendProg * 8)
+			issued := false
+			for i := range N {
+				d := (i + c + me) % N
+				if remaining[d] == 0 {
+					continue
+				}
+				done := ch.relTail[d] - last[d]
+				if done != remaining[d] && done < chunk {
+					continue
+				}
+				slot := last[d] % W
+				k := min(done, chunk, W-slot)
+				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/ctxsPerComm], w.dRecv[c/ctxsPerComm],
+					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
+				last[d] += k
+				remaining[d] -= k
+				total -= k
+				issued = true
+			}
+			if !issued {
+				t.WaitWord(ctl, ctlSendProg*8, "ht dispatch coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
+}
+
+// launchCFwdCoord launches the combine forwarder coordinator of channel c
+// of rank r on a process: NVLink heads back to the senders, per (source
+// node, peer) sub-ring.
+func (w *htWorkload) launchCFwdCoord(g *gpu.GPU, name string, r, c int) {
+	e := w.e
+	fw := &w.cch[2*(r*w.C+c)]
+	ctl := w.ctl[r][c]
+	N, G := w.N, w.G
+	me, l := r/w.G, r%w.G
+	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
+		last := make([]int, N*G)
+		for {
+			seen := ctl.Load64(ctlCFwdProg * 8)
+			all := true
+			for s := range N {
+				if !fw.retired[s] {
+					all = false
+				}
+				for p := range G {
+					if h := fw.head[s*G+p]; h > last[s*G+p] {
+						t.Store64(w.ctl[w.rank(me, p)][c], w.ctlCHead(l, s), uint64(h))
+						last[s*G+p] = h
+					}
+				}
+			}
+			if all {
+				return
+			}
+			t.Sleep(e.p.HTCoordSleep)
+			if ctl.Load64(ctlCFwdProg*8) == seen {
+				t.WaitWord(ctl, ctlCFwdProg*8, "ht combine forward coordinator", func(v uint64) bool { return v != seen })
+			}
+		}
+	})
 }
 
 // recvWarps is the combine kernel's RDMA receiver warps per channel:
@@ -1134,31 +1193,12 @@ func (w *htWorkload) launchCombine(r, c int) {
 	}
 	// Forwarder coordinator: NVLink heads back to the senders, per (source
 	// node, peer) sub-ring.
-	g.Launch(name+"forward-coordinator", 32, func(t *gpu.Group) {
-		last := make([]int, N*G)
-		for {
-			seen := ctl.Load64(ctlCFwdProg * 8)
-			all := true
-			for s := range N {
-				if !fw.retired[s] {
-					all = false
-				}
-				for p := range G {
-					if h := fw.head[s*G+p]; h > last[s*G+p] {
-						t.Store64(w.ctl[w.rank(me, p)][c], w.ctlCHead(l, s), uint64(h))
-						last[s*G+p] = h
-					}
-				}
-			}
-			if all {
-				return
-			}
-			t.Sleep(e.p.HTCoordSleep)
-			if ctl.Load64(ctlCFwdProg*8) == seen {
-				t.WaitWord(ctl, ctlCFwdProg*8, "ht combine forward coordinator", func(v uint64) bool { return v != seen })
-			}
-		}
-	})
+	if w.htThen() {
+		m := newHTCFwdCoord(w, r, c)
+		m.t = g.LaunchHandler(name+"forward-coordinator", 32, m, 0)
+	} else {
+		w.launchCFwdCoord(g, name, r, c)
+	}
 	// RDMA receivers: sum each own token's records across nodes.
 	nr := w.recvWarps()
 	lo, hi := htRange(e.st.tokens[r], w.C, c)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/ginsim/ginsim/gin"
+
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
@@ -710,6 +712,356 @@ func (m *htCRecv) Handle(*sim.Sim, uint64) {
 			w.e.receiverDone(m.r, m.path)
 			t.End()
 			return
+		}
+	}
+}
+
+// htCFwdCoord is a combine forwarder coordinator (channel c of rank r):
+// launchCombine's forward-coordinator closure as a state machine.
+type htCFwdCoord struct {
+	w       *htWorkload
+	t       *gpu.Group
+	fw      *htChan
+	ctl     *mem.Region
+	c       int
+	me, l   int
+	last    []int
+	seen    uint64
+	all     bool
+	i, h    int
+	changed func(v uint64) bool
+	pc      uint8
+}
+
+const (
+	fcTop = iota
+	fcScan
+	fcStored
+	fcSlept
+)
+
+func newHTCFwdCoord(w *htWorkload, r, c int) *htCFwdCoord {
+	m := &htCFwdCoord{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], c: c, me: r / w.G, l: r % w.G,
+		last: make([]int, w.N*w.G)}
+	m.changed = func(v uint64) bool { return v != m.seen }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *htCFwdCoord) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	N, G := w.N, w.G
+	for {
+		switch m.pc {
+		case fcTop:
+			m.seen = m.ctl.Load64(ctlCFwdProg * 8)
+			m.all = true
+			m.i = 0
+			m.pc = fcScan
+		case fcScan:
+			for m.i < N*G {
+				i := m.i
+				s, p := i/G, i%G
+				m.i++
+				if p == 0 && !m.fw.retired[s] {
+					m.all = false
+				}
+				if h := m.fw.head[i]; h > m.last[i] {
+					m.h = h
+					m.pc = fcStored
+					t.Store64Then(w.ctl[w.rank(m.me, p)][m.c], w.ctlCHead(m.l, s), uint64(h), m, 0)
+					return
+				}
+			}
+			if m.all {
+				t.End()
+				return
+			}
+			m.pc = fcSlept
+			t.SleepThen(w.e.p.HTCoordSleep, m, 0)
+			return
+		case fcStored:
+			m.last[m.i-1] = m.h
+			m.pc = fcScan
+		case fcSlept:
+			m.pc = fcTop
+			if m.ctl.Load64(ctlCFwdProg*8) == m.seen {
+				t.WaitWordThen(m.ctl, ctlCFwdProg*8, "ht combine forward coordinator", m.changed, m, 0)
+				return
+			}
+		}
+	}
+}
+
+// htThenGin reports whether the HT warps that issue GIN operations run
+// as state machines: over a backend that can issue without a process.
+func (w *htWorkload) htThenGin() bool {
+	_, ok := w.dataComms[0].Backend().(gin.ThenBackend)
+	return ok && w.htThen()
+}
+
+// htChunkPut is putChunk as a state machine, for a group without a
+// process: set the arguments, then start; it continues at h.
+type htChunkPut struct {
+	w                  *htWorkload
+	t                  *gpu.Group
+	gn                 *gin.Gin
+	dc                 *gin.DevComm
+	r, c, me, dst      int
+	slot, k, id, slots int
+	send, recv         *gin.Window
+	rec                uint64
+	ph                 *phase
+	chunks, tails      *int64
+	h                  sim.Handler
+	start              sim.Time
+	peer               int
+	pc                 uint8
+}
+
+const (
+	pcLocalFenced = iota
+	pcLocalAdded
+	pcPut
+	pcSignalled
+)
+
+// run puts the chunk set in m's fields, then continues at h.
+func (m *htChunkPut) run(h sim.Handler) {
+	w, t := m.w, m.t
+	e := w.e
+	m.h = h
+	m.start = t.Now()
+	if m.dst == m.me {
+		m.pc = pcLocalFenced
+		t.FenceThen(gpu.ScopeDevice, m, 0)
+		return
+	}
+	m.peer = w.rank(m.dst, m.r%w.G)
+	n := uint64(m.k) * m.rec
+	fp := &w.st.firstPut[0][m.r]
+	if m.ph == &e.comb {
+		fp = &w.st.firstPut[1][m.r]
+	}
+	if *fp == 0 {
+		*fp = m.start
+	}
+	m.pc = pcPut
+	m.gn.PutThen(m, 0, m.dc.World(m.r), m.peer, m.recv, ringOff(m.c, m.me, w.N, m.slots, m.slot, m.rec), m.send,
+		ringOff(m.c, m.dst, w.N, m.slots, m.slot, m.rec), n, nil, nil)
+}
+
+// Handle implements sim.Handler.
+func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
+	w, t := m.w, m.t
+	e := w.e
+	switch m.pc {
+	case pcLocalFenced:
+		reg, off, _ := w.sigWord(m.r, m.c, m.id, false)
+		m.pc = pcLocalAdded
+		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
+	case pcLocalAdded:
+		e.noteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
+		w.st.localChunks++
+		m.h.Handle(s, 0)
+	case pcPut:
+		m.start = t.Now()
+		m.pc = pcSignalled
+		m.gn.SignalThen(m, 0, m.dc.World(m.r), m.peer, gin.SignalAdd{Signal: m.id, Value: uint64(m.k)})
+	case pcSignalled:
+		e.noteIssue(m.peer, m.c, m.id, m.start, t.Now(), true)
+		n := uint64(m.k) * m.rec
+		m.ph.msgs++
+		m.ph.sigs++
+		m.ph.rdmaBytes += int64(n)
+		*m.chunks++
+		*m.tails++
+		m.h.Handle(s, 0)
+	}
+}
+
+// htCoord is a dispatch sender coordinator (channel c of rank r):
+// launchDispatch's coordinator closure as a state machine.
+type htCoord struct {
+	w               *htWorkload
+	t               *gpu.Group
+	ch              *htChan
+	ctl             *mem.Region
+	r, c, me        int
+	remaining, last []int
+	total           int
+	seen            uint64
+	issued          bool
+	i, d, k         int
+	put             htChunkPut
+	changed         func(v uint64) bool
+	pc              uint8
+}
+
+const (
+	coTop = iota
+	coScan
+	coPut
+)
+
+func newHTCoord(w *htWorkload, r, c int) *htCoord {
+	N := w.N
+	m := &htCoord{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], r: r, c: c, me: r / w.G,
+		remaining: make([]int, N), last: make([]int, N)}
+	for d := range N {
+		m.remaining[d] = len(w.seqOf(r, c, d))
+		m.total += m.remaining[d]
+	}
+	m.changed = func(v uint64) bool { return v != m.seen }
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/ctxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
+		send: w.dSend[c/ctxsPerComm], recv: w.dRecv[c/ctxsPerComm], rec: w.recD, ph: &w.e.disp,
+		chunks: &w.st.dispChunks, tails: &w.st.dispTails}
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *htCoord) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	N, W := w.N, w.dc.RDMARecv
+	if m.put.gn == nil {
+		m.put.t = t
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%ctxsPerComm)
+	}
+	for {
+		switch m.pc {
+		case coTop:
+			if m.total == 0 {
+				t.End()
+				return
+			}
+			m.seen = m.ctl.Load64(ctlSendProg * 8)
+			m.issued = false
+			m.i = 0
+			m.pc = coScan
+		case coScan:
+			for m.i < N {
+				d := (m.i + m.c + m.me) % N
+				m.i++
+				if m.remaining[d] == 0 {
+					continue
+				}
+				done := m.ch.relTail[d] - m.last[d]
+				if done != m.remaining[d] && done < w.dc.RDMASend {
+					continue
+				}
+				slot := m.last[d] % W
+				m.d, m.k = d, min(done, w.dc.RDMASend, W-slot)
+				m.put.dst, m.put.slot, m.put.k, m.put.id = d, slot, m.k, m.me
+				m.pc = coPut
+				m.put.run(m)
+				return
+			}
+			m.pc = coTop
+			if !m.issued {
+				t.WaitWordThen(m.ctl, ctlSendProg*8, "ht dispatch coordinator", m.changed, m, 0)
+				return
+			}
+		case coPut:
+			m.last[m.d] += m.k
+			m.remaining[m.d] -= m.k
+			m.total -= m.k
+			m.issued = true
+			m.pc = coScan
+		}
+	}
+}
+
+// htCredits is a coordinator that returns RDMA head credits
+// (launchCredits) as a state machine.
+type htCredits struct {
+	w            *htWorkload
+	t            *gpu.Group
+	ch           *htChan
+	ctl          *mem.Region
+	off          uint64
+	why          string
+	r, c, id     int
+	warps, chunk int
+	ph           *phase
+	count        *int64
+	dc           *gin.DevComm
+	gn           *gin.Gin
+	last         []int
+	seen         uint64
+	all          bool
+	s, minH      int
+	changed      func(v uint64) bool
+	pc           uint8
+}
+
+const (
+	ccTop = iota
+	ccScan
+	ccSignalled
+	ccCredited
+	ccSlept
+)
+
+// Handle implements sim.Handler.
+func (m *htCredits) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	N := w.N
+	if m.gn == nil {
+		m.gn = m.dc.Gin(t, m.r, m.c%ctxsPerComm)
+	}
+	for {
+		switch m.pc {
+		case ccTop:
+			m.seen = m.ctl.Load64(m.off)
+			m.all = true
+			m.s = 0
+			m.pc = ccScan
+		case ccScan:
+			for m.s < N {
+				s := m.s
+				m.s++
+				minH := htInf
+				for p := range m.warps {
+					if !m.ch.retired[p] {
+						m.all = false
+						minH = min(minH, m.ch.head[p*N+s])
+					}
+				}
+				if minH == htInf || minH < m.last[s]+m.chunk {
+					continue
+				}
+				m.minH = minH
+				v := uint64(minH - m.last[s])
+				if s == m.r/w.G {
+					reg, off, _ := w.sigWord(m.r, m.c, m.id, true)
+					m.pc = ccCredited
+					t.AtomicAdd64Then(reg, off, v, gpu.ScopeDevice, m, 0)
+					return
+				}
+				m.pc = ccSignalled
+				m.gn.SignalThen(m, 0, m.dc.World(m.r), w.rank(s, m.r%w.G), gin.SignalAdd{Signal: m.id, Value: v})
+				return
+			}
+			if m.all {
+				t.End()
+				return
+			}
+			m.pc = ccSlept
+			t.SleepThen(w.e.p.HTCoordSleep, m, 0)
+			return
+		case ccSignalled:
+			m.ph.sigs++
+			*m.count++
+			m.pc = ccCredited
+		case ccCredited:
+			m.last[m.s-1] = m.minH
+			m.pc = ccScan
+		case ccSlept:
+			m.pc = ccTop
+			if m.ctl.Load64(m.off) == m.seen {
+				t.WaitWordThen(m.ctl, m.off, m.why, m.changed, m, 0)
+				return
+			}
 		}
 	}
 }
