@@ -1112,6 +1112,11 @@ func (w *htWorkload) launchCombine(r, c int) {
 	for s := range N {
 		src := w.rank(s, l)
 		seq := w.seqOf(src, c, me)
+		if w.htThenGin() {
+			m := newHTCFwd(w, r, c, s, kw)
+			m.t = g.LaunchHandler(name+"forwarder"+strconv.Itoa(s), 32*kw, m, 0)
+			continue
+		}
 		g.Launch(name+"forwarder"+strconv.Itoa(s), 32*kw, func(t *gpu.Group) {
 			dc := w.dataComms[c/ctxsPerComm]
 			gn := dc.Gin(t, r, c%ctxsPerComm)

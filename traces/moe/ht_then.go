@@ -1065,3 +1065,183 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 		}
 	}
 }
+
+// htCFwd is a combine forwarder (channel c of rank r, destination node
+// s): launchCombine's forwarder closure as a state machine.
+type htCFwd struct {
+	w                *htWorkload
+	t                *gpu.Group
+	fw               *htChan
+	ctl              *mem.Region
+	sm               *htSM
+	r, c, s, src, kw int
+	seq              []int32
+	next, seenTail   []int
+	at               []sim.Time
+	doneAt           []sim.Time
+	doneHead         []int
+	rel, j           int
+	creg             *mem.Region
+	coff, co         uint64
+	sent, k          int
+	need             uint64
+	now, end         sim.Time
+	mask, bits       uint64
+	p                int
+	reads            sim.Bytes
+	put              htChunkPut
+	credit, tail     func(v uint64) bool
+	pc               uint8
+}
+
+const (
+	cfTop = iota
+	cfChunk
+	cfTok
+	cfBit
+	cfTail
+	cfTailGot
+	cfReserve
+	cfChunkEnd
+	cfReleased
+	cfPut
+	cfSent
+	cfEnd
+)
+
+func newHTCFwd(w *htWorkload, r, c, s, kw int) *htCFwd {
+	G := w.G
+	me, l := r/G, r%G
+	src := w.rank(s, l)
+	m := &htCFwd{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, s: s, src: src,
+		kw: kw, seq: w.seqOf(src, c, me), next: make([]int, G), seenTail: make([]int, G), at: make([]sim.Time, kw),
+		doneAt: make([]sim.Time, w.cc.RDMASend), doneHead: make([]int, w.cc.RDMASend*G)}
+	m.creg, m.coff, m.co = w.sigWord(r, c, w.N+s, true)
+	m.credit = func(v uint64) bool { return v-m.co >= m.need }
+	m.tail = func(v uint64) bool { return int(v) >= int(m.need) }
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/ctxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
+		slots: w.cc.RDMARecv, send: w.cSend[c/ctxsPerComm], recv: w.cRecv[c/ctxsPerComm], rec: w.recC, ph: &w.e.comb,
+		chunks: &w.st.combChunks, tails: &w.st.combTails}
+	return m
+}
+
+// release hands the heads of the tokens written by now to the
+// coordinator, in token order (its min over sub-warps).
+func (m *htCFwd) release(now sim.Time) {
+	if m.rel == m.j || m.doneAt[m.rel] > now {
+		return
+	}
+	for m.rel < m.j && m.doneAt[m.rel] <= now {
+		m.rel++
+	}
+	G := m.w.G
+	copy(m.fw.head[m.s*G:(m.s+1)*G], m.doneHead[(m.rel-1)*G:m.rel*G])
+	m.ctl.Store64(ctlCFwdProg*8, m.ctl.Load64(ctlCFwdProg*8)+1, m.t.Agent())
+}
+
+// Handle implements sim.Handler.
+func (m *htCFwd) Handle(*sim.Sim, uint64) {
+	w, t := m.w, m.t
+	N, G, W := w.N, w.G, w.cc.RDMARecv
+	if m.put.gn == nil {
+		m.put.t = t
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%ctxsPerComm)
+	}
+	rec := sim.Bytes(w.recC)
+	for {
+		switch m.pc {
+		case cfTop:
+			if m.sent >= len(m.seq) {
+				m.fw.retired[m.s] = true
+				m.pc = cfEnd
+				w.bumpThen(t, m.ctl, ctlCFwdProg*8, m)
+				return
+			}
+			slot := m.sent % W
+			m.k = min(w.cc.RDMASend, len(m.seq)-m.sent, W-slot)
+			m.put.slot, m.put.k = slot, m.k
+			m.pc = cfChunk
+			if need := uint64(m.sent + m.k - W); m.sent+m.k > W && m.creg.Load64(m.coff)-m.co < need {
+				w.st.creditWaits++
+				m.need = need
+				t.WaitWordThen(m.creg, m.coff, "ht combine credit", m.credit, m, 0)
+				return
+			}
+		case cfChunk:
+			m.now = t.Now()
+			m.end = m.now
+			for i := range m.at {
+				m.at[i] = m.now
+			}
+			m.rel, m.j = 0, 0
+			m.pc = cfTok
+		case cfTok:
+			if m.j == m.k {
+				m.pc = cfChunkEnd
+				continue
+			}
+			m.mask = w.gpus[m.src][int(m.seq[m.sent+m.j])*N+m.r/G]
+			m.bits, m.reads = m.mask, 0
+			m.pc = cfBit
+		case cfBit:
+			if m.bits == 0 {
+				m.pc = cfReserve
+				continue
+			}
+			m.p = bits.TrailingZeros64(m.bits)
+			m.bits &= m.bits - 1
+			m.next[m.p]++
+			m.reads += rec
+			m.pc = cfTail
+		case cfTail:
+			p := m.p
+			if m.seenTail[p] >= m.next[p] {
+				m.pc = cfBit
+				continue
+			}
+			m.release(t.Now())
+			if v := int(m.ctl.Load64(w.ctlCTail(p, m.s))); v >= m.next[p] || m.rel == m.j {
+				m.need = uint64(m.next[p])
+				m.pc = cfTailGot
+				t.WaitWordThen(m.ctl, w.ctlCTail(p, m.s), "ht combine NVLink tail", m.tail, m, 0)
+				return
+			}
+			t.SleepThen(m.doneAt[m.rel].Sub(t.Now()), m, 0)
+			return
+		case cfTailGot:
+			m.seenTail[m.p] = int(t.Result())
+			m.pc = cfBit
+		case cfReserve:
+			j := m.j
+			_, re := m.sm.rd.Reserve(max(m.at[j%m.kw], t.Now()).Add(w.hbmLat), m.reads)
+			_, we := m.sm.wr.Reserve(re, rec)
+			m.at[j%m.kw] = we
+			m.end = max(m.end, we)
+			m.doneAt[j] = we
+			copy(m.doneHead[j*G:(j+1)*G], m.next)
+			m.j++
+			m.pc = cfTok
+		case cfChunkEnd:
+			m.pc = cfReleased
+			if d := m.end.Sub(t.Now()); d > 0 {
+				t.ComputeThen(d, m, 0)
+				return
+			}
+		case cfReleased:
+			m.release(t.Now())
+			m.pc = cfPut
+			w.bumpThen(t, m.ctl, ctlCFwdProg*8, m)
+			return
+		case cfPut:
+			m.pc = cfSent
+			m.put.run(m)
+			return
+		case cfSent:
+			m.sent += m.k
+			m.pc = cfTop
+		case cfEnd:
+			t.End()
+			return
+		}
+	}
+}
