@@ -276,7 +276,7 @@ func (w *htWorkload) setup() error {
 		g := e.m.GPUs[r]
 		cs := make([]*mem.Region, w.C)
 		for c := range w.C {
-			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*w.ctlWords()), false)
+			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*w.ctlWords()), true)
 		}
 		w.ctl = append(w.ctl, cs)
 		w.nvlD = append(w.nvlD, g.Alloc("ht/nvl-dispatch", sim.Bytes(C*G*uint64(w.dc.NVLRecv)*w.recD), false))
