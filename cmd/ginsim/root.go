@@ -78,6 +78,7 @@ and switched-fabric models. Runs are deterministic for a given seed.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	addProfileFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 
 	bench := &cobra.Command{
@@ -108,12 +109,12 @@ and switched-fabric models. Runs are deterministic for a given seed.`,
 	return root
 }
 
-// wrapRunE marks errors from every command's RunE as run errors and gives
-// every command the usage-error flag handler.
+// wrapRunE marks errors from every command's RunE as run errors and runs
+// every command under the profiles its flags ask for.
 func wrapRunE(c *cobra.Command) {
 	if f := c.RunE; f != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if err := f(cmd, args); err != nil {
+			if err := profiled(cmd, func() error { return f(cmd, args) }); err != nil {
 				return &runError{err: err}
 			}
 			return nil
