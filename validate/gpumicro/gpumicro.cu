@@ -454,25 +454,42 @@ int main() {
     CK(cudaHostGetDevicePointer(&dg2c, (void*)g2c, 0));
     CK(cudaHostGetDevicePointer(&dc2g, (void*)c2g, 0));
     const uint64_t R = 20000;
-    std::vector<double> v;
-    for (int r = 0; r < reps; r++) {
-      *g2c = 0;
-      *c2g = 0;
-      std::thread cpu([&] {
-        for (uint64_t i = 1; i <= R; i++) {
-          while (*g2c != i) {
+    // flush 1: the CPU writes its reply back to memory (clflush) before
+    // the GPU's poll can read it, so the GPU's read need not snoop a
+    // modified line out of the CPU's cache.
+    for (int flush = 0; flush < 2; flush++) {
+      std::vector<double> v;
+      for (int r = 0; r < reps; r++) {
+        *g2c = 0;
+        *c2g = 0;
+        std::thread cpu([&] {
+          for (uint64_t i = 1; i <= R; i++) {
+            while (*g2c != i) {
+            }
+            *c2g = i;
+            if (flush) {
+              asm volatile("clflush (%0)\n\tmfence" ::"r"(c2g) : "memory");
+            }
           }
-          *c2g = i;
-        }
-      });
-      kHostPingPong<<<1, 1>>>(dg2c, dc2g, R, out);
-      CK(cudaGetLastError());
-      CK(cudaDeviceSynchronize());
-      cpu.join();
-      CK(cudaMemcpy(hout, out, 8, cudaMemcpyDeviceToHost));
-      v.push_back(double(hout[0]));
+        });
+        kHostPingPong<<<1, 1>>>(dg2c, dc2g, R, out);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        cpu.join();
+        CK(cudaMemcpy(hout, out, 8, cudaMemcpyDeviceToHost));
+        v.push_back(double(hout[0]));
+      }
+      if (flush) {
+        emit("gpu_cpu_roundtrip_flush", v, R, "the same with the CPU's reply flushed from its cache (clflush + mfence) after the store");
+      } else {
+        emit("gpu_cpu_roundtrip", v, R, "GPU st.release.sys to pinned host word, CPU spin sees it, stores back, GPU ld.acquire.sys poll sees it");
+      }
     }
-    emit("gpu_cpu_roundtrip", v, R, "GPU st.release.sys to pinned host word, CPU spin sees it, stores back, GPU ld.acquire.sys poll sees it");
+    {
+      // The period of a GPU poll of a host word that does not change.
+      emit("host_poll_acquire_sys", run([&] { kPoll<<<1, 1>>>(dc2g, N / 100, 1, out); }), N / 100,
+           "spin iteration, ld.acquire.sys of a word in pinned host memory");
+    }
     const uint64_t W = 100000;
     emit("wt_store_issue", run([&] { kWT<<<1, 1>>>(h + 512, W, out); }), W, "st.global.wt.v2 16 B to pinned host memory, issue");
     emit("wt_store_drain", run([&] { kWT<<<1, 1>>>(h + 512, W, out); }, 1), W, "same, including the final __threadfence_system");
