@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,7 @@ func newValidateGPUCmd() *cobra.Command {
 	var (
 		cluster string
 		asJSON  bool
+		allRuns bool
 	)
 	c := &cobra.Command{
 		Use:   "gpu [FILE]",
@@ -57,12 +59,26 @@ nccl_ rows time NCCL's own LSA barrier on two GPUs, NCCL 2.28 or later):
   nvcc -O2 -std=c++17 -arch=sm_90 -o ncclbar validate/gpumicro/ncclbar.cu -lnccl
   ./gpumicro > my-gpu.jsonl && NCCL_NVLS_ENABLE=0 ./ncclbar >> my-gpu.jsonl
   ginsim validate gpu my-gpu.jsonl`,
-		Example: "  ginsim validate gpu\n  ginsim validate gpu my-gpu.jsonl --cluster h800-cx7 --json",
+		Example: "  ginsim validate gpu\n  ginsim validate gpu --runs\n  ginsim validate gpu my-gpu.jsonl --cluster h800-cx7 --json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, err := machine.Resolve(cluster)
 			if err != nil {
 				return Usagef("--cluster: %v", err)
+			}
+			if allRuns {
+				if len(args) > 0 {
+					return Usagef("--runs compares the committed runs; it takes no FILE")
+				}
+				names, runs, err := gpumicro.Committed()
+				if err != nil {
+					return err
+				}
+				model, err := gpumicro.Model(spec)
+				if err != nil {
+					return err
+				}
+				return writeGPUSpreads(cmd.OutOrStdout(), names, spec.Profile, gpumicro.Spreads(runs, model), asJSON)
 			}
 			var hw *gpumicro.Run
 			if len(args) == 0 {
@@ -94,7 +110,51 @@ nccl_ rows time NCCL's own LSA barrier on two GPUs, NCCL 2.28 or later):
 	fl := c.Flags()
 	fl.StringVar(&cluster, "cluster", "h100-ib", "cluster preset or YAML file whose hardware profile is the model side")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fl.BoolVar(&allRuns, "runs", false, "compare the model with every committed run: each measurement's median and range over the runs that have it")
 	return c
+}
+
+type gpuSpreadRow struct {
+	Name     string   `json:"name"`
+	Runs     int      `json:"runs"`
+	MedianNS float64  `json:"median_ns"`
+	MinNS    float64  `json:"min_ns"`
+	MaxNS    float64  `json:"max_ns"`
+	ModelNS  *float64 `json:"model_ns"`
+	ErrorPct *float64 `json:"error_pct"`
+	Model    string   `json:"model_op,omitempty"`
+}
+
+func writeGPUSpreads(w io.Writer, names []string, profile string, rows []gpumicro.Spread, asJSON bool) error {
+	if asJSON {
+		out := struct {
+			Runs    []string       `json:"runs"`
+			Profile string         `json:"profile"`
+			Rows    []gpuSpreadRow `json:"rows"`
+		}{names, profile, nil}
+		for _, r := range rows {
+			row := gpuSpreadRow{Name: r.Name, Runs: r.Runs, MedianNS: r.Median, MinNS: r.Min, MaxNS: r.Max, Model: r.What}
+			if r.Model != 0 {
+				m, e := r.Model, math.Round(r.ErrPct()*10)/10
+				row.ModelNS, row.ErrorPct = &m, &e
+			}
+			out.Rows = append(out.Rows, row)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(w, "%d committed runs (%s)   model: profile %s\n\n", len(names), strings.Join(names, ", "), profile)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measurement\truns\tmedian\trange\tmodel\terror vs median")
+	for _, r := range rows {
+		model, e := "-", "-"
+		if r.Model != 0 {
+			model, e = fmt.Sprintf("%.1f ns", r.Model), fmt.Sprintf("%+.1f%%", r.ErrPct())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f ns\t%.1f-%.1f\t%s\t%s\n", r.Name, r.Runs, r.Median, r.Min, r.Max, model, e)
+	}
+	return tw.Flush()
 }
 
 type gpuValidationRow struct {

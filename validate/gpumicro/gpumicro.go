@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ginsim/ginsim/gin"
@@ -132,6 +133,72 @@ func Measured(name string) (*Run, []string, error) {
 	}
 	r, err := Parse(bytes.NewReader(b), name)
 	return r, names, err
+}
+
+// Committed returns every committed run with its file name, in name order.
+func Committed() ([]string, []*Run, error) {
+	ents, err := measured.ReadDir("measured")
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	var runs []*Run
+	for _, e := range ents {
+		n := e.Name()
+		names = append(names, n)
+		r, _, err := Measured(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		runs = append(runs, r)
+	}
+	return names, runs, nil
+}
+
+// Spread is one measurement over several runs.
+type Spread struct {
+	Name             string
+	Runs             int     // how many runs have it
+	Median, Min, Max float64 // ns
+	Model            float64 // ns; 0 when the model has no such case
+	What             string
+}
+
+// ErrPct is (model − median) / median in percent, or NaN.
+func (s Spread) ErrPct() float64 { return Row{Hardware: s.Median, Model: s.Model}.ErrPct() }
+
+// Spreads lines up several runs with the model: every measurement any run
+// has, in the order of first appearance, with the median and the range.
+func Spreads(runs []*Run, model map[string]sim.Duration) []Spread {
+	what := map[string]string{}
+	for _, c := range Cases() {
+		what[c.Name] = c.What
+	}
+	vals := map[string][]float64{}
+	var order []string
+	for _, r := range runs {
+		for _, m := range r.Measurements {
+			if _, ok := vals[m.Name]; !ok {
+				order = append(order, m.Name)
+			}
+			vals[m.Name] = append(vals[m.Name], m.NS)
+		}
+	}
+	out := make([]Spread, 0, len(order))
+	for _, n := range order {
+		v := slices.Clone(vals[n])
+		slices.Sort(v)
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		s := Spread{Name: n, Runs: len(v), Median: med, Min: v[0], Max: v[len(v)-1], What: what[n]}
+		if d, ok := model[n]; ok {
+			s.Model = d.Ns()
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // Case is one measurement the model can make: what gpumicro.cu's line of

@@ -244,3 +244,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Spreads keeps the order of first appearance and takes the median (the
+// mean of the middle two for an even count) and the range of each row.
+func TestSpreads(t *testing.T) {
+	parse := func(in string) *Run {
+		r, err := Parse(strings.NewReader(in), "x")
+		require.NoError(t, err)
+		return r
+	}
+	a := parse(`{"name":"b","ns":4,"reps":1}` + "\n" + `{"name":"a","ns":10,"reps":1}`)
+	b := parse(`{"name":"a","ns":30,"reps":1}` + "\n" + `{"name":"c","ns":7,"reps":1}`)
+	c := parse(`{"name":"a","ns":20,"reps":1}` + "\n" + `{"name":"b","ns":6,"reps":1}`)
+	got := Spreads([]*Run{a, b, c}, map[string]sim.Duration{"a": 22 * sim.Nanosecond})
+	require.Len(t, got, 3)
+	assert.Equal(t, []string{"b", "a", "c"}, []string{got[0].Name, got[1].Name, got[2].Name})
+	assert.Equal(t, Spread{Name: "b", Runs: 2, Median: 5, Min: 4, Max: 6}, got[0])
+	assert.Equal(t, 3, got[1].Runs)
+	assert.Equal(t, 20.0, got[1].Median)
+	assert.Equal(t, 10.0, got[1].Min)
+	assert.Equal(t, 30.0, got[1].Max)
+	assert.InDelta(t, 10.0, got[1].ErrPct(), 1e-9)
+	assert.True(t, math.IsNaN(got[2].ErrPct()))
+	names, runs, err := Committed()
+	require.NoError(t, err)
+	assert.Len(t, runs, len(names))
+	assert.Contains(t, names, "h200x2-2026-12-01.jsonl")
+}
