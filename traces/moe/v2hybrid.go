@@ -360,7 +360,10 @@ func (w *v2HybridWorkload) railBarrier(t *gpu.Group, r int) {
 // v2hLanes runs jobs on a warp's lanes concurrently (a lane per node: puts
 // and tail updates), on one-thread groups launched with the warp and
 // parked between jobs: t.Parallel without spawning per token. One job runs
-// on the warp itself.
+// on the warp itself. Over a backend that issues for process-free groups
+// (gin.Gin.CanThen), the lanes are state machines (v2hLane) that run
+// jobThen, with the same events as the parked processes: an event where
+// the lane starts, one per job where it is woken, one at close.
 type v2hLanes struct {
 	warp  *gpu.Group
 	wgn   *gin.Gin
@@ -370,12 +373,33 @@ type v2hLanes struct {
 	live  int
 	quit  bool
 	job   func(th *gpu.Group, gn *gin.Gin, i int)
+	// The lanes' state machines (nil: the lanes are processes) and their
+	// job: jobThen starts job i and continues at h; jobDone, when set,
+	// runs when it has, with the instant it started.
+	ms      []*v2hLane
+	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64)
+	jobDone func(th *gpu.Group, i int, start sim.Time)
 }
 
+// newLanes launches n lanes for warp. With jobThen set and a backend that
+// can issue for process-free groups, the lanes have no process.
 func (w *v2HybridWorkload) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Sharing, n int,
-	job func(th *gpu.Group, gn *gin.Gin, i int)) *v2hLanes {
+	job func(th *gpu.Group, gn *gin.Gin, i int),
+	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64),
+	jobDone func(th *gpu.Group, i int, start sim.Time)) *v2hLanes {
 	l := &v2hLanes{warp: warp, wgn: wgn, gns: make([]*gin.Gin, n), todo: make([]bool, n), job: job}
 	g := warp.GPU()
+	if jobThen != nil && wgn.CanThen() && !w.e.opt.noThen {
+		l.jobThen, l.jobDone = jobThen, jobDone
+		l.ms = make([]*v2hLane, n)
+		for i := range n {
+			m := &v2hLane{l: l, i: i, w: w, r: r, qp: qp, sh: sh}
+			l.ms[i] = m
+			m.t = g.LaunchHandler(warp.Name()+"/lane"+strconv.Itoa(i), 1, m, laneStart)
+			l.lanes = append(l.lanes, m.t)
+		}
+		return l
+	}
 	for i := range n {
 		l.lanes = append(l.lanes, g.Launch(warp.Name()+"/lane"+strconv.Itoa(i), 1, func(t *gpu.Group) {
 			l.gns[i] = w.dc.GinShared(t, r, qp, sh)
@@ -409,6 +433,10 @@ func (l *v2hLanes) run(k int) {
 	l.live = k
 	for i := range k {
 		l.todo[i] = true
+		if l.ms != nil {
+			l.ms[i].wake()
+			continue
+		}
 		l.lanes[i].Proc().Wake()
 	}
 	for l.live > 0 {
@@ -419,8 +447,70 @@ func (l *v2hLanes) run(k int) {
 // close ends the lanes.
 func (l *v2hLanes) close() {
 	l.quit = true
-	for _, t := range l.lanes {
+	for i, t := range l.lanes {
+		if l.ms != nil {
+			l.ms[i].wake()
+			continue
+		}
 		t.Proc().Wake()
+	}
+}
+
+// v2hLane is lane i of a v2hLanes as a state machine: the lane process's
+// loop (run a job when there is one, end at close, park otherwise) with
+// the same events: laneStart where the process would first run, laneWake
+// where a parked lane is woken (waking one that is not parked does
+// nothing, as Proc.Wake), laneDone where a job that took time completes.
+type v2hLane struct {
+	l      *v2hLanes
+	t      *gpu.Group
+	w      *v2HybridWorkload
+	i      int
+	r, qp  int
+	sh     gin.Sharing
+	parked bool
+	start  sim.Time
+}
+
+const (
+	laneStart = iota
+	laneWake
+	laneDone
+)
+
+// wake is Proc.Wake of the lane.
+func (m *v2hLane) wake() {
+	if !m.parked {
+		return
+	}
+	m.parked = false
+	s := m.t.GPU().Sim()
+	s.Post(s.Now(), m, laneWake)
+}
+
+// Handle implements sim.Handler.
+func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
+	l := m.l
+	switch arg {
+	case laneStart:
+		l.gns[m.i] = m.w.dc.GinShared(m.t, m.r, m.qp, m.sh)
+	case laneDone:
+		if l.jobDone != nil {
+			l.jobDone(m.t, m.i, m.start)
+		}
+		l.todo[m.i] = false
+		if l.live--; l.live == 0 {
+			l.warp.Proc().Wake()
+		}
+	}
+	switch {
+	case l.todo[m.i]:
+		m.start = s.Now()
+		l.jobThen(m.t, l.gns[m.i], m.i, m, laneDone)
+	case l.quit:
+		m.t.End()
+	default:
+		m.parked = true
 	}
 }
 
@@ -536,7 +626,37 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		ph.sigs++
 		w.st.dTails++
 	}
-	lanes := w.newLanes(t, gn, r, qp, sh, S, job)
+	// The same jobs for process-free lanes: the counters move when the
+	// operation starts, the issue instants are noted when it has.
+	jobThen := func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
+		m := jobs[i]
+		if kind == v2hPut {
+			ph.rdmaBytes += int64(rec)
+			w.st.dPuts++
+			gn.PutThen(h, arg, team, m, w.dWin, w.recvRec(me, c, slot[m]), w.dWin, w.sendRec(tok), uint64(rec), nil, nil,
+				gin.OptAggregateRequests)
+			return
+		}
+		v := uint64(tail[m]-old[m]) << 32
+		if kind == v2hFinish {
+			v |= 1
+		}
+		old[m] = tail[m]
+		if m == me {
+			w.st.dLocalTails++
+			th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
+			return
+		}
+		ph.sigs++
+		w.st.dTails++
+		gn.SignalThen(h, arg, team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
+	}
+	jobDone := func(th *gpu.Group, i int, start sim.Time) {
+		if m := jobs[i]; kind != v2hPut && m != me {
+			w.issue[(w.rail(r, m)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
+		}
+	}
+	lanes := w.newLanes(t, gn, r, qp, sh, S, job, jobThen, jobDone)
 	T, stride := st.tokens[r], w.nch
 	var loaded sim.Time
 	if c < T {

@@ -270,3 +270,46 @@ func TestV2HybridFewerTokensNotSlower(t *testing.T) {
 	few, more := dispatch(8), dispatch(64)
 	assert.LessOrEqual(t, few, more, "8 tokens per rank dispatched in %.1f us, 64 in %.1f us", few, more)
 }
+
+// The V2 warps that run as state machines (over GDAKI) produce exactly
+// the reports and counters of their process versions (Options.noThen), in
+// both modes and on both backends (the proxy keeps every warp that issues
+// GIN ops on a process).
+func TestV2WarpsWithoutProcess(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct {
+		name    string
+		mode    string
+		ep, tok int
+		backend string
+		nvlink  bool
+	}{
+		{"hybrid-ep16-gdaki", ModeV2Hybrid, 16, 64, BackendGDAKI, true},
+		{"hybrid-ep32-gdaki", ModeV2Hybrid, 32, 48, BackendGDAKI, true},
+		{"hybrid-ep16-proxy", ModeV2Hybrid, 16, 24, BackendProxy, true},
+		{"direct-ep16-gdaki", ModeV2Direct, 16, 64, BackendGDAKI, false},
+		{"direct-ep16-nvlink", ModeV2Direct, 16, 64, BackendGDAKI, true},
+		{"direct-ep16-proxy", ModeV2Direct, 16, 24, BackendProxy, false},
+		{"direct-ep8-nvlink", ModeV2Direct, 8, 96, BackendGDAKI, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := tinyTrace(t, c.ep, c.tok)
+			run := func(noThen bool) (*Report, v2hStats) {
+				var w *v2HybridWorkload
+				v2hObserve = func(x *v2HybridWorkload) { w = x }
+				defer func() { v2hObserve = nil }()
+				rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
+					Backends: backends, noThen: noThen})
+				require.NoError(t, err)
+				if w == nil {
+					return rep, v2hStats{}
+				}
+				return rep, w.st
+			}
+			procRep, procSt := run(true)
+			thenRep, thenSt := run(false)
+			assert.Equal(t, procRep, thenRep)
+			assert.Equal(t, procSt, thenSt)
+		})
+	}
+}
