@@ -572,7 +572,13 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 				w.scaleout(t, r, sm, s, c)
 				w.gridSync(t, r, 1, n)
 			})
-			g.Launch("hdispatch/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), 32, func(t *gpu.Group) {
+			name := "hdispatch/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s)
+			if w.v2Then() {
+				m := newV2hForward(w, r, sm, s, c, n)
+				m.t = g.LaunchHandler(name, 32, m, 0)
+				continue
+			}
+			g.Launch(name, 32, func(t *gpu.Group) {
 				w.gridSync(t, r, 0, n)
 				w.forward(t, r, sm, s, c)
 				w.gridSync(t, r, 1, n)
@@ -958,12 +964,18 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 	for sm := range w.sms {
 		for s := range w.C {
 			c := sm*w.C + s
-			g.Launch("hcombine/sm"+strconv.Itoa(sm)+"/scaleup"+strconv.Itoa(s), 32, func(t *gpu.Group) {
-				w.gridSync(t, r, 0, n)
-				w.gridSync(t, r, 1, n)
-				w.scaleup(t, r, sm, c)
-				done(t)
-			})
+			name := "hcombine/sm" + strconv.Itoa(sm) + "/scaleup" + strconv.Itoa(s)
+			if w.v2Then() {
+				m := newV2hScaleup(w, r, sm, c, n, reduce)
+				m.t = g.LaunchHandler(name, 32, m, 0)
+			} else {
+				g.Launch(name, 32, func(t *gpu.Group) {
+					w.gridSync(t, r, 0, n)
+					w.gridSync(t, r, 1, n)
+					w.scaleup(t, r, sm, c)
+					done(t)
+				})
+			}
 			g.Launch("hcombine/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), 32, func(t *gpu.Group) {
 				w.gridSync(t, r, 0, n)
 				w.gridSync(t, r, 1, n)

@@ -1,0 +1,556 @@
+package moe
+
+import (
+	"math/bits"
+
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// The busiest V2 warps as state machines over the groups' Then operations
+// (launched with gpu.GPU.LaunchHandler, no process): each is the body of
+// its g.Launch closure in v2hybrid.go, with the same steps at the same
+// instants, so that a record costs no coroutine switch. Options.noThen
+// runs the closures instead (TestV2WarpsWithoutProcess compares the two).
+// Warps that issue GIN operations other than the lanes' puts and signals
+// (flush, the scale-out warp's own puts) stay on processes.
+
+// v2Then reports whether the V2 warps that have a state machine run as
+// one.
+func (w *v2Workload) v2Then() bool { return !w.e.opt.noThen }
+
+// v2drive is the driving loop shared by the V2 machines: a machine starts
+// an operation with inOp set and then calls yield; an operation whose
+// continuation runs at once (it took no time) re-enters Handle, which
+// notes it (reentered) and returns, and the loop goes on instead of
+// recursing.
+type v2drive struct {
+	inOp, resumed bool
+}
+
+// reentered reports (and notes) a continuation that ran inside the call
+// that started its operation.
+func (d *v2drive) reentered() bool {
+	if d.inOp {
+		d.resumed = true
+		return true
+	}
+	return false
+}
+
+// yield ends the start of an operation: true when the group now waits
+// (return from Handle), false when the operation is already done.
+func (d *v2drive) yield() bool {
+	d.inOp = false
+	if d.resumed {
+		d.resumed = false
+		return false
+	}
+	return true
+}
+
+// v2hScaleup is a combine scale-up warp (channel c of rank r on SM sm):
+// launchCombine's scale-up closure (two grid syncs, scaleup, done) as a
+// state machine.
+type v2hScaleup struct {
+	v2drive
+	w         *v2HybridWorkload
+	t         *gpu.Group
+	r, sm, c  int
+	n         uint64 // the grid syncs' target
+	reduce    sim.Duration
+	geN       func(v uint64) bool
+	cursor    []int // per forwarder: next record of its channel list
+	sent, old []int
+	stored    sim.Time
+	dst       int
+	round     int
+	wip       uint64
+	final     bool
+	f         int
+	pc        uint8
+}
+
+const (
+	suGS0 = iota
+	suGS0W
+	suGS1
+	suGS1W
+	suTop
+	suLoaded
+	suPick
+	suSlept
+	suRead
+	suCycled
+	suUpdate
+	suFence
+	suStores
+	suDone
+	suReduced
+)
+
+func newV2hScaleup(w *v2HybridWorkload, r, sm, c int, n uint64, reduce sim.Duration) *v2hScaleup {
+	U := w.U
+	m := &v2hScaleup{w: w, r: r, sm: sm, c: c, n: n, reduce: reduce, dst: c,
+		cursor: make([]int, U), sent: make([]int, U), old: make([]int, U)}
+	m.geN = func(v uint64) bool { return v >= m.n }
+	return m
+}
+
+// next is scaleup's next: whether forwarder f has a record for this rank
+// left, moving its cursor to it.
+func (m *v2hScaleup) next(f int) bool {
+	w := m.w
+	U, S, me, own := w.U, w.S, m.r/w.U, m.r%w.U
+	recs := w.fwd[(me*U+f)*w.nch+m.c]
+	for m.cursor[f] < len(recs) {
+		rc := recs[m.cursor[f]]
+		if w.gpus[rc.src][int(rc.tok)*S+me]&(1<<own) != 0 {
+			return true
+		}
+		m.cursor[f]++
+	}
+	return false
+}
+
+// Handle implements sim.Handler.
+func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r := m.w, m.t, m.r
+	U, me, own := w.U, r/w.U, r%w.U
+	for {
+		switch m.pc {
+		case suGS0, suGS1:
+			a := w.sync[r]
+			i := (m.pc - suGS0) / 2
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(int(i)), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case suGS0W, suGS1W:
+			a := w.sync[r]
+			i := (m.pc - suGS0W) / 2
+			m.pc++
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(int(i)), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case suTop:
+			m.pc = suLoaded
+			m.inOp = true
+			t.Load64Then(w.topk[r].r, 0, m, 0) // the next linked-list entry of every forwarder
+			if m.yield() {
+				return
+			}
+		case suLoaded:
+			m.wip = 0
+			for f := range U {
+				if m.next(f) {
+					m.wip |= 1 << f
+				}
+			}
+			if m.wip == 0 {
+				m.final = true
+				m.pc = suUpdate
+				continue
+			}
+			m.pc = suPick
+		case suPick:
+			if m.wip == 0 {
+				m.final = false
+				m.pc = suUpdate
+				continue
+			}
+			st := (m.dst + 1) % U
+			if hi := m.wip >> st << st; hi != 0 {
+				m.dst = bits.TrailingZeros64(hi)
+			} else {
+				m.dst = bits.TrailingZeros64(m.wip)
+			}
+			m.wip &^= 1 << m.dst
+			m.pc = suSlept
+			if d := m.stored.Sub(t.Now()); d > 0 { // tma_store_wait before reusing the TMA buffer
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case suSlept:
+			cfg := t.GPU().Config()
+			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, 2*w.e.hidden, cfg.HBMLatency)
+			m.pc = suRead
+			if d := at.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case suRead:
+			m.pc = suCycled
+			m.inOp = true
+			t.CyclesThen(w.vp.RouteCycles, m, 0) // source metadata, top-k weights
+			if m.yield() {
+				return
+			}
+		case suCycled:
+			i := m.cursor[m.dst]
+			dst := m.dst
+			m.pc = suPick
+			w.st.back[r*U+dst]++
+			m.sent[dst]++
+			m.cursor[dst]++
+			// nvlStore: the SM's store bandwidth, then the NVLink write.
+			cfg := t.GPU().Config()
+			if dst == w.e.m.Ranks[r].Local {
+				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.crec, cfg.StoreLatency)
+				continue
+			}
+			out := pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.crec, t.GPU().NVLink().Config().Latency)
+			m.inOp = true
+			landed := t.NVLinkWriteThen(dst, w.cw.Region(me*U+dst), w.cSuOff(own, m.c, i), nil, sim.Bytes(w.crec), m, 0)
+			m.stored = max(out, landed)
+			if m.yield() {
+				return
+			}
+		case suUpdate:
+			m.round++
+			if !m.final && m.round < w.vp.HybridScaleupInterval {
+				m.pc = suTop
+				continue
+			}
+			m.round = 0
+			m.pc = suFence
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case suFence:
+			m.pc = suStores
+			m.f = 0
+			m.inOp = true
+			t.FenceThen(gpu.ScopeSystem, m, 0) // st.release.sys
+			if m.yield() {
+				return
+			}
+		case suStores:
+			for m.f < U && m.sent[m.f] == m.old[m.f] {
+				m.f++
+			}
+			if m.f == U {
+				m.pc = suTop
+				if m.final {
+					m.pc = suDone
+				}
+				continue
+			}
+			f := m.f
+			m.old[f] = m.sent[f]
+			m.f++
+			m.inOp = true
+			t.Store64Then(w.ws.Region(me*U+f), w.suTailOff(m.c, own), uint64(m.sent[f]), m, 0)
+			if m.yield() {
+				return
+			}
+		case suDone:
+			if w.live[r]--; w.live[r] != 0 {
+				t.End()
+				return
+			}
+			m.pc = suReduced
+			m.inOp = true
+			t.ComputeThen(m.reduce, m, 0)
+			if m.yield() {
+				return
+			}
+		case suReduced:
+			w.e.receiverDone(r, w.e.lastOf(r))
+			t.End()
+			return
+		}
+	}
+}
+
+// v2hForward is a dispatch forward warp (channel c, warp s of SM sm, of
+// rank r): launchDispatch's forward closure (grid sync, forward, grid
+// sync) as a state machine.
+type v2hForward struct {
+	v2drive
+	w          *v2HybridWorkload
+	t          *gpu.Group
+	r, sm, c   int
+	qp         int
+	n          uint64 // the grid syncs' target
+	geN, moved func(v uint64) bool
+	o          uint64 // the tail wait's last seen count
+	old, tail  []int
+	fin        []bool
+	cursor     []int // per source node: next token of its channel to look at
+	slots      []uint64
+	recs       []v2hFwd
+	lw         *landWatch
+	cur        int
+	stored     sim.Time
+	word       uint64 // the tail word waited on
+	slot, end  int    // the records taken from node cur: slot..end-1
+	src, tok   int
+	gm, left   uint64 // the token's GPUs on this node; those left to store into
+	first      bool
+	d          int
+	pc         uint8
+}
+
+const (
+	fwGS0 = iota
+	fwGS0W
+	fwTop
+	fwTailSeen
+	fwRecord
+	fwSlept
+	fwRead
+	fwCycled
+	fwSlotDone
+	fwStores
+	fwStored
+	fwEnds
+	fwCleans
+	fwEndSleep
+	fwGS1
+	fwGS1W
+	fwDone
+)
+
+func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
+	S, U := w.S, w.U
+	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
+	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp, n: n,
+		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
+		slots: make([]uint64, U), lw: &landWatch{s: w.e.s}, cur: c % S}
+	for k := range S {
+		m.cursor[k] = c
+	}
+	m.geN = func(v uint64) bool { return v >= m.n }
+	const low = 1<<32 - 1
+	m.moved = func(v uint64) bool { return v>>32 > m.o || v&low != 0 }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *v2hForward) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r := m.w, m.t, m.r
+	S, U, me, u, rec := w.S, w.U, r/w.U, r%w.U, w.rec
+	ws := w.ws.Region(r)
+	const low = 1<<32 - 1
+	for {
+		switch m.pc {
+		case fwGS0, fwGS1:
+			a := w.sync[r]
+			i := 0
+			if m.pc == fwGS1 {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case fwGS0W, fwGS1W:
+			a := w.sync[r]
+			i := 0
+			if m.pc == fwGS1W {
+				i = 1
+			}
+			if m.pc == fwGS0W {
+				m.pc = fwTop
+				m.recs = w.fwd[r*w.nch+m.c]
+			} else {
+				m.pc = fwDone
+			}
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case fwTop:
+			var wip uint32
+			for k := range S {
+				if m.tail[k] > m.old[k] || !m.fin[k] {
+					wip |= 1 << k
+				}
+			}
+			if wip == 0 {
+				w.fwd[r*w.nch+m.c] = m.recs
+				m.pc = fwEnds
+				m.d = 0
+				continue
+			}
+			off := (m.cur + 1) % S
+			if hi := wip >> off << off; hi != 0 {
+				m.cur = bits.TrailingZeros32(hi)
+			} else {
+				m.cur = bits.TrailingZeros32(wip)
+			}
+			m.pc = fwRecord
+			if m.tail[m.cur] <= m.old[m.cur] && !m.fin[m.cur] {
+				// Poll every source's tail until this one moved or finished.
+				m.word = w.tailOff(m.c, m.cur)
+				m.lw.at = 0
+				ws.Watch(m.word, m.lw)
+				m.o = uint64(m.old[m.cur])
+				m.pc = fwTailSeen
+				m.inOp = true
+				t.WaitWordThen(ws, m.word, "v2 hybrid forward tail", m.moved, m, 0)
+				if m.yield() {
+					return
+				}
+				continue
+			}
+			m.takeChunk()
+		case fwTailSeen:
+			ws.Unwatch(m.word, m.lw)
+			for k := range S {
+				v := ws.Load64(w.tailOff(m.c, k))
+				m.tail[k], m.fin[k] = int(v>>32), v&low != 0
+			}
+			if m.cur != me {
+				w.seenTail(t, r, m.c, m.cur, m.qp, m.lw.at)
+			}
+			m.takeChunk()
+			m.pc = fwRecord
+		case fwRecord:
+			if m.slot >= m.end {
+				m.pc = fwTop
+				continue
+			}
+			tok := m.cursor[m.cur]
+			for w.nodes[m.src][tok]&(1<<me) == 0 {
+				tok += w.nch
+			}
+			m.cursor[m.cur] = tok + w.nch
+			m.tok = tok
+			m.pc = fwSlept
+			if d := m.stored.Sub(t.Now()); d > 0 { // tma_store_wait: the TMA buffer is free
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case fwSlept:
+			cfg := t.GPU().Config()
+			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rec, cfg.HBMLatency)
+			m.pc = fwRead
+			if d := at.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case fwRead:
+			m.pc = fwCycled
+			m.inOp = true
+			t.CyclesThen(w.vp.RouteCycles, m, 0) // top-k to scale-up ranks, index exchange, dedup
+			if m.yield() {
+				return
+			}
+		case fwCycled:
+			m.gm = w.gpus[m.src][m.tok*S+me]
+			m.left = m.gm
+			m.pc = fwStores
+			if m.gm == 0 {
+				continue
+			}
+			// One slot atomic per GPU, issued by the lanes together: the
+			// warp waits for one device atomic.
+			m.d = bits.TrailingZeros64(m.gm)
+			m.pc = fwSlotDone
+			m.inOp = true
+			t.AtomicAdd64Then(w.cnt[r].r, w.cnt[r].off(m.d), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case fwSlotDone:
+			m.slots[m.d] = t.Result()
+			for k := m.gm & (m.gm - 1); k != 0; k &= k - 1 {
+				d := bits.TrailingZeros64(k)
+				m.slots[d] = w.cnt[r].r.FetchAdd64(w.cnt[r].off(d), 1, t.Agent())
+			}
+			m.pc = fwStores
+			m.left = m.gm
+		case fwStores:
+			if m.left == 0 {
+				m.pc = fwStored
+				m.inOp = true
+				t.ComputeThen(t.GPU().Config().StoreIssue, m, 0) // forward metadata and slot indices
+				if m.yield() {
+					return
+				}
+				continue
+			}
+			d := bits.TrailingZeros64(m.left)
+			m.left &= m.left - 1
+			w.st.fwd[r*U+d]++
+			// nvlStore: the SM's store bandwidth, then the NVLink write.
+			cfg := t.GPU().Config()
+			if d == w.e.m.Ranks[r].Local {
+				m.stored = max(m.stored, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency))
+				continue
+			}
+			out := pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, t.GPU().NVLink().Config().Latency)
+			m.inOp = true
+			landed := t.NVLinkWriteThen(d, w.dWin.Region(me*U+d), w.suOff(u, m.slots[d]), nil, sim.Bytes(rec), m, 0)
+			m.stored = max(m.stored, out, landed)
+			if m.yield() {
+				return
+			}
+		case fwStored:
+			m.recs = append(m.recs, v2hFwd{src: int32(m.src), tok: int32(m.tok), last: m.slot == m.end-1})
+			m.slot++
+			m.pc = fwRecord
+		case fwEnds:
+			// Linked-list ends into every scale-up peer, then clean the
+			// tails.
+			if m.d == U {
+				m.pc = fwCleans
+				m.d = 0
+				continue
+			}
+			d := m.d
+			m.d++
+			m.inOp = true
+			t.Store64Then(w.ws.Region(me*U+d), w.suTailOff(m.c, u), uint64(len(m.recs)), m, 0)
+			if m.yield() {
+				return
+			}
+		case fwCleans:
+			if m.d == S {
+				m.pc = fwEndSleep
+				continue
+			}
+			k := m.d
+			m.d++
+			m.inOp = true
+			t.Store64Then(ws, w.tailOff(m.c, k), 0, m, 0)
+			if m.yield() {
+				return
+			}
+		case fwEndSleep:
+			m.pc = fwGS1
+			if d := m.stored.Sub(t.Now()); d > 0 { // the end barrier's tma_store_wait
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case fwDone:
+			t.End()
+			return
+		}
+	}
+}
+
+// takeChunk takes at most HybridUpdateInterval records of node cur.
+func (m *v2hForward) takeChunk() {
+	w := m.w
+	m.slot = m.old[m.cur]
+	m.end = min(m.tail[m.cur], m.slot+w.vp.HybridUpdateInterval)
+	m.old[m.cur] = m.end
+	m.src = w.rail(m.r, m.cur)
+}
