@@ -554,3 +554,177 @@ func (m *v2hForward) takeChunk() {
 	m.old[m.cur] = m.end
 	m.src = w.rail(m.r, m.cur)
 }
+
+// Steps of a scale-out warp's state machine.
+const (
+	soGS0 = iota
+	soGS0W
+	soBegin
+	soTok
+	soLoaded
+	soCycled
+	soComputed
+	soStoresW
+	soPuts
+	soTails
+	soNext
+	soFinish
+	soClose
+	soGS1
+	soGS1W
+	soDone
+	soJob1
+)
+
+// Handle implements sim.Handler: launchDispatch's scale-out closure (grid
+// sync, scaleout, grid sync) as a state machine, over a backend that
+// issues for process-free groups; its lanes are state machines too.
+func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r, c := m.w, m.t, m.r, m.c
+	me, rec := r/w.U, w.rec
+	T, stride := w.e.st.tokens[r], w.nch
+	for {
+		switch m.pc {
+		case soGS0, soGS1:
+			a := w.sync[r]
+			i := 0
+			if m.pc == soGS1 {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case soGS0W, soGS1W:
+			a := w.sync[r]
+			i := 0
+			if m.pc == soGS1W {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case soBegin:
+			m.begin()
+			if m.lanes.ms == nil {
+				panic("moe: v2 hybrid scale-out state machine with lanes on processes")
+			}
+			m.lanes.warpH = m
+			if c < T {
+				m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.payload, t.GPU().Config().HBMLatency)
+			}
+			m.tok = c
+			m.pc = soTok
+		case soTok:
+			if m.tok >= T {
+				m.pc = soFinish
+				continue
+			}
+			// Top-k load and copy, node dedup, slot exchange; then the
+			// token's TMA load must have arrived.
+			m.pc = soLoaded
+			m.inOp = true
+			t.Load64Then(w.topk[r].r, 0, m, 0)
+			if m.yield() {
+				return
+			}
+		case soLoaded:
+			m.pc = soCycled
+			m.inOp = true
+			t.CyclesThen(w.vp.RouteCycles, m, 0)
+			if m.yield() {
+				return
+			}
+		case soCycled:
+			m.pc = soComputed
+			m.inOp = true
+			t.ComputeThen(t.GPU().Config().StoreIssue, m, 0)
+			if m.yield() {
+				return
+			}
+		case soComputed:
+			m.mask = w.nodes[r][m.tok]
+			m.pc = soStoresW
+			if d := m.loaded.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case soStoresW:
+			lat := t.GPU().Config().StoreLatency
+			done := t.Now()
+			if m.mask&^(1<<me) != 0 { // send buffer, only if RDMA follows
+				done = max(done, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, lat))
+			}
+			if m.mask&(1<<me) != 0 { // local bypass into the own node's receive buffer
+				done = max(done, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, lat))
+			}
+			m.pc = soPuts
+			if d := done.Sub(t.Now()); d > 0 { // tma_store_wait
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case soPuts:
+			if next := m.tok + stride; next < T {
+				m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.payload, t.GPU().Config().HBMLatency)
+			}
+			w.e.disp.msgs += int64(bits.OnesCount64(m.mask))
+			if m.runLanes(m.putJobs(m.mask), soTails) {
+				return
+			}
+		case soTails:
+			if m.runLanes(m.tailJobs(), soNext) {
+				return
+			}
+		case soNext:
+			m.tok += stride
+			m.pc = soTok
+		case soFinish:
+			if m.runLanes(m.finishJobs(), soClose) {
+				return
+			}
+		case soClose:
+			m.lanes.close()
+			m.pc = soGS1
+		case soJob1:
+			m.jobDone(t, 0, m.start)
+			m.pc = m.ret
+		case soDone:
+			t.End()
+			return
+		}
+	}
+}
+
+// runLanes is v2hLanes.run for the state machine: it starts jobs
+// 0..k-1 (one on the warp itself, several on the lanes, which wake the
+// warp when the last is done) and reports whether the warp now waits; it
+// goes on at next.
+func (m *v2hScaleout) runLanes(k int, next uint8) bool {
+	switch k {
+	case 0:
+		m.pc = next
+		return false
+	case 1:
+		m.pc, m.ret = soJob1, next
+		m.start = m.t.Now()
+		m.inOp = true
+		m.jobThen(m.t, m.gn, 0, m, 0)
+		return m.yield()
+	}
+	l := m.lanes
+	l.live = k
+	for i := range k {
+		l.todo[i] = true
+		l.ms[i].wake()
+	}
+	m.pc = next
+	return true
+}

@@ -379,6 +379,9 @@ type v2hLanes struct {
 	ms      []*v2hLane
 	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64)
 	jobDone func(th *gpu.Group, i int, start sim.Time)
+	// warpH, when set, is the warp as a state machine: the last lane done
+	// posts it instead of waking the warp's process.
+	warpH sim.Handler
 }
 
 // newLanes launches n lanes for warp. With jobThen set and a backend that
@@ -500,7 +503,11 @@ func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
 		}
 		l.todo[m.i] = false
 		if l.live--; l.live == 0 {
-			l.warp.Proc().Wake()
+			if l.warpH != nil {
+				s.Post(s.Now(), l.warpH, 0)
+			} else {
+				l.warp.Proc().Wake()
+			}
 		}
 	}
 	switch {
@@ -547,6 +554,7 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 	w.sync[r] = newGPUArray(g, "v2h/dispatch-sync", 2)
 	n := uint64(2 + w.sms + 2*w.nch)
 	warps := w.vp.NotifyWarps + 2*w.C
+	_, then := w.dc.Backend().(gin.ThenBackend) // scale-out warps issue GIN ops
 	g.Launch("hdispatch/sm0/barrier", 32*warps, func(t *gpu.Group) {
 		w.nvlBarrier(t, r)
 		w.gridSync(t, r, 0, n)
@@ -567,11 +575,16 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 		})
 		for s := range w.C {
 			c := sm*w.C + s
-			g.Launch("hdispatch/sm"+strconv.Itoa(sm)+"/scaleout"+strconv.Itoa(s), 32, func(t *gpu.Group) {
-				w.gridSync(t, r, 0, n)
-				w.scaleout(t, r, sm, s, c)
-				w.gridSync(t, r, 1, n)
-			})
+			if name := "hdispatch/sm" + strconv.Itoa(sm) + "/scaleout" + strconv.Itoa(s); w.v2Then() && then {
+				m := newV2hScaleout(w, r, sm, s, c, n)
+				m.t = g.LaunchHandler(name, 32, m, 0)
+			} else {
+				g.Launch(name, 32, func(t *gpu.Group) {
+					w.gridSync(t, r, 0, n)
+					w.scaleout(t, r, sm, s, c)
+					w.gridSync(t, r, 1, n)
+				})
+			}
 			name := "hdispatch/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s)
 			if w.v2Then() {
 				m := newV2hForward(w, r, sm, s, c, n)
@@ -594,81 +607,176 @@ const (
 	v2hFinish
 )
 
+// v2hScaleout is the state of a scale-out warp (channel c, warp s of SM
+// sm, of rank r) and its lane jobs: put a record to a node, publish a
+// node's tail (or the finish flag). scaleout runs it on a process; as a
+// sim.Handler (v2_then.go) it is the whole launch closure, grid syncs
+// included, without one.
+type v2hScaleout struct {
+	v2drive
+	w               *v2HybridWorkload
+	t               *gpu.Group
+	r, sm, s, c     int
+	qp              int
+	sh              gin.Sharing
+	gn              *gin.Gin
+	team            gin.Team
+	lanes           *v2hLanes
+	tail, old, slot []int
+	jobs            []int
+	kind, tok       int
+
+	// The state machine's.
+	n       uint64 // the grid syncs' target
+	geN     func(v uint64) bool
+	loaded  sim.Time
+	mask    uint64
+	start   sim.Time
+	ret, pc uint8
+}
+
+func newV2hScaleout(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hScaleout {
+	S := w.S
+	m := &v2hScaleout{w: w, r: r, sm: sm, s: s, c: c, n: n,
+		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
+	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, true)
+	m.team = w.dc.Rail(r)
+	m.geN = func(v uint64) bool { return v >= m.n }
+	return m
+}
+
+// begin takes the warp's GIN handle and launches its lanes.
+func (m *v2hScaleout) begin() {
+	m.gn = m.w.dc.GinShared(m.t, m.r, m.qp, m.sh)
+	m.lanes = m.w.newLanes(m.t, m.gn, m.r, m.qp, m.sh, m.w.S, m.job, m.jobThen, m.jobDone)
+}
+
+// putJobs takes a slot of every node of token m.tok's mask and returns the
+// put jobs (its remote nodes).
+func (m *v2hScaleout) putJobs(mask uint64) int {
+	me := m.r / m.w.U
+	m.jobs = m.jobs[:0]
+	for k := mask; k != 0; k &= k - 1 {
+		n := bits.TrailingZeros64(k)
+		m.slot[n] = m.tail[n]
+		m.tail[n]++
+		if n != me {
+			m.jobs = append(m.jobs, n)
+		}
+	}
+	m.kind = v2hPut
+	return len(m.jobs)
+}
+
+// tailJobs returns the tail jobs: the nodes whose count has grown by
+// HybridUpdateInterval since their last update.
+func (m *v2hScaleout) tailJobs() int {
+	m.jobs = m.jobs[:0]
+	for n := range m.w.S {
+		if m.tail[n] >= m.old[n]+m.w.vp.HybridUpdateInterval {
+			m.jobs = append(m.jobs, n)
+		}
+	}
+	m.kind = v2hTail
+	return len(m.jobs)
+}
+
+// finishJobs returns the finish jobs: every node.
+func (m *v2hScaleout) finishJobs() int {
+	m.jobs = m.jobs[:0]
+	for n := range m.w.S {
+		m.jobs = append(m.jobs, n)
+	}
+	m.kind = v2hFinish
+	return len(m.jobs)
+}
+
+// job runs job i on th (a lane, or the warp) with its handle gn.
+func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
+	w, r, c := m.w, m.r, m.c
+	S, me, rec := w.S, r/w.U, w.rec
+	ph := &w.e.disp
+	n := m.jobs[i]
+	if m.kind == v2hPut {
+		gn.Put(m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
+			gin.OptAggregateRequests)
+		ph.rdmaBytes += int64(rec)
+		w.st.dPuts++
+		return
+	}
+	// red_add_rel of pack2(finish, tail) − pack2(0, last).
+	v := uint64(m.tail[n]-m.old[n]) << 32
+	if m.kind == v2hFinish {
+		v |= 1
+	}
+	m.old[n] = m.tail[n]
+	if n == me {
+		th.AtomicAdd64(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice)
+		w.st.dLocalTails++
+		return
+	}
+	start := th.Now()
+	gn.Signal(m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
+	w.issue[(w.rail(r, n)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
+	ph.sigs++
+	w.st.dTails++
+}
+
+// jobThen is job for a group without a process: it starts job i and
+// continues at h; the counters move when the operation starts, the issue
+// instants are noted by jobDone when it has.
+func (m *v2hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
+	w, r, c := m.w, m.r, m.c
+	me, rec := r/w.U, w.rec
+	ph := &w.e.disp
+	n := m.jobs[i]
+	if m.kind == v2hPut {
+		ph.rdmaBytes += int64(rec)
+		w.st.dPuts++
+		gn.PutThen(h, arg, m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
+			gin.OptAggregateRequests)
+		return
+	}
+	v := uint64(m.tail[n]-m.old[n]) << 32
+	if m.kind == v2hFinish {
+		v |= 1
+	}
+	m.old[n] = m.tail[n]
+	if n == me {
+		w.st.dLocalTails++
+		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
+		return
+	}
+	ph.sigs++
+	w.st.dTails++
+	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
+}
+
+// jobDone notes a signal's issue instants once jobThen's operation is done.
+func (m *v2hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
+	w := m.w
+	if n := m.jobs[i]; m.kind != v2hPut && n != m.r/w.U {
+		w.issue[(w.rail(m.r, n)*w.nch+m.c)*w.S+m.r/w.U] = v2hIssue{start, th.Now()}
+	}
+}
+
 // scaleout is the scale-out warp of channel c (warp s of SM sm) of rank r.
 func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
-	e, st := w.e, w.e.st
+	st := w.e.st
 	cfg := t.GPU().Config()
-	ph := &e.disp
-	S, me, rec := w.S, r/w.U, w.rec
-	qp, sh := v2QP(w.sms, w.qps, w.C, sm, s, true)
-	gn := w.dc.GinShared(t, r, qp, sh)
-	team := w.dc.Rail(r)
-	tail, old, slot := make([]int, S), make([]int, S), make([]int, S)
-	jobs := make([]int, 0, S)
-	kind, tok := v2hPut, 0
-	job := func(th *gpu.Group, gn *gin.Gin, i int) {
-		m := jobs[i]
-		if kind == v2hPut {
-			gn.Put(team, m, w.dWin, w.recvRec(me, c, slot[m]), w.dWin, w.sendRec(tok), uint64(rec), nil, nil,
-				gin.OptAggregateRequests)
-			ph.rdmaBytes += int64(rec)
-			w.st.dPuts++
-			return
-		}
-		// red_add_rel of pack2(finish, tail) − pack2(0, last).
-		v := uint64(tail[m]-old[m]) << 32
-		if kind == v2hFinish {
-			v |= 1
-		}
-		old[m] = tail[m]
-		if m == me {
-			th.AtomicAdd64(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice)
-			w.st.dLocalTails++
-			return
-		}
-		start := th.Now()
-		gn.Signal(team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
-		w.issue[(w.rail(r, m)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
-		ph.sigs++
-		w.st.dTails++
-	}
-	// The same jobs for process-free lanes: the counters move when the
-	// operation starts, the issue instants are noted when it has.
-	jobThen := func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
-		m := jobs[i]
-		if kind == v2hPut {
-			ph.rdmaBytes += int64(rec)
-			w.st.dPuts++
-			gn.PutThen(h, arg, team, m, w.dWin, w.recvRec(me, c, slot[m]), w.dWin, w.sendRec(tok), uint64(rec), nil, nil,
-				gin.OptAggregateRequests)
-			return
-		}
-		v := uint64(tail[m]-old[m]) << 32
-		if kind == v2hFinish {
-			v |= 1
-		}
-		old[m] = tail[m]
-		if m == me {
-			w.st.dLocalTails++
-			th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
-			return
-		}
-		ph.sigs++
-		w.st.dTails++
-		gn.SignalThen(h, arg, team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
-	}
-	jobDone := func(th *gpu.Group, i int, start sim.Time) {
-		if m := jobs[i]; kind != v2hPut && m != me {
-			w.issue[(w.rail(r, m)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
-		}
-	}
-	lanes := w.newLanes(t, gn, r, qp, sh, S, job, jobThen, jobDone)
+	ph := &w.e.disp
+	me, rec := r/w.U, w.rec
+	m := newV2hScaleout(w, r, sm, s, c, 0)
+	m.t = t
+	m.begin()
+	lanes := m.lanes
 	T, stride := st.tokens[r], w.nch
 	var loaded sim.Time
 	if c < T {
 		loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
 	}
-	for tok = c; tok < T; tok += stride {
+	for m.tok = c; m.tok < T; m.tok += stride {
+		tok := m.tok
 		// Top-k load and copy, node dedup, slot exchange; then the
 		// token's TMA load must have arrived.
 		t.Load64(w.topk[r].r, 0)
@@ -687,33 +795,11 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		if next := tok + stride; next < T {
 			loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
 		}
-		jobs = jobs[:0]
-		for m := mask; m != 0; m &= m - 1 {
-			n := bits.TrailingZeros64(m)
-			slot[n] = tail[n]
-			tail[n]++
-			if n != me {
-				jobs = append(jobs, n)
-			}
-		}
 		ph.msgs += int64(bits.OnesCount64(mask))
-		kind = v2hPut
-		lanes.run(len(jobs))
-		jobs = jobs[:0]
-		for n := range S {
-			if tail[n] >= old[n]+w.vp.HybridUpdateInterval {
-				jobs = append(jobs, n)
-			}
-		}
-		kind = v2hTail
-		lanes.run(len(jobs))
+		lanes.run(m.putJobs(mask))
+		lanes.run(m.tailJobs())
 	}
-	jobs = jobs[:0]
-	for n := range S {
-		jobs = append(jobs, n)
-	}
-	kind = v2hFinish
-	lanes.run(S)
+	lanes.run(m.finishJobs())
 	lanes.close()
 }
 
