@@ -19,9 +19,10 @@
 // Device code can also run without a process: a group launched with
 // LaunchHandler is driven by a sim.Handler (a state machine) through the
 // Then twins of the operations (CyclesThen, AtomicAdd64Then,
-// WaitWordThen, ...), which cost the same and schedule the same events as
-// the blocking operations but continue at a handler instead of resuming a
-// coroutine. Short-lived senders that run by the hundred thousand (DeepEP
+// WaitWordThen, ..., ParallelThen for a Parallel section whose items are
+// state machines too), which cost the same and schedule the same events
+// as the blocking operations but continue at a handler instead of
+// resuming a coroutine. Short-lived senders that run by the hundred thousand (DeepEP
 // LL's warps at EP256) then need no goroutine stack.
 //
 // Every cost is a field of Config with an H100 SXM default and the hardware

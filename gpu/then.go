@@ -214,3 +214,125 @@ func (t *Group) SleepThen(d sim.Duration, h sim.Handler, arg uint64) {
 	}
 	t.g.s.Post(t.Now().Add(d), h, arg)
 }
+
+// ParallelThen is Parallel for a group driven by Then methods: item i runs
+// as body(th, i, h, arg), which starts the item's work on th through Then
+// methods and continues at h.Handle(s, arg) when it is done (at once, for
+// work that takes no time). The group continues at (h, arg) when Parallel
+// would have returned, with the same events: with one thread or one item
+// the items run inline on the group; otherwise each one-thread child
+// starts in an event where its process would first run, and the group
+// resumes in an event after the last child is done.
+func (t *Group) ParallelThen(n int, body func(th *Group, i int, h sim.Handler, arg uint64), h sim.Handler, arg uint64) {
+	if t.th != nil {
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+	}
+	if n <= 0 {
+		h.Handle(t.g.s, arg)
+		return
+	}
+	p := &parallelThen{t: t, body: body, n: n, h: h, arg: arg}
+	if t.size == 1 || n == 1 {
+		p.inline = true
+		p.next()
+		return
+	}
+	g := t.g
+	p.k = min(n, t.size)
+	p.live = p.k
+	p.start = t.Now()
+	p.kids = make([]*Group, p.k)
+	for j := 0; j < p.k; j++ {
+		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
+		c.agent = g.name + "/" + c.name
+		g.groups = append(g.groups, c)
+		p.kids[j] = c
+		g.s.Post(g.s.Now(), &parallelKid{p: p, c: c, i: j}, 0)
+	}
+}
+
+// parallelThen is a ParallelThen section: its items inline on the group,
+// or the group waiting for its children (its wake-up event).
+type parallelThen struct {
+	t             *Group
+	body          func(th *Group, i int, h sim.Handler, arg uint64)
+	n, k          int
+	i             int // inline: the next item
+	inline        bool
+	inOp, resumed bool
+	live          int
+	start         sim.Time
+	kids          []*Group
+	h             sim.Handler
+	arg           uint64
+}
+
+// Handle implements sim.Handler: an inline item is done, or (children)
+// the last child is.
+func (p *parallelThen) Handle(s *sim.Sim, _ uint64) {
+	if p.inline {
+		if p.inOp {
+			p.resumed = true
+			return
+		}
+		p.next()
+		return
+	}
+	t := p.t
+	t.busy += t.Now().Sub(p.start)
+	for _, c := range p.kids {
+		t.posted = max(t.posted, c.posted)
+		t.acked = max(t.acked, c.acked)
+	}
+	p.h.Handle(s, p.arg)
+}
+
+// next runs the inline items from p.i on; an item whose continuation runs
+// at once goes on in the loop.
+func (p *parallelThen) next() {
+	for p.i < p.n {
+		i := p.i
+		p.i++
+		p.inOp = true
+		p.body(p.t, i, p, 0)
+		p.inOp = false
+		if !p.resumed {
+			return
+		}
+		p.resumed = false
+	}
+	p.h.Handle(p.t.g.s, p.arg)
+}
+
+// parallelKid is one child of a ParallelThen section: it runs items i,
+// i+k, ... in order, then ends and, if it is the last, wakes the group.
+type parallelKid struct {
+	p             *parallelThen
+	c             *Group
+	i             int
+	inOp, resumed bool
+}
+
+// Handle implements sim.Handler: the child starts, or its item is done.
+func (kd *parallelKid) Handle(s *sim.Sim, _ uint64) {
+	if kd.inOp {
+		kd.resumed = true
+		return
+	}
+	p := kd.p
+	for kd.i < p.n {
+		i := kd.i
+		kd.i += p.k
+		kd.inOp = true
+		p.body(kd.c, i, kd, 0)
+		kd.inOp = false
+		if !kd.resumed {
+			return
+		}
+		kd.resumed = false
+	}
+	kd.c.ended = true
+	if p.live--; p.live == 0 {
+		s.Post(s.Now(), p, 0)
+	}
+}

@@ -1,0 +1,133 @@
+package gpu
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/stretchr/testify/require"
+)
+
+// parMachine is the test's group as a state machine: Cycles, the
+// section, Cycles.
+type parMachine struct {
+	t         *Group
+	n         int
+	loc, peer *mem.Region
+	finish    func()
+	pc        int
+}
+
+func (m *parMachine) Handle(*sim.Sim, uint64) {
+	switch m.pc {
+	case 0:
+		m.pc = 1
+		m.t.CyclesThen(7, m, 0)
+	case 1:
+		m.pc = 2
+		m.t.ParallelThen(m.n, m.item, m, 0)
+	case 2:
+		m.pc = 3
+		m.t.CyclesThen(3, m, 0)
+	default:
+		m.finish()
+		m.t.End()
+	}
+}
+
+// item starts item i: Cycles, an atomic, a store into the peer GPU.
+func (m *parMachine) item(th *Group, i int, h sim.Handler, arg uint64) {
+	it := &parItem{m: m, th: th, i: i, h: h, arg: arg}
+	it.Handle(nil, 0)
+}
+
+type parItem struct {
+	m    *parMachine
+	th   *Group
+	i    int
+	h    sim.Handler
+	arg  uint64
+	step int
+}
+
+func (it *parItem) Handle(s *sim.Sim, _ uint64) {
+	m, th, i := it.m, it.th, it.i
+	it.step++
+	switch it.step {
+	case 1:
+		th.CyclesThen(int64(50*i), it, 0)
+	case 2:
+		th.AtomicAdd64Then(m.loc, 8*uint64(i%4), uint64(i+1), ScopeDevice, it, 0)
+	case 3:
+		th.Store64Then(m.peer, 8*uint64(i), uint64(i), it, 0)
+	default:
+		it.h.Handle(th.GPU().Sim(), it.arg)
+	}
+}
+
+// parResult is what a Parallel section left.
+type parResult struct {
+	end            sim.Time
+	busy           sim.Duration
+	posted, acked  sim.Time
+	fired          uint64
+	words          [16]uint64
+	groups, childs int
+}
+
+// ParallelThen runs the same items at the same instants with the same
+// events as Parallel, inline (one thread or one item) or on children.
+func TestParallelThenMatchesParallel(t *testing.T) {
+	for _, size := range []int{1, 4, 32} {
+		for _, n := range []int{0, 1, 3, 10} {
+			t.Run(fmt.Sprintf("size%d-n%d", size, n), func(t *testing.T) {
+				run := func(then bool) parResult {
+					nd := newNode(t, 2)
+					g := nd.gpus[0]
+					loc := g.Alloc("ctr", 128, true)
+					peer := nd.gpus[1].Alloc("peer", 128, true)
+					var res parResult
+					var grp *Group
+					finish := func() {
+						res.end, res.busy, res.posted, res.acked = grp.Now(), grp.Busy(), grp.posted, grp.acked
+					}
+					if then {
+						m := &parMachine{n: n, loc: loc, peer: peer, finish: finish}
+						grp = g.LaunchHandler("p", size, m, 0)
+						m.t = grp
+					} else {
+						grp = g.Launch("p", size, func(tg *Group) {
+							tg.Cycles(7)
+							tg.Parallel(n, func(th *Group, i int) {
+								th.Cycles(int64(50 * i))
+								th.AtomicAdd64(loc, 8*uint64(i%4), uint64(i+1), ScopeDevice)
+								th.Store64(peer, 8*uint64(i), uint64(i))
+							})
+							tg.Cycles(3)
+							finish()
+						})
+					}
+					require.NoError(t, nd.s.Run())
+					res.fired = nd.s.Fired()
+					for i := range res.words {
+						if i < 4 {
+							res.words[i] = loc.Load64(8 * uint64(i))
+						} else {
+							res.words[i] = peer.Load64(8 * uint64(i-4))
+						}
+					}
+					res.groups = len(g.groups)
+					for _, c := range g.groups {
+						if c.child {
+							res.childs++
+							require.True(t, c.Done())
+						}
+					}
+					return res
+				}
+				require.Equal(t, run(false), run(true))
+			})
+		}
+	}
+}
