@@ -459,6 +459,54 @@ func (g *Gin) flush() {
 	g.t.Sync()
 }
 
+// FlushThen is Flush for a group without a process, as PutThen is Put:
+// the same per-peer flushes on the same threads (gpu.Group.ParallelThen);
+// h.Handle(s, arg) runs when Flush would have returned.
+func (g *Gin) FlushThen(h sim.Handler, arg uint64) {
+	g.record(Call{Op: CallFlush})
+	if !g.dc.gin {
+		g.fail("flush", ErrNoGin, "")
+		return
+	}
+	tb, ok := g.dc.backend.(ThenBackend)
+	if !ok {
+		panic(fmt.Sprintf("gin: flush on backend %s, which flushes only for a group with a process (check CanThen)", g.dc.backend.Name()))
+	}
+	g.kh, g.karg, g.tb = h, arg, tb
+	g.t.SyncThen((*flushStep)(g), flushPeers)
+}
+
+// flushStep is FlushThen's front end: coop.Sync, the per-peer flushes,
+// coop.Sync, then the caller's continuation.
+type flushStep Gin
+
+const (
+	flushPeers = iota
+	flushSync
+	flushDone
+)
+
+// Handle implements sim.Handler.
+func (st *flushStep) Handle(s *sim.Sim, step uint64) {
+	g := (*Gin)(st)
+	switch step {
+	case flushPeers:
+		g.t.ParallelThen(len(g.dc.peers(g.rank)), st.peer, st, flushSync)
+	case flushSync:
+		g.t.SyncThen(st, flushDone)
+	default:
+		h := g.kh
+		g.kh, g.tb = nil, nil
+		h.Handle(s, g.karg)
+	}
+}
+
+// peer flushes the i-th connected peer on thread th.
+func (st *flushStep) peer(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	g := (*Gin)(st)
+	g.tb.FlushThen(th, g.dc, g.rank, g.ctx, g.dc.peers(g.rank)[i], h, arg)
+}
+
 // FlushAsync is ncclGin::flushAsync (2.30.3+): snapshot what this context
 // issued to peer; Wait completes it.
 func (g *Gin) FlushAsync(team Team, peer int) Request {

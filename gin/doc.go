@@ -20,9 +20,11 @@
 // through the backend, Sync; flush spreads peers over the coop's threads;
 // waits poll on thread 0, then Sync.
 //
-// A group without a process (gpu.GPU.LaunchHandler) issues puts with
-// PutThen on a backend that implements ThenBackend (GDAKI): the same
-// checks, hook records, costs and events as Put, then a continuation.
+// A group without a process (gpu.GPU.LaunchHandler) issues puts and
+// signals with PutThen and SignalThen, and flushes with FlushThen, on a
+// backend that implements ThenBackend (GDAKI): the same checks, hook
+// records, costs and events as Put, Signal and Flush, then a
+// continuation.
 //
 // Nothing here is safe for concurrent use: one sim.Sim drives it all.
 package gin

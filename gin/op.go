@@ -213,10 +213,13 @@ type Backend interface {
 
 // ThenBackend is a Backend that can also issue for a group without a
 // process (gpu.GPU.LaunchHandler): IssueThen is Issue, after which
-// h.Handle(s, arg) runs when Issue would have returned.
+// h.Handle(s, arg) runs when Issue would have returned; FlushThen is
+// FlushAsync to peer followed by Wait on its request, after which
+// h.Handle(s, arg) runs when Wait would have returned.
 type ThenBackend interface {
 	Backend
 	IssueThen(t *gpu.Group, dc *DevComm, rank int, op *Op, h sim.Handler, arg uint64)
+	FlushThen(t *gpu.Group, dc *DevComm, rank, ctx, peer int, h sim.Handler, arg uint64)
 }
 
 // BackendStats is a backend's accounting.

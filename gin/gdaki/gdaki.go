@@ -594,6 +594,63 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 	return gin.Request{Ctx: ctx, Peer: peer, Ticket: t.Load64(ch.ctrl, offRsvd)}
 }
 
+// FlushThen implements gin.ThenBackend: FlushAsync to peer then Wait, for
+// a group without a process; h.Handle(s, arg) runs when Wait would have
+// returned.
+func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, h sim.Handler, arg uint64) {
+	cs := b.state(dc)
+	if peer == rank || ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		h.Handle(t.GPU().Sim(), arg) // no ticket: Wait returns at once
+		return
+	}
+	f := &flushThen{b: b, t: t, cs: cs, rank: rank, ch: b.ch(cs, rank, ctx, peer), k: h, karg: arg}
+	if f.ch.ctrl.Load64(offIssuedGet) > f.ch.ctrl.Load64(offVisGet) {
+		m := b.newIssuer(t, cs, rank)
+		m.ch, m.k, m.karg = f.ch, f, flushNopDone
+		f.nop = m
+		m.pc = stFlushNop
+		m.step()
+		return
+	}
+	t.Load64Then(f.ch.ctrl, offRsvd, f, flushLoaded)
+}
+
+// flushThen is FlushThen between FlushAsync and Wait.
+type flushThen struct {
+	b    *Backend
+	t    *gpu.Group
+	cs   *commState
+	rank int
+	ch   *channel
+	nop  *issuer // the NOP's issuer (back on the free list, not yet reused)
+	k    sim.Handler
+	karg uint64
+}
+
+const (
+	flushNopDone = iota
+	flushLoaded
+)
+
+// Handle implements sim.Handler: FlushAsync is done (its NOP rung, or
+// sq_rsvd_index loaded); Wait on its ticket.
+func (f *flushThen) Handle(s *sim.Sim, arg uint64) {
+	var ticket uint64
+	if arg == flushNopDone {
+		ticket = f.nop.ticket
+	} else {
+		ticket = f.t.Result()
+	}
+	if ticket == 0 {
+		f.k.Handle(s, f.karg)
+		return
+	}
+	m := f.b.newIssuer(f.t, f.cs, f.rank)
+	m.ch, m.ticket, m.k, m.karg = f.ch, ticket, f.k, f.karg
+	m.pc = stWait
+	m.step()
+}
+
 // Wait implements gin.Backend: poll the CQ until the CQE of the request's
 // last WQE has landed.
 func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {

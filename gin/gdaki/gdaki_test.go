@@ -285,3 +285,77 @@ func TestIssueFailures(t *testing.T) {
 
 // With two NICs per GPU the contexts alternate between them.
 func TestContextsSpreadOverNICs(t *testing.T) { backendtest.ContextsSpreadOverNICs(t, backend) }
+
+// flusher puts n records to peer 1, flushes and puts once more, as a
+// state machine (PutThen, FlushThen).
+type flusher struct {
+	e    *bench.Env
+	t    *gpu.Group
+	g    *gin.Gin
+	n, i int
+	end  *sim.Time
+}
+
+func (f *flusher) Handle(*sim.Sim, uint64) {
+	if f.g == nil {
+		f.g = f.e.Dev.Gin(f.t, 0, 0)
+	}
+	i := f.i
+	f.i++
+	switch {
+	case i < f.n:
+		f.g.PutThen(f, 0, f.e.Dev.World(0), 1, f.e.Win, uint64(i)*4096, f.e.Win, 0, 4096, nil, nil)
+	case i == f.n:
+		f.g.FlushThen(f, 0)
+	case i == f.n+1:
+		*f.end = f.t.Now()
+		f.g.PutThen(f, 0, f.e.Dev.World(0), 1, f.e.Win, 0, f.e.Win, 0, 4096, nil, nil)
+	default:
+		f.t.End()
+	}
+}
+
+// A group without a process flushing through FlushThen produces exactly
+// the timeline of a group with one (Flush): the same per-peer snapshots,
+// NOP (with another group's get outstanding on the channel) and CQE polls
+// at the same instants.
+func TestFlushThenMatchesFlush(t *testing.T) {
+	for _, get := range []bool{false, true} {
+		run := func(then bool) (string, sim.Time) {
+			e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
+			require.NoError(t, err)
+			l := e.Record()
+			var end sim.Time
+			if get {
+				e.Ranks[0].GPU.Launch("g", 32, func(tg *gpu.Group) {
+					e.Dev.Gin(tg, 0, 0).Get(e.Dev.World(0), 1, e.Win, 0, e.Win, 1<<20, 4096)
+				})
+			}
+			if then {
+				f := &flusher{e: e, n: 5, end: &end}
+				f.t = e.Ranks[0].GPU.LaunchHandler("f", 32, f, 0)
+			} else {
+				e.Ranks[0].GPU.Launch("f", 32, func(tg *gpu.Group) {
+					g := e.Dev.Gin(tg, 0, 0)
+					for i := range 5 {
+						g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, nil, nil)
+					}
+					g.Flush()
+					end = tg.Now()
+					g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 4096, nil, nil)
+				})
+			}
+			require.NoError(t, e.Sim.Run())
+			return l.String(), end
+		}
+		want, wantEnd := run(false)
+		got, gotEnd := run(true)
+		require.NotEmpty(t, want)
+		require.Contains(t, want, "flush", "the flush polls a CQE")
+		if get {
+			require.Contains(t, want, "reserve [6,6]", "with a get outstanding the flush posts a NOP")
+		}
+		require.Equal(t, want, got, "get=%v", get)
+		require.Equal(t, wantEnd, gotEnd, "get=%v", get)
+	}
+}
