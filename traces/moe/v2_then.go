@@ -3,6 +3,7 @@ package moe
 import (
 	"math/bits"
 
+	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 )
@@ -727,4 +728,331 @@ func (m *v2hScaleout) runLanes(k int, next uint8) bool {
 	}
 	m.pc = next
 	return true
+}
+
+// v2hCombFwd is a combine forward warp (channel c, warp s of SM sm, of
+// rank r): launchCombine's forward closure (two grid syncs,
+// combineForward, done) as a state machine, over a backend that issues
+// for process-free groups.
+type v2hCombFwd struct {
+	v2drive
+	w              *v2HybridWorkload
+	t              *gpu.Group
+	r, sm, s, c    int
+	qp             int
+	sh             gin.Sharing
+	gn             *gin.Gin
+	team           gin.Team
+	n              uint64 // the grid syncs' target
+	reduce         sim.Duration
+	geN, moved     func(v uint64) bool
+	o              uint64 // the scale-up tail wait's last seen count
+	recs           []v2hFwd
+	recv, cached   []int
+	i              int // the record
+	gm             uint64
+	loaded, stored sim.Time
+	pending        int
+	k              int // clean, finish waits: the word
+	lw             *landWatch
+	word           uint64
+	fret, pc       uint8
+}
+
+const (
+	cfGS0 = iota
+	cfGS0W
+	cfGS1
+	cfGS1W
+	cfBegin
+	cfRec
+	cfLoaded
+	cfWaitLoop
+	cfWaited
+	cfReady
+	cfAfterFlush
+	cfLoadedRec
+	cfCycled
+	cfFlush
+	cfFlushPut
+	cfFlushDone
+	cfEndFlush
+	cfClear
+	cfFinish
+	cfWaitFin
+	cfFinSeen
+	cfDone
+	cfReduced
+)
+
+func newV2hCombFwd(w *v2HybridWorkload, r, sm, s, c int, n uint64, reduce sim.Duration) *v2hCombFwd {
+	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, n: n, reduce: reduce, pending: -1,
+		recv: make([]int, w.U), cached: make([]int, w.U), lw: &landWatch{s: w.e.s}}
+	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, false)
+	m.team = w.dc.Rail(r)
+	m.geN = func(v uint64) bool { return v >= m.n }
+	m.moved = func(v uint64) bool { return v > m.o }
+	return m
+}
+
+func v2hFinished(v uint64) bool { return v == 1 }
+
+// ready is combineForward's ready: the first GPU of the record whose
+// contribution has not been seen yet.
+func (m *v2hCombFwd) ready() (int, bool) {
+	for k := m.gm; k != 0; k &= k - 1 {
+		if j := bits.TrailingZeros64(k); m.recv[j] >= m.cached[j] {
+			return j, false
+		}
+	}
+	return 0, true
+}
+
+// finish is finish-flag item i of the Parallel section (a lane per rail
+// peer): its own node's flag is a device atomic, a remote one a
+// VASignalAdd.
+func (m *v2hCombFwd) finish(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	me := r / w.U
+	if i == me {
+		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(m.c, me), 1, gpu.ScopeDevice, h, arg)
+		return
+	}
+	f := &v2hFinishSig{m: m, th: th, i: i, start: th.Now(), h: h, arg: arg}
+	w.dc.GinShared(th, r, m.qp, m.sh).SignalThen(f, 0, m.team, i, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(m.c, me), Value: 1})
+}
+
+// v2hFinishSig notes a finish signal's issue once it is issued.
+type v2hFinishSig struct {
+	m     *v2hCombFwd
+	th    *gpu.Group
+	i     int
+	start sim.Time
+	h     sim.Handler
+	arg   uint64
+}
+
+// Handle implements sim.Handler.
+func (f *v2hFinishSig) Handle(s *sim.Sim, _ uint64) {
+	m := f.m
+	w := m.w
+	w.issue[(w.rail(m.r, f.i)*w.nch+m.c)*w.S+m.r/w.U] = v2hIssue{f.start, f.th.Now()}
+	w.e.comb.sigs++
+	w.st.cFinish++
+	f.h.Handle(s, f.arg)
+}
+
+// Handle implements sim.Handler.
+func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r, c := m.w, m.t, m.r, m.c
+	U, S, me, crec := w.U, w.S, r/w.U, w.crec
+	ws := w.ws.Region(r)
+	ph := &w.e.comb
+	for {
+		switch m.pc {
+		case cfGS0, cfGS1:
+			a := w.sync[r]
+			i := 0
+			if m.pc == cfGS1 {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfGS0W, cfGS1W:
+			a := w.sync[r]
+			i := 0
+			if m.pc == cfGS1W {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfBegin:
+			m.gn = w.dc.GinShared(t, r, m.qp, m.sh)
+			m.recs = w.fwd[r*w.nch+c]
+			m.i = 0
+			m.pc = cfRec
+		case cfRec:
+			if m.i == len(m.recs) {
+				m.pc = cfEndFlush
+				continue
+			}
+			rc := m.recs[m.i]
+			m.gm = w.gpus[rc.src][int(rc.tok)*S+me]
+			if _, ok := m.ready(); ok {
+				m.pc = cfReady
+				continue
+			}
+			m.pc = cfLoaded
+			m.inOp = true
+			t.Load64Then(ws, w.suTailOff(c, 0), m, 0) // reload every tail (one load per lane)
+			if m.yield() {
+				return
+			}
+		case cfLoaded, cfWaited:
+			for j := range U {
+				m.cached[j] = int(ws.Load64(w.suTailOff(c, j)))
+			}
+			m.pc = cfWaitLoop
+		case cfWaitLoop:
+			j, ok := m.ready()
+			if ok {
+				m.pc = cfReady
+				continue
+			}
+			m.o = uint64(m.recv[j])
+			m.pc = cfWaited
+			m.inOp = true
+			t.WaitWordThen(ws, w.suTailOff(c, j), "v2 hybrid combine scale-up tail", m.moved, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfReady:
+			for k := m.gm; k != 0; k &= k - 1 {
+				m.recv[bits.TrailingZeros64(k)]++
+			}
+			// combine_reduce: load every GPU's contribution; before
+			// writing the TMA buffer, release it (the previous record's
+			// put).
+			m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, bits.OnesCount64(m.gm)*crec, t.GPU().Config().HBMLatency)
+			m.pc, m.fret = cfFlush, cfAfterFlush
+		case cfAfterFlush:
+			m.pc = cfLoadedRec
+			if d := m.loaded.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case cfLoadedRec:
+			m.pc = cfCycled
+			m.inOp = true
+			t.CyclesThen(w.vp.RouteCycles, m, 0) // top-k weight merge
+			if m.yield() {
+				return
+			}
+		case cfCycled:
+			m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+			m.pending = m.i
+			ph.msgs++
+			m.i++
+			m.pc = cfRec
+		case cfFlush:
+			// flush_last_tma_and_issue_rdma: wait for the previous
+			// record's store, put it to its source's rail peer unless it
+			// is on this node.
+			if m.pending < 0 {
+				m.pc = m.fret
+				continue
+			}
+			m.pc = cfFlushPut
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case cfFlushPut:
+			rc := m.recs[m.pending]
+			m.pc = cfFlushDone
+			src := int(rc.src) / U
+			if src == me {
+				continue
+			}
+			ph.rdmaBytes += int64(crec)
+			w.st.cPuts++
+			m.inOp = true
+			if rc.last {
+				w.st.cLast++
+				m.gn.PutThen(m, 0, m.team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, m.pending), uint64(crec), nil, nil)
+			} else {
+				m.gn.PutThen(m, 0, m.team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, m.pending), uint64(crec), nil, nil,
+					gin.OptAggregateRequests)
+			}
+			if m.yield() {
+				return
+			}
+		case cfFlushDone:
+			m.pending = -1
+			m.pc = m.fret
+		case cfEndFlush:
+			m.pc, m.fret = cfFlush, cfClear
+			m.k = 0
+		case cfClear:
+			if m.k == U {
+				m.pc = cfFinish
+				m.inOp = true
+				m.gn.FlushThen(m, 0)
+				if m.yield() {
+					return
+				}
+				continue
+			}
+			j := m.k
+			m.k++
+			m.inOp = true
+			t.Store64Then(ws, w.suTailOff(c, j), 0, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfFinish:
+			// Finish flags: red_add_rel pack2(1, 0) into every rail
+			// peer's tail word of this channel, then wait for every
+			// peer's.
+			m.pc = cfWaitFin
+			m.k = 0
+			m.inOp = true
+			t.ParallelThen(S, m.finish, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfWaitFin:
+			if m.k == S {
+				m.pc = cfDone
+				continue
+			}
+			m.word = w.tailOff(c, m.k)
+			m.lw.at = 0
+			ws.Watch(m.word, m.lw)
+			m.pc = cfFinSeen
+			m.inOp = true
+			t.WaitWordThen(ws, m.word, "v2 hybrid combine finish", v2hFinished, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfFinSeen:
+			ws.Unwatch(m.word, m.lw)
+			if m.k != me {
+				w.seenTail(t, r, c, m.k, m.qp, m.lw.at)
+			}
+			m.k++
+			m.pc = cfWaitFin
+			m.inOp = true
+			t.Store64Then(ws, m.word, 0, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfDone:
+			if w.live[r]--; w.live[r] != 0 {
+				t.End()
+				return
+			}
+			m.pc = cfReduced
+			m.inOp = true
+			t.ComputeThen(m.reduce, m, 0)
+			if m.yield() {
+				return
+			}
+		case cfReduced:
+			w.e.receiverDone(r, w.e.lastOf(r))
+			t.End()
+			return
+		}
+	}
 }

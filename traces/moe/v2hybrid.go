@@ -1035,6 +1035,7 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 		}
 	}
 	warps := 2 * w.C
+	_, then := w.dc.Backend().(gin.ThenBackend) // forward warps issue GIN ops
 	g.Launch("hcombine/sm0/barrier", 32*warps, func(t *gpu.Group) {
 		w.gridSync(t, r, 0, n)
 		w.nvlBarrier(t, r)
@@ -1062,12 +1063,17 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 					done(t)
 				})
 			}
-			g.Launch("hcombine/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), 32, func(t *gpu.Group) {
-				w.gridSync(t, r, 0, n)
-				w.gridSync(t, r, 1, n)
-				w.combineForward(t, r, sm, s, c)
-				done(t)
-			})
+			if name := "hcombine/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s); w.v2Then() && then {
+				m := newV2hCombFwd(w, r, sm, s, c, n, reduce)
+				m.t = g.LaunchHandler(name, 32, m, 0)
+			} else {
+				g.Launch(name, 32, func(t *gpu.Group) {
+					w.gridSync(t, r, 0, n)
+					w.gridSync(t, r, 1, n)
+					w.combineForward(t, r, sm, s, c)
+					done(t)
+				})
+			}
 		}
 	}
 }
