@@ -745,9 +745,16 @@ func (w *v2Workload) launchCombine(r int) {
 		e.receiverDone(r, e.lastOf(r))
 	})
 	w.flushers(g, r, "combine", n, n)
+	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
 	for _, wp := range warps {
 		qp, sharing := v2QP(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
-		g.Launch("combine/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), 32, func(t *gpu.Group) {
+		name := "combine/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
+		if then && w.v2Then() {
+			m := newV2CombWarp(w, r, wp.sm, qp, sharing, n, wp.recs)
+			m.t = g.LaunchHandler(name, 32, m, 0)
+			continue
+		}
+		g.Launch(name, 32, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
 			var stored sim.Time
 			for _, rc := range wp.recs {

@@ -1056,3 +1056,146 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 		}
 	}
 }
+
+// v2CombWarp is a direct-mode combine warp (warp wi of SM sm of rank r):
+// launchCombine's warp closure (grid sync, one record per (token, rank)
+// back to its source, grid sync) as a state machine, over a backend that
+// issues for process-free groups.
+type v2CombWarp struct {
+	v2drive
+	w       *v2Workload
+	t       *gpu.Group
+	r, sm   int
+	qp      int
+	sharing gin.Sharing
+	n       uint64 // the grid syncs' target
+	geN     func(v uint64) bool
+	recs    []v2Record
+	i       int
+	stored  sim.Time
+	pc      uint8
+}
+
+const (
+	dcGS0 = iota
+	dcGS0W
+	dcRec
+	dcSlept
+	dcRead
+	dcPut
+	dcEnd
+	dcGS1
+	dcGS1W
+	dcDone
+)
+
+func newV2CombWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, recs []v2Record) *v2CombWarp {
+	m := &v2CombWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, n: n, recs: recs}
+	m.geN = func(v uint64) bool { return v >= m.n }
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r := m.w, m.t, m.r
+	e := w.e
+	R, T, crec := e.st.ep, e.st.maxTokens, w.crec
+	for {
+		switch m.pc {
+		case dcGS0, dcGS1:
+			a := w.sync[r]
+			i := 0
+			if m.pc == dcGS1 {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case dcGS0W, dcGS1W:
+			a := w.sync[r]
+			i := 0
+			if m.pc == dcGS1W {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case dcRec:
+			if m.i == len(m.recs) {
+				m.pc = dcEnd
+				continue
+			}
+			// Wait for the TMA buffer, load (or locally reduce) the
+			// rank's expert outputs of the token.
+			m.pc = dcSlept
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case dcSlept:
+			rc := m.recs[m.i]
+			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rc.c*2*e.hidden, t.GPU().Config().HBMLatency)
+			m.pc = dcRead
+			if d := at.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case dcRead:
+			rc := m.recs[m.i]
+			e.comb.msgs++
+			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			switch {
+			case rc.src == r:
+				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+				m.i++
+				m.pc = dcRec
+			case w.nvl(r, rc.src):
+				m.i++
+				m.pc = dcRec
+				m.inOp = true
+				m.stored = t.NVLinkWriteThen(e.m.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec), m, 0)
+				if m.yield() {
+					return
+				}
+			default:
+				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+				m.pc = dcPut
+				if d := m.stored.Sub(t.Now()); d > 0 {
+					t.SleepThen(d, m, 0)
+					return
+				}
+			}
+		case dcPut:
+			rc := m.recs[m.i]
+			m.i++
+			m.pc = dcRec
+			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			e.comb.rdmaBytes += int64(crec)
+			m.inOp = true
+			w.dc.GinShared(t, r, m.qp, m.sharing).PutThen(m, 0, w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
+				uint64(crec), nil, nil)
+			if m.yield() {
+				return
+			}
+		case dcEnd:
+			m.pc = dcGS1
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case dcDone:
+			t.End()
+			return
+		}
+	}
+}
