@@ -10,11 +10,15 @@ import (
 
 // The busiest V2 warps as state machines over the groups' Then operations
 // (launched with gpu.GPU.LaunchHandler, no process): each is the body of
-// its g.Launch closure in v2hybrid.go, with the same steps at the same
-// instants, so that a record costs no coroutine switch. Options.noThen
+// its g.Launch closure in v2hybrid.go or v2.go, with the same steps at the
+// same instants, so that a record costs no coroutine switch. Options.noThen
 // runs the closures instead (TestV2WarpsWithoutProcess compares the two).
-// Warps that issue GIN operations other than the lanes' puts and signals
-// (flush, the scale-out warp's own puts) stay on processes.
+// Hybrid: the dispatch forward and combine scale-up warps (no GIN ops) on
+// every backend; the scale-out warps with their lanes and the combine
+// forward warps (puts, signals, flush) only over a backend that issues
+// for process-free groups (GDAKI), as the direct combine warps. The
+// notify warps, the barrier groups and the direct dispatch warps stay on
+// processes (a few per SM, or Red64 and signal waits without Then twins).
 
 // v2Then reports whether the V2 warps that have a state machine run as
 // one.
