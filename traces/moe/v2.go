@@ -507,9 +507,16 @@ func (w *v2Workload) launchDispatch(r int) {
 			w.gridSync(t, r, 1, n)
 		})
 	}
+	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
 	for _, wp := range warps {
 		qp, sharing := v2QP(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
-		g.Launch("dispatch/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), 32, func(t *gpu.Group) {
+		name := "dispatch/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
+		if then && w.v2Then() {
+			m := newV2DispWarp(w, r, wp.sm, qp, sharing, n, wp.toks)
+			m.t = g.LaunchHandler(name, 32, m, 0)
+			continue
+		}
+		g.Launch(name, 32, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
 			var dsts, lsa, remote []int
 			var slots []uint64

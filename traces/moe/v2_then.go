@@ -16,9 +16,10 @@ import (
 // Hybrid: the dispatch forward and combine scale-up warps (no GIN ops) on
 // every backend; the scale-out warps with their lanes and the combine
 // forward warps (puts, signals, flush) only over a backend that issues
-// for process-free groups (GDAKI), as the direct combine warps. The
-// notify warps, the barrier groups and the direct dispatch warps stay on
-// processes (a few per SM, or Red64 and signal waits without Then twins).
+// for process-free groups (GDAKI), as the direct dispatch and combine
+// warps. The notify warps and the barrier groups stay on processes (a few
+// per rank; they use Red64, put_value and signal waits, which have no
+// Then twins).
 
 // v2Then reports whether the V2 warps that have a state machine run as
 // one.
@@ -1198,6 +1199,247 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case dcDone:
+			t.End()
+			return
+		}
+	}
+}
+
+// v2DispWarp is a direct-mode dispatch warp (warp wi of SM sm of rank r):
+// launchDispatch's warp closure (grid sync, per token: load, slot atomics,
+// TMA and NVLink stores, puts; grid sync) as a state machine whose lane
+// sections run on gpu.Group.ParallelThen, over a backend that issues for
+// process-free groups.
+type v2DispWarp struct {
+	v2drive
+	w                    *v2Workload
+	t                    *gpu.Group
+	r, sm                int
+	qp                   int
+	sharing              gin.Sharing
+	n                    uint64 // the grid syncs' target
+	geN                  func(v uint64) bool
+	toks                 []int
+	ti, tok              int
+	dsts, lsa, remote    []int
+	slots                []uint64
+	sd                   [32]v2SlotDone // the slot atomics' continuations, one per lane
+	stored, loaded, sent sim.Time
+	pc                   uint8
+}
+
+// v2SlotDone keeps lane i's slot (the atomic's old value), then continues
+// the lane.
+type v2SlotDone struct {
+	m   *v2DispWarp
+	th  *gpu.Group
+	i   int
+	h   sim.Handler
+	arg uint64
+}
+
+// Handle implements sim.Handler.
+func (sd *v2SlotDone) Handle(s *sim.Sim, _ uint64) {
+	sd.m.slots[sd.i] = sd.th.Result()
+	sd.h.Handle(s, sd.arg)
+}
+
+const (
+	ddGS0 = iota
+	ddGS0W
+	ddTok
+	ddSlept
+	ddLoaded
+	ddCycled
+	ddSlots
+	ddStores
+	ddLsaDone
+	ddPuts
+	ddNext
+	ddEnd
+	ddGS1
+	ddGS1W
+	ddDone
+)
+
+func newV2DispWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *v2DispWarp {
+	m := &v2DispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, n: n, toks: toks}
+	m.geN = func(v uint64) bool { return v >= m.n }
+	for i := range m.sd {
+		m.sd[i] = v2SlotDone{m: m, i: i}
+	}
+	return m
+}
+
+// slot is lane i's slot atomic on its destination rank's counter.
+func (m *v2DispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	sd := &m.sd[i]
+	sd.th, sd.h, sd.arg = th, h, arg
+	th.AtomicAdd64Then(w.slot[r].r, w.slot[r].off(m.dsts[i]), 1, gpu.ScopeDevice, sd, 0)
+}
+
+// store is lane j's TMA store into the local rank or NVLink store into a
+// peer's receive buffer.
+func (m *v2DispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	e := w.e
+	i := m.lsa[j]
+	d := m.dsts[i]
+	off := (uint64(r)*uint64(e.st.maxTokens) + m.slots[i]) * uint64(w.rec)
+	if d == r {
+		m.stored = max(m.stored, pipe(th, &w.wr[r][m.sm], w.vp.SMWriteRate, w.rec, th.GPU().Config().StoreLatency))
+		h.Handle(e.s, arg)
+		return
+	}
+	at := th.NVLinkWriteThen(e.m.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(w.rec), h, arg)
+	m.stored = max(m.stored, at)
+}
+
+// put is lane j's put of the record to its remote rank.
+func (m *v2DispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	e := w.e
+	R, T, rec := e.st.ep, e.st.maxTokens, w.rec
+	i := m.remote[j]
+	d := m.dsts[i]
+	off := (uint64(r)*uint64(T) + m.slots[i]) * uint64(rec)
+	e.disp.rdmaBytes += int64(rec)
+	w.dc.GinShared(th, r, m.qp, m.sharing).PutThen(h, arg, w.dc.World(r), d, w.dWin, off, w.dWin,
+		(uint64(R)*uint64(T)+uint64(m.tok))*uint64(rec), uint64(rec), nil, nil)
+}
+
+// Handle implements sim.Handler.
+func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
+	if m.reentered() {
+		return
+	}
+	w, t, r := m.w, m.t, m.r
+	e := w.e
+	for {
+		switch m.pc {
+		case ddGS0, ddGS1:
+			a := w.sync[r]
+			i := 0
+			if m.pc == ddGS1 {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddGS0W, ddGS1W:
+			a := w.sync[r]
+			i := 0
+			if m.pc == ddGS1W {
+				i = 1
+			}
+			m.pc++
+			m.inOp = true
+			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddTok:
+			if m.ti == len(m.toks) {
+				m.pc = ddEnd
+				continue
+			}
+			m.tok = m.toks[m.ti]
+			// prepare_token: TMA load of the token, top-k load, dedup,
+			// one slot atomic per distinct destination rank.
+			m.pc = ddSlept
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case ddSlept:
+			m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.rec, t.GPU().Config().HBMLatency)
+			m.pc = ddLoaded
+			m.inOp = true
+			t.Load64Then(w.topk[r].r, 0, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddLoaded:
+			m.pc = ddCycled
+			m.inOp = true
+			t.CyclesThen(w.vp.RouteCycles, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddCycled:
+			m.dsts = w.distinctRanks(r, m.tok, m.dsts)
+			m.slots = m.slots[:0]
+			for range m.dsts {
+				m.slots = append(m.slots, 0)
+			}
+			m.pc = ddSlots
+			m.inOp = true
+			t.ParallelThen(len(m.dsts), m.slot, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddSlots:
+			m.pc = ddStores
+			if d := m.loaded.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case ddStores:
+			e.disp.msgs += int64(len(m.dsts))
+			// TMA store into the send buffer (RDMA source).
+			m.sent = 0
+			if !w.nvlScale {
+				m.sent = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.rec, t.GPU().Config().StoreLatency)
+				m.stored = max(m.stored, m.sent)
+			}
+			// TMA stores for the local rank and NVLink peers.
+			m.lsa, m.remote = m.lsa[:0], m.remote[:0]
+			for i, d := range m.dsts {
+				if d == r || w.nvl(r, d) {
+					m.lsa = append(m.lsa, i)
+				} else {
+					m.remote = append(m.remote, i)
+				}
+			}
+			m.pc = ddLsaDone
+			m.inOp = true
+			t.ParallelThen(len(m.lsa), m.store, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddLsaDone:
+			if len(m.remote) == 0 {
+				m.pc = ddNext
+				continue
+			}
+			// tma_store_wait<1>: the send buffer copy is complete; then
+			// each lane puts the record to its rank.
+			m.pc = ddPuts
+			if d := m.sent.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case ddPuts:
+			m.pc = ddNext
+			m.inOp = true
+			t.ParallelThen(len(m.remote), m.put, m, 0)
+			if m.yield() {
+				return
+			}
+		case ddNext:
+			m.ti++
+			m.pc = ddTok
+		case ddEnd:
+			m.pc = ddGS1
+			if d := m.stored.Sub(t.Now()); d > 0 {
+				t.SleepThen(d, m, 0)
+				return
+			}
+		case ddDone:
 			t.End()
 			return
 		}
