@@ -286,6 +286,10 @@ func TestV2WarpsWithoutProcess(t *testing.T) {
 	}{
 		{"hybrid-ep16-gdaki", ModeV2Hybrid, 16, 64, BackendGDAKI, true},
 		{"hybrid-ep32-gdaki", ModeV2Hybrid, 32, 48, BackendGDAKI, true},
+		// Several records per channel: forward chunks of more than one
+		// record (puts with AggregateRequests in combine), tokens a
+		// forwarder skips.
+		{"hybrid-ep32-gdaki-long", ModeV2Hybrid, 32, 384, BackendGDAKI, true},
 		{"hybrid-ep16-proxy", ModeV2Hybrid, 16, 24, BackendProxy, true},
 		{"direct-ep16-gdaki", ModeV2Direct, 16, 64, BackendGDAKI, false},
 		{"direct-ep16-nvlink", ModeV2Direct, 16, 64, BackendGDAKI, true},
