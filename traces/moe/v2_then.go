@@ -55,6 +55,22 @@ func (d *v2drive) yield() bool {
 	return true
 }
 
+// arrive starts the machine's arrival at grid sync i (a device atomic on
+// the rank's sync word a); true when the machine now waits.
+func (d *v2drive) arrive(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
+	d.inOp = true
+	t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, h, 0)
+	return d.yield()
+}
+
+// waitGrid starts the machine's wait at grid sync i for every SM (pred:
+// the word has reached the target); true when the machine now waits.
+func (d *v2drive) waitGrid(t *gpu.Group, a *gpuArray, i int, pred func(v uint64) bool, h sim.Handler) bool {
+	d.inOp = true
+	t.WaitWordThen(a.r, a.off(i), "v2 grid sync", pred, h, 0)
+	return d.yield()
+}
+
 // v2hScaleup is a combine scale-up warp (channel c of rank r on SM sm):
 // launchCombine's scale-up closure (two grid syncs, scaleup, done) as a
 // state machine.
@@ -129,21 +145,15 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case suGS0, suGS1:
-			a := w.sync[r]
-			i := (m.pc - suGS0) / 2
+			i := int(m.pc-suGS0) / 2
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(int(i)), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case suGS0W, suGS1W:
-			a := w.sync[r]
-			i := (m.pc - suGS0W) / 2
+			i := int(m.pc-suGS0W) / 2
 			m.pc++
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(int(i)), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case suTop:
@@ -353,19 +363,15 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case fwGS0, fwGS1:
-			a := w.sync[r]
 			i := 0
 			if m.pc == fwGS1 {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case fwGS0W, fwGS1W:
-			a := w.sync[r]
 			i := 0
 			if m.pc == fwGS1W {
 				i = 1
@@ -376,9 +382,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			} else {
 				m.pc = fwDone
 			}
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case fwTop:
@@ -595,27 +599,21 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case soGS0, soGS1:
-			a := w.sync[r]
 			i := 0
 			if m.pc == soGS1 {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case soGS0W, soGS1W:
-			a := w.sync[r]
 			i := 0
 			if m.pc == soGS1W {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case soBegin:
@@ -859,27 +857,21 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case cfGS0, cfGS1:
-			a := w.sync[r]
 			i := 0
 			if m.pc == cfGS1 {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case cfGS0W, cfGS1W:
-			a := w.sync[r]
 			i := 0
 			if m.pc == cfGS1W {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case cfBegin:
@@ -1111,27 +1103,21 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case dcGS0, dcGS1:
-			a := w.sync[r]
 			i := 0
 			if m.pc == dcGS1 {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case dcGS0W, dcGS1W:
-			a := w.sync[r]
 			i := 0
 			if m.pc == dcGS1W {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case dcRec:
@@ -1319,27 +1305,21 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 	for {
 		switch m.pc {
 		case ddGS0, ddGS1:
-			a := w.sync[r]
 			i := 0
 			if m.pc == ddGS1 {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, m, 0)
-			if m.yield() {
+			if m.arrive(t, w.sync[r], i, m) {
 				return
 			}
 		case ddGS0W, ddGS1W:
-			a := w.sync[r]
 			i := 0
 			if m.pc == ddGS1W {
 				i = 1
 			}
 			m.pc++
-			m.inOp = true
-			t.WaitWordThen(a.r, a.off(i), "v2 grid sync", m.geN, m, 0)
-			if m.yield() {
+			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
 				return
 			}
 		case ddTok:
