@@ -32,6 +32,14 @@ func (w *v2Workload) v2Then() bool { return !w.e.opt.noThen }
 // recursing.
 type v2drive struct {
 	inOp, resumed bool
+	grid          uint64              // the grid syncs' target: every SM's arrival
+	gridReached   func(v uint64) bool // the grid sync word has reached grid
+}
+
+// setGrid sets the grid syncs' target.
+func (d *v2drive) setGrid(n uint64) {
+	d.grid = n
+	d.gridReached = func(v uint64) bool { return v >= d.grid }
 }
 
 // reentered reports (and notes) a continuation that ran inside the call
@@ -63,11 +71,11 @@ func (d *v2drive) arrive(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
 	return d.yield()
 }
 
-// waitGrid starts the machine's wait at grid sync i for every SM (pred:
-// the word has reached the target); true when the machine now waits.
-func (d *v2drive) waitGrid(t *gpu.Group, a *gpuArray, i int, pred func(v uint64) bool, h sim.Handler) bool {
+// waitGrid starts the machine's wait at grid sync i for every SM; true
+// when the machine now waits.
+func (d *v2drive) waitGrid(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
 	d.inOp = true
-	t.WaitWordThen(a.r, a.off(i), "v2 grid sync", pred, h, 0)
+	t.WaitWordThen(a.r, a.off(i), "v2 grid sync", d.gridReached, h, 0)
 	return d.yield()
 }
 
@@ -79,9 +87,7 @@ type v2hScaleup struct {
 	w         *v2HybridWorkload
 	t         *gpu.Group
 	r, sm, c  int
-	n         uint64 // the grid syncs' target
 	reduce    sim.Duration
-	geN       func(v uint64) bool
 	cursor    []int // per forwarder: next record of its channel list
 	sent, old []int
 	stored    sim.Time
@@ -113,9 +119,9 @@ const (
 
 func newV2hScaleup(w *v2HybridWorkload, r, sm, c int, n uint64, reduce sim.Duration) *v2hScaleup {
 	U := w.U
-	m := &v2hScaleup{w: w, r: r, sm: sm, c: c, n: n, reduce: reduce, dst: c,
+	m := &v2hScaleup{w: w, r: r, sm: sm, c: c, reduce: reduce, dst: c,
 		cursor: make([]int, U), sent: make([]int, U), old: make([]int, U)}
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m.setGrid(n)
 	return m
 }
 
@@ -153,7 +159,7 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 		case suGS0W, suGS1W:
 			i := int(m.pc-suGS0W) / 2
 			m.pc++
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case suTop:
@@ -292,28 +298,27 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 // sync) as a state machine.
 type v2hForward struct {
 	v2drive
-	w          *v2HybridWorkload
-	t          *gpu.Group
-	r, sm, c   int
-	qp         int
-	n          uint64 // the grid syncs' target
-	geN, moved func(v uint64) bool
-	o          uint64 // the tail wait's last seen count
-	old, tail  []int
-	fin        []bool
-	cursor     []int // per source node: next token of its channel to look at
-	slots      []uint64
-	recs       []v2hFwd
-	lw         *landWatch
-	cur        int
-	stored     sim.Time
-	word       uint64 // the tail word waited on
-	slot, end  int    // the records taken from node cur: slot..end-1
-	src, tok   int
-	gm, left   uint64 // the token's GPUs on this node; those left to store into
-	first      bool
-	d          int
-	pc         uint8
+	w         *v2HybridWorkload
+	t         *gpu.Group
+	r, sm, c  int
+	qp        int
+	moved     func(v uint64) bool
+	o         uint64 // the tail wait's last seen count
+	old, tail []int
+	fin       []bool
+	cursor    []int // per source node: next token of its channel to look at
+	slots     []uint64
+	recs      []v2hFwd
+	lw        *landWatch
+	cur       int
+	stored    sim.Time
+	word      uint64 // the tail word waited on
+	slot, end int    // the records taken from node cur: slot..end-1
+	src, tok  int
+	gm, left  uint64 // the token's GPUs on this node; those left to store into
+	first     bool
+	d         int
+	pc        uint8
 }
 
 const (
@@ -339,13 +344,13 @@ const (
 func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
 	S, U := w.S, w.U
 	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
-	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp, n: n,
+	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp,
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
 		slots: make([]uint64, U), lw: &landWatch{s: w.e.s}, cur: c % S}
 	for k := range S {
 		m.cursor[k] = c
 	}
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m.setGrid(n)
 	const low = 1<<32 - 1
 	m.moved = func(v uint64) bool { return v>>32 > m.o || v&low != 0 }
 	return m
@@ -382,7 +387,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			} else {
 				m.pc = fwDone
 			}
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case fwTop:
@@ -613,7 +618,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 				i = 1
 			}
 			m.pc++
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case soBegin:
@@ -746,9 +751,8 @@ type v2hCombFwd struct {
 	sh             gin.Sharing
 	gn             *gin.Gin
 	team           gin.Team
-	n              uint64 // the grid syncs' target
 	reduce         sim.Duration
-	geN, moved     func(v uint64) bool
+	moved          func(v uint64) bool
 	o              uint64 // the scale-up tail wait's last seen count
 	recs           []v2hFwd
 	recv, cached   []int
@@ -789,11 +793,11 @@ const (
 )
 
 func newV2hCombFwd(w *v2HybridWorkload, r, sm, s, c int, n uint64, reduce sim.Duration) *v2hCombFwd {
-	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, n: n, reduce: reduce, pending: -1,
+	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
 		recv: make([]int, w.U), cached: make([]int, w.U), lw: &landWatch{s: w.e.s}}
 	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, false)
 	m.team = w.dc.Rail(r)
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m.setGrid(n)
 	m.moved = func(v uint64) bool { return v > m.o }
 	return m
 }
@@ -871,7 +875,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 				i = 1
 			}
 			m.pc++
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case cfBegin:
@@ -1065,8 +1069,6 @@ type v2CombWarp struct {
 	r, sm   int
 	qp      int
 	sharing gin.Sharing
-	n       uint64 // the grid syncs' target
-	geN     func(v uint64) bool
 	recs    []v2Record
 	i       int
 	stored  sim.Time
@@ -1087,8 +1089,8 @@ const (
 )
 
 func newV2CombWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, recs []v2Record) *v2CombWarp {
-	m := &v2CombWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, n: n, recs: recs}
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m := &v2CombWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, recs: recs}
+	m.setGrid(n)
 	return m
 }
 
@@ -1117,7 +1119,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 				i = 1
 			}
 			m.pc++
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case dcRec:
@@ -1203,8 +1205,6 @@ type v2DispWarp struct {
 	r, sm                int
 	qp                   int
 	sharing              gin.Sharing
-	n                    uint64 // the grid syncs' target
-	geN                  func(v uint64) bool
 	toks                 []int
 	ti, tok              int
 	dsts, lsa, remote    []int
@@ -1249,8 +1249,8 @@ const (
 )
 
 func newV2DispWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *v2DispWarp {
-	m := &v2DispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, n: n, toks: toks}
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m := &v2DispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, toks: toks}
+	m.setGrid(n)
 	for i := range m.sd {
 		m.sd[i] = v2SlotDone{m: m, i: i}
 	}
@@ -1319,7 +1319,7 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 				i = 1
 			}
 			m.pc++
-			if m.waitGrid(t, w.sync[r], i, m.geN, m) {
+			if m.waitGrid(t, w.sync[r], i, m) {
 				return
 			}
 		case ddTok:

@@ -627,8 +627,6 @@ type v2hScaleout struct {
 	kind, tok       int
 
 	// The state machine's.
-	n       uint64 // the grid syncs' target
-	geN     func(v uint64) bool
 	loaded  sim.Time
 	mask    uint64
 	start   sim.Time
@@ -637,11 +635,11 @@ type v2hScaleout struct {
 
 func newV2hScaleout(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hScaleout {
 	S := w.S
-	m := &v2hScaleout{w: w, r: r, sm: sm, s: s, c: c, n: n,
+	m := &v2hScaleout{w: w, r: r, sm: sm, s: s, c: c,
 		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
 	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, true)
 	m.team = w.dc.Rail(r)
-	m.geN = func(v uint64) bool { return v >= m.n }
+	m.setGrid(n)
 	return m
 }
 
