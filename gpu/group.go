@@ -648,13 +648,8 @@ func (t *Group) Parallel(n int, body func(th *Group, i int)) {
 	k := min(n, t.size)
 	live := k
 	start := t.Now()
-	kids := make([]*Group, k)
-	for j := 0; j < k; j++ {
-		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
-		c.agent = g.name + "/" + c.name
-		g.groups = append(g.groups, c)
-		kids[j] = c
-		j := j
+	kids := t.children(k)
+	for j, c := range kids {
 		c.p = g.s.Spawn(c.agent, func(*sim.Proc) {
 			for i := j; i < n; i += k {
 				body(c, i)
@@ -668,6 +663,25 @@ func (t *Group) Parallel(n int, body func(th *Group, i int)) {
 	for live > 0 {
 		t.p.Park("coop threads")
 	}
+	t.join(kids, start)
+}
+
+// children makes the k one-thread child groups of a Parallel section.
+func (t *Group) children(k int) []*Group {
+	g := t.g
+	kids := make([]*Group, k)
+	for j := range kids {
+		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
+		c.agent = g.name + "/" + c.name
+		g.groups = append(g.groups, c)
+		kids[j] = c
+	}
+	return kids
+}
+
+// join ends a Parallel section that began at start: the group is charged
+// the elapsed time and inherits its children's posted and local writes.
+func (t *Group) join(kids []*Group, start sim.Time) {
 	t.busy += t.Now().Sub(start)
 	for _, c := range kids {
 		t.posted = max(t.posted, c.posted)

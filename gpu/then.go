@@ -237,17 +237,12 @@ func (t *Group) ParallelThen(n int, body func(th *Group, i int, h sim.Handler, a
 		p.next()
 		return
 	}
-	g := t.g
 	p.k = min(n, t.size)
 	p.live = p.k
 	p.start = t.Now()
-	p.kids = make([]*Group, p.k)
-	for j := 0; j < p.k; j++ {
-		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
-		c.agent = g.name + "/" + c.name
-		g.groups = append(g.groups, c)
-		p.kids[j] = c
-		g.s.Post(g.s.Now(), &parallelKid{p: p, c: c, i: j}, 0)
+	p.kids = t.children(p.k)
+	for j, c := range p.kids {
+		t.g.s.Post(t.Now(), &parallelKid{p: p, c: c, i: j}, 0)
 	}
 }
 
@@ -278,12 +273,7 @@ func (p *parallelThen) Handle(s *sim.Sim, _ uint64) {
 		p.next()
 		return
 	}
-	t := p.t
-	t.busy += t.Now().Sub(p.start)
-	for _, c := range p.kids {
-		t.posted = max(t.posted, c.posted)
-		t.acked = max(t.acked, c.acked)
-	}
+	p.t.join(p.kids, p.start)
 	p.h.Handle(s, p.arg)
 }
 
