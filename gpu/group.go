@@ -283,10 +283,8 @@ func (t *Group) Read(r *mem.Region, off uint64, dst []byte) {
 		d = g.cfg.HBMLatency + g.Cycles(int64((n+rate-1)/rate))
 	case peer:
 		d = t.loadDone(r, n).Sub(t.Now())
-		c := g.nvl.Config()
 		wave := sim.Bytes(t.size) * 16
-		rt := 2*c.Latency + c.MemReadLatency + c.PortRate.TxTime(wave+(wave+c.MaxPayload-1)/c.MaxPayload*c.PacketOverhead)
-		d = max(d, sim.Duration((n+wave-1)/wave)*rt)
+		d = max(d, sim.Duration((n+wave-1)/wave)*g.nvl.ReadRoundTrip(wave))
 	default:
 		d = t.loadDone(r, n).Sub(t.Now())
 	}

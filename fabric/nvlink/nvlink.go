@@ -150,6 +150,14 @@ func (d *Domain) Write(at sim.Time, from, to int, n sim.Bytes) sim.Time {
 	return d.move(at, at, from, to, true, first, total, last).Add(d.cfg.WriteLatency)
 }
 
+// ReadRoundTrip is the unloaded time of a read of n bytes: the request's
+// and the response's traversals, the peer's service time and the
+// response's packets on the wire.
+func (d *Domain) ReadRoundTrip(n sim.Bytes) sim.Duration {
+	_, total, _, _ := d.packets(n)
+	return 2*d.cfg.Latency + d.cfg.MemReadLatency + d.cfg.PortRate.TxTime(total)
+}
+
 // Acked returns when the acknowledgement of a write that landed at landed
 // is back at the writer: what a system-scope fence after it waits for.
 func (d *Domain) Acked(landed sim.Time) sim.Time { return landed.Add(d.cfg.Latency) }

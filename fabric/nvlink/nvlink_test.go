@@ -94,3 +94,21 @@ func TestWritesFromOneGPUStayOrdered(t *testing.T) {
 		t.Fatalf("flag landed at %v, data at %v: the flag passed the data", flag, data)
 	}
 }
+
+// ReadRoundTrip is an unloaded Read without the request packets' wire
+// time: two traversals, the service time and the response on the wire.
+func TestReadRoundTrip(t *testing.T) {
+	c := DefaultConfig()
+	for _, n := range []sim.Bytes{8, 128, 512, 16 << 10} {
+		d := NewDomain(sim.New(sim.Config{}), c, 2)
+		got := d.ReadRoundTrip(n)
+		read := d.Read(0, 0, 1, n).Sub(0)
+		req := 2 * c.PortRate.TxTime(c.PacketOverhead) // the first request packet, out and in
+		if got > read || read-got > req+c.PortRate.TxTime(c.MaxPayload+c.PacketOverhead) {
+			t.Errorf("%d B: round trip %v, an unloaded Read %v", n, got, read)
+		}
+		if want := 2*c.Latency + c.MemReadLatency; got < want {
+			t.Errorf("%d B: round trip %v below the latencies %v", n, got, want)
+		}
+	}
+}
