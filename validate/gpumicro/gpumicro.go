@@ -210,6 +210,12 @@ type Case struct {
 	run  func(e *env) sim.Duration
 }
 
+// twoGPUs reports whether the case needs GPU 0's NVLink peer: the peer_
+// and nccl_ rows.
+func (c Case) twoGPUs() bool {
+	return strings.HasPrefix(c.Name, "peer_") || strings.HasPrefix(c.Name, "nccl_")
+}
+
 // env is a one-node machine of the profile: GPU 0 (g) acts, GPU 1 (peer)
 // is its NVLink peer.
 type env struct {
@@ -219,7 +225,7 @@ type env struct {
 	host   *mem.Region
 	peer   *gpu.GPU
 	remote *mem.Region // GPU 1's HBM
-	ranks  []*gin.Rank // the two GPUs as ranks of an NCCL communicator
+	ranks  []*gin.Rank // the two GPUs as ranks of an NCCL communicator (peer cases)
 	px     proxy.Config
 }
 
@@ -612,15 +618,15 @@ func Model(spec machine.Spec) (map[string]sim.Duration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gpumicro: %w", err)
 		}
-		if len(m.GPUs) < 2 {
-			if strings.HasPrefix(c.Name, "peer_") || strings.HasPrefix(c.Name, "nccl_") {
+		g := m.GPUs[0]
+		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true), px: proxy.DefaultConfig()}
+		if c.twoGPUs() {
+			if len(m.GPUs) < 2 {
 				continue // no NVLink peer in a one-GPU node
 			}
-			m.GPUs = append(m.GPUs, m.GPUs[0])
+			e.peer, e.ranks = m.GPUs[1], m.Ranks[:2]
+			e.remote = e.peer.Alloc("remote", 4096, true)
 		}
-		g, peer := m.GPUs[0], m.GPUs[1]
-		e := &env{s: s, g: g, local: g.Alloc("local", 4096, true), host: g.AllocHost("host", 4096, true),
-			peer: peer, remote: peer.Alloc("remote", 4096, true), ranks: m.Ranks[:min(2, len(m.Ranks))], px: proxy.DefaultConfig()}
 		out[c.Name] = c.run(e)
 	}
 	return out, nil
