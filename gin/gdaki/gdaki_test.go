@@ -172,6 +172,41 @@ func (p *putter) Handle(*sim.Sim, uint64) {
 	p.g.PutThen(p, 0, p.e.Dev.World(0), 1, p.e.Win, uint64(i)*4096, p.e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
 }
 
+// twoSenders runs two 32-thread warps on rank 0 that each issue six
+// operations on one depth-4 channel (4 KiB puts with a signal; with sig,
+// the odd ones are signals; with agg, all but the last aggregate) and
+// returns the recorded timeline: with then the warps are putters without
+// a process (PutThen, SignalThen), otherwise processes (Put, Signal).
+func twoSenders(t *testing.T, then, agg, sig bool) string {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
+	require.NoError(t, err)
+	l := e.Record()
+	for w := range 2 {
+		name := "w" + string(rune('0'+w))
+		if then {
+			p := &putter{e: e, n: 6, agg: agg, sig: sig}
+			p.t = e.Ranks[0].GPU.LaunchHandler(name, 32, p, 0)
+			continue
+		}
+		e.Ranks[0].GPU.Launch(name, 32, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 0)
+			for i := range 6 {
+				var opts []gin.OptFlags
+				if agg && i < 5 {
+					opts = append(opts, gin.OptAggregateRequests)
+				}
+				if sig && i%2 == 1 {
+					g.Signal(e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)}, opts...)
+					continue
+				}
+				g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
+			}
+		})
+	}
+	require.NoError(t, e.Sim.Run())
+	return l.String()
+}
+
 // A group without a process issuing through PutThen produces exactly the
 // timeline of the same puts by a group with one (Put): the same GPU-side
 // steps, packets and memory effects at the same instants. Two such groups
@@ -179,32 +214,7 @@ func (p *putter) Handle(*sim.Sim, uint64) {
 // interleave.
 func TestPutThenMatchesPut(t *testing.T) {
 	for _, agg := range []bool{false, true} {
-		run := func(then bool) string {
-			e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
-			require.NoError(t, err)
-			l := e.Record()
-			for w := range 2 {
-				name := "w" + string(rune('0'+w))
-				if then {
-					p := &putter{e: e, n: 6, agg: agg}
-					p.t = e.Ranks[0].GPU.LaunchHandler(name, 32, p, 0)
-					continue
-				}
-				e.Ranks[0].GPU.Launch(name, 32, func(tg *gpu.Group) {
-					g := e.Dev.Gin(tg, 0, 0)
-					for i := range 6 {
-						var opts []gin.OptFlags
-						if agg && i < 5 {
-							opts = append(opts, gin.OptAggregateRequests)
-						}
-						g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
-					}
-				})
-			}
-			require.NoError(t, e.Sim.Run())
-			return l.String()
-		}
-		want, got := run(false), run(true)
+		want, got := twoSenders(t, false, agg, false), twoSenders(t, true, agg, false)
 		require.NotEmpty(t, want)
 		require.Contains(t, want, "poll CQE", "depth 4 with 12 puts must wait for credits")
 		require.Equal(t, want, got, "aggregate=%v", agg)
@@ -214,33 +224,9 @@ func TestPutThenMatchesPut(t *testing.T) {
 // Signals interleaved with puts issue the same way from a group without
 // a process (SignalThen) as from one with a process (Signal).
 func TestSignalThenMatchesSignal(t *testing.T) {
-	run := func(then bool) string {
-		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
-		require.NoError(t, err)
-		l := e.Record()
-		for w := range 2 {
-			name := "w" + string(rune('0'+w))
-			if then {
-				p := &putter{e: e, n: 6, sig: true}
-				p.t = e.Ranks[0].GPU.LaunchHandler(name, 32, p, 0)
-				continue
-			}
-			e.Ranks[0].GPU.Launch(name, 32, func(tg *gpu.Group) {
-				g := e.Dev.Gin(tg, 0, 0)
-				for i := range 6 {
-					if i%2 == 1 {
-						g.Signal(e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)})
-						continue
-					}
-					g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil)
-				}
-			})
-		}
-		require.NoError(t, e.Sim.Run())
-		return l.String()
-	}
-	want, got := run(false), run(true)
+	want, got := twoSenders(t, false, false, true), twoSenders(t, true, false, true)
 	require.Contains(t, want, "poll CQE", "depth 4 with 12 operations must wait for credits")
+	require.NotEqual(t, twoSenders(t, false, false, false), want, "the odd operations are signals, not puts")
 	require.Equal(t, want, got)
 }
 
