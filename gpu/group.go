@@ -486,10 +486,17 @@ func (t *Group) StoreWT(r *mem.Region, off uint64, n sim.Bytes) sim.Time {
 
 // WriteWT is StoreWT with content src (nil: unknown).
 func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Time {
+	last, issued := t.writeWT(r, off, src, n)
+	t.work(issued.Sub(t.Now()))
+	return last
+}
+
+// writeWT starts WriteWT's stores and returns when the last lands and
+// when the group has issued them all.
+func (t *Group) writeWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) (last, issued sim.Time) {
 	g := t.g
 	w := g.cfg.WTStoreBytes
 	at := t.Now()
-	var last sim.Time
 	issue := g.cfg.StoreIssue
 	if g.where(r) == host {
 		issue = g.cfg.WTStoreIssue
@@ -512,8 +519,7 @@ func (t *Group) WriteWT(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.
 		at = at.Add(issue)
 	}
 	t.noteposted(last)
-	t.work(at.Sub(t.Now()))
-	return last
+	return last, at
 }
 
 // MMIO is a posted MMIO write of n bytes (a doorbell) to PCIe function dev.

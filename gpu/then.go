@@ -101,6 +101,13 @@ func (t *Group) WriteThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h 
 	return landed
 }
 
+// WriteWTThen is WriteWT.
+func (t *Group) WriteWTThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
+	last, issued := t.writeWT(r, off, src, n)
+	t.workThen(issued.Sub(t.Now()), h, arg)
+	return last
+}
+
 // NVLinkWriteThen is NVLinkWrite.
 func (t *Group) NVLinkWriteThen(peerLocal int, r *mem.Region, off uint64, src []byte, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
 	t.checkPeer(peerLocal, r)

@@ -131,3 +131,83 @@ func TestParallelThenMatchesParallel(t *testing.T) {
 		}
 	}
 }
+
+// wtMachine writes a 128-B descriptor write-through to host memory, then
+// 64 B to local memory, then fences at system scope (WriteWTThen,
+// FenceThen).
+type wtMachine struct {
+	t      *Group
+	h, l   *mem.Region
+	src    []byte
+	last   *[]sim.Time
+	finish func()
+	pc     int
+}
+
+func (m *wtMachine) Handle(*sim.Sim, uint64) {
+	m.pc++
+	switch m.pc {
+	case 1:
+		*m.last = append(*m.last, m.t.WriteWTThen(m.h, 0, m.src, 128, m, 0))
+	case 2:
+		*m.last = append(*m.last, m.t.WriteWTThen(m.l, 0, nil, 64, m, 0))
+	case 3:
+		m.t.FenceThen(ScopeSystem, m, 0)
+	default:
+		m.finish()
+		m.t.End()
+	}
+}
+
+// WriteWTThen issues, lands and charges the group as WriteWT does: the
+// same landing instants, content, busy time and end, with the system
+// fence after it waiting for the same posted writes.
+func TestWriteWTThenMatchesWriteWT(t *testing.T) {
+	type result struct {
+		last      []sim.Time
+		end       sim.Time
+		busy      sim.Duration
+		content   []byte
+		fired     uint64
+		landTimes []sim.Time
+	}
+	run := func(then bool) result {
+		nd := newNode(t, 1)
+		g := nd.gpus[0]
+		h := g.AllocHost("gfd", 128, true)
+		l := g.Alloc("ring", 64, false)
+		src := make([]byte, 128)
+		for i := range src {
+			src[i] = byte(i + 1)
+		}
+		var res result
+		var grp *Group
+		finish := func() { res.end, res.busy = grp.Now(), grp.Busy() }
+		if then {
+			m := &wtMachine{h: h, l: l, src: src, last: &res.last, finish: finish}
+			grp = g.LaunchHandler("w", 1, m, 0)
+			m.t = grp
+		} else {
+			grp = g.Launch("w", 1, func(tg *Group) {
+				res.last = append(res.last, tg.WriteWT(h, 0, src, 128))
+				res.last = append(res.last, tg.WriteWT(l, 0, nil, 64))
+				tg.Fence(ScopeSystem)
+				finish()
+			})
+		}
+		prev := append([]byte(nil), h.Bytes()...)
+		for nd.s.Step() {
+			if b := h.Bytes(); string(b) != string(prev) {
+				res.landTimes = append(res.landTimes, nd.s.Now())
+				prev = append(prev[:0], b...)
+			}
+		}
+		res.content = append([]byte(nil), h.Bytes()...)
+		res.fired = nd.s.Fired()
+		return res
+	}
+	want := run(false)
+	require.Len(t, want.landTimes, 8, "eight 16-B stores land one by one")
+	require.Greater(t, want.end, want.landTimes[7], "the system fence waits for the last store")
+	require.Equal(t, want, run(true))
+}
