@@ -483,7 +483,7 @@ func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
 // process; h.Handle(s, arg) runs when Issue would have returned.
 func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
 	m := b.newIssuer(t, b.state(dc), rank)
-	m.op, m.k, m.karg = op, h, arg
+	m.op, m.K, m.KArg = op, h, arg
 	m.pc = stIssue
 	m.step()
 }
@@ -606,7 +606,7 @@ func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, 
 	f := &flushThen{b: b, t: t, cs: cs, rank: rank, ch: b.ch(cs, rank, ctx, peer), k: h, karg: arg}
 	if f.ch.ctrl.Load64(offIssuedGet) > f.ch.ctrl.Load64(offVisGet) {
 		m := b.newIssuer(t, cs, rank)
-		m.ch, m.k, m.karg = f.ch, f, flushNopDone
+		m.ch, m.K, m.KArg = f.ch, f, flushNopDone
 		f.nop = m
 		m.pc = stFlushNop
 		m.step()
@@ -646,7 +646,7 @@ func (f *flushThen) Handle(s *sim.Sim, arg uint64) {
 		return
 	}
 	m := f.b.newIssuer(f.t, f.cs, f.rank)
-	m.ch, m.ticket, m.k, m.karg = f.ch, ticket, f.k, f.karg
+	m.ch, m.ticket, m.K, m.KArg = f.ch, ticket, f.k, f.karg
 	m.pc = stWait
 	m.step()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/internal/submit"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -66,7 +67,6 @@ const (
 // issuer is one run of the submit path by one group.
 type issuer struct {
 	b    *Backend
-	t    *gpu.Group
 	cs   *commState
 	rank int
 	op   *gin.Op
@@ -98,11 +98,7 @@ type issuer struct {
 
 	ticket uint64 // FlushAsync's request ticket
 
-	k      sim.Handler // IssueThen's continuation (nil: resume t's process)
-	karg   uint64
-	parked bool // t's process waits for the end
-	done   bool
-	failed bool
+	submit.Run // t, the continuation, and the run's end
 }
 
 // newIssuer takes an issuer from the backend's free list.
@@ -113,7 +109,7 @@ func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
 	} else {
 		m = new(issuer)
 	}
-	*m = issuer{b: b, t: t, cs: cs, rank: rank}
+	*m = issuer{b: b, cs: cs, rank: rank, Run: submit.Run{T: t}}
 	return m
 }
 
@@ -122,14 +118,7 @@ func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
 func (m *issuer) run(pc uint8) {
 	m.pc = pc
 	m.step()
-	if !m.done {
-		m.parked = true
-		reason := "gdaki issue"
-		if m.failed {
-			reason = "gdaki: failed"
-		}
-		m.t.Proc().Park(reason)
-	}
+	m.Park("gdaki issue")
 }
 
 // Handle implements sim.Handler: an operation the machine started has
@@ -137,12 +126,12 @@ func (m *issuer) run(pc uint8) {
 func (m *issuer) Handle(*sim.Sim, uint64) { m.step() }
 
 // EventName implements sim.Namer.
-func (m *issuer) EventName(uint64) string { return "gdaki issue: " + m.t.Agent() }
+func (m *issuer) EventName(uint64) string { return "gdaki issue: " + m.T.Agent() }
 
 // step runs steps until one starts an operation (whose completion calls
 // Handle) or the machine ends.
 func (m *issuer) step() {
-	b, t := m.b, m.t
+	b, t := m.b, m.T
 	for {
 		switch m.pc {
 		case stIssue:
@@ -380,22 +369,11 @@ func (m *issuer) poll(ch *channel, idx uint64, why string, ret uint8) {
 }
 
 // fail fails the run: NCCL traps. The group stays where it is.
-func (m *issuer) fail(err error) {
-	m.t.GPU().Sim().Fail(err)
-	m.failed = true
-}
+func (m *issuer) fail(err error) { m.Fail(err) }
 
-// end hands the group back: to IssueThen's continuation, or by resuming
-// its process (in this event, as its own wake-up would have).
+// end recycles m and hands the group back.
 func (m *issuer) end() {
-	m.done = true
-	k, karg, parked, t := m.k, m.karg, m.parked, m.t
-	s := t.GPU().Sim()
+	back := m.End()
 	m.b.free = append(m.b.free, m)
-	switch {
-	case k != nil:
-		k.Handle(s, karg)
-	case parked:
-		t.Proc().Handle(s, 0)
-	}
+	back.Give()
 }
