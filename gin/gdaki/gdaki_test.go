@@ -139,72 +139,9 @@ func TestLaterContextKeepsQPNumbers(t *testing.T) {
 	require.Equal(t, eager, lazy, "context 2's QP number when built on first use")
 }
 
-// putter is a sending warp without a process: n puts of 4 KiB with a
-// signal, one after the other, through PutThen.
-type putter struct {
-	e    *bench.Env
-	t    *gpu.Group
-	g    *gin.Gin
-	n, i int
-	agg  bool
-	sig  bool // odd operations are signals (SignalThen)
-	opts []gin.OptFlags
-}
-
-func (p *putter) Handle(*sim.Sim, uint64) {
-	if p.g == nil {
-		p.g = p.e.Dev.Gin(p.t, 0, 0)
-	}
-	if p.i == p.n {
-		p.t.End()
-		return
-	}
-	i := p.i
-	p.i++
-	opts := p.opts
-	if p.agg && i < p.n-1 {
-		opts = append(opts, gin.OptAggregateRequests)
-	}
-	if p.sig && i%2 == 1 {
-		p.g.SignalThen(p, 0, p.e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)}, opts...)
-		return
-	}
-	p.g.PutThen(p, 0, p.e.Dev.World(0), 1, p.e.Win, uint64(i)*4096, p.e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
-}
-
-// twoSenders runs two 32-thread warps on rank 0 that each issue six
-// operations on one depth-4 channel (4 KiB puts with a signal; with sig,
-// the odd ones are signals; with agg, all but the last aggregate) and
-// returns the recorded timeline: with then the warps are putters without
-// a process (PutThen, SignalThen), otherwise processes (Put, Signal).
+// twoSenders is backendtest.TwoSenders on a depth-4 queue.
 func twoSenders(t *testing.T, then, agg, sig bool) string {
-	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
-	require.NoError(t, err)
-	l := e.Record()
-	for w := range 2 {
-		name := "w" + string(rune('0'+w))
-		if then {
-			p := &putter{e: e, n: 6, agg: agg, sig: sig}
-			p.t = e.Ranks[0].GPU.LaunchHandler(name, 32, p, 0)
-			continue
-		}
-		e.Ranks[0].GPU.Launch(name, 32, func(tg *gpu.Group) {
-			g := e.Dev.Gin(tg, 0, 0)
-			for i := range 6 {
-				var opts []gin.OptFlags
-				if agg && i < 5 {
-					opts = append(opts, gin.OptAggregateRequests)
-				}
-				if sig && i%2 == 1 {
-					g.Signal(e.Dev.World(0), 1, gin.SignalAdd{Signal: 1, Value: uint64(i)}, opts...)
-					continue
-				}
-				g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil, opts...)
-			}
-		})
-	}
-	require.NoError(t, e.Sim.Run())
-	return l.String()
+	return backendtest.TwoSenders(t, bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4}, then, agg, sig)
 }
 
 // A group without a process issuing through PutThen produces exactly the
@@ -252,8 +189,8 @@ func TestIssueFailures(t *testing.T) {
 				opts = append(opts, gin.OptMaySkipCreditCheck)
 			}
 			if then {
-				p := &putter{e: e, n: 6, opts: opts}
-				p.t = e.Ranks[0].GPU.LaunchHandler("k", 32, p, 0)
+				p := &backendtest.Putter{E: e, N: 6, Opts: opts}
+				p.T = e.Ranks[0].GPU.LaunchHandler("k", 32, p, 0)
 			} else {
 				e.Ranks[0].GPU.Launch("k", 32, func(tg *gpu.Group) {
 					g := e.Dev.Gin(tg, 0, 0)
@@ -272,70 +209,15 @@ func TestIssueFailures(t *testing.T) {
 // With two NICs per GPU the contexts alternate between them.
 func TestContextsSpreadOverNICs(t *testing.T) { backendtest.ContextsSpreadOverNICs(t, backend) }
 
-// flusher puts n records to peer 1, flushes and puts once more, as a
-// state machine (PutThen, FlushThen).
-type flusher struct {
-	e    *bench.Env
-	t    *gpu.Group
-	g    *gin.Gin
-	n, i int
-	end  *sim.Time
-}
-
-func (f *flusher) Handle(*sim.Sim, uint64) {
-	if f.g == nil {
-		f.g = f.e.Dev.Gin(f.t, 0, 0)
-	}
-	i := f.i
-	f.i++
-	switch {
-	case i < f.n:
-		f.g.PutThen(f, 0, f.e.Dev.World(0), 1, f.e.Win, uint64(i)*4096, f.e.Win, 0, 4096, nil, nil)
-	case i == f.n:
-		f.g.FlushThen(f, 0)
-	case i == f.n+1:
-		*f.end = f.t.Now()
-		f.g.PutThen(f, 0, f.e.Dev.World(0), 1, f.e.Win, 0, f.e.Win, 0, 4096, nil, nil)
-	default:
-		f.t.End()
-	}
-}
-
 // A group without a process flushing through FlushThen produces exactly
 // the timeline of a group with one (Flush): the same per-peer snapshots,
 // NOP (with another group's get outstanding on the channel) and CQE polls
 // at the same instants.
 func TestFlushThenMatchesFlush(t *testing.T) {
 	for _, get := range []bool{false, true} {
-		run := func(then bool) (string, sim.Time) {
-			e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4})
-			require.NoError(t, err)
-			l := e.Record()
-			var end sim.Time
-			if get {
-				e.Ranks[0].GPU.Launch("g", 32, func(tg *gpu.Group) {
-					e.Dev.Gin(tg, 0, 0).Get(e.Dev.World(0), 1, e.Win, 0, e.Win, 1<<20, 4096)
-				})
-			}
-			if then {
-				f := &flusher{e: e, n: 5, end: &end}
-				f.t = e.Ranks[0].GPU.LaunchHandler("f", 32, f, 0)
-			} else {
-				e.Ranks[0].GPU.Launch("f", 32, func(tg *gpu.Group) {
-					g := e.Dev.Gin(tg, 0, 0)
-					for i := range 5 {
-						g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, nil, nil)
-					}
-					g.Flush()
-					end = tg.Now()
-					g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 4096, nil, nil)
-				})
-			}
-			require.NoError(t, e.Sim.Run())
-			return l.String(), end
-		}
-		want, wantEnd := run(false)
-		got, gotEnd := run(true)
+		cfg := bench.EnvConfig{Backend: backend, Seed: 5, QueueDepth: 4}
+		want, wantEnd := backendtest.Flush(t, cfg, get, false)
+		got, gotEnd := backendtest.Flush(t, cfg, get, true)
 		require.NotEmpty(t, want)
 		require.Contains(t, want, "flush", "the flush polls a CQE")
 		if get {
