@@ -9,7 +9,9 @@
 // (written by the CPU into GPU memory through GDRCopy) while the ring holds
 // Config.QueueSize unconsumed GFDs; then the GFD (64 B in NCCL 2.28, 128 B
 // in 2.30, bit 0 of every qword a valid flag, see GFD) as 16-byte
-// write-through stores that cross PCIe one TLP each.
+// write-through stores that cross PCIe one TLP each. The path is one state
+// machine (issuer, issue.go) that a process runs blocking (Issue, Wait) and
+// a process-free group runs with a continuation (IssueThen, FlushThen).
 //
 // CPU side: one progress thread per GPU process (Proxy), a single server
 // that runs NCCL's loop over every device communicator and context: a

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/ginsim/ginsim/gin"
@@ -104,6 +103,7 @@ type Backend struct {
 	st    gin.BackendStats
 	trace func(at sim.Time, who, what string)
 	obs   PostObserver
+	free  []*issuer
 }
 
 // Post is one GFD the CPU thread turned into an ibv_post_send, as told to
@@ -127,7 +127,7 @@ type PostObserver interface {
 	Posted(p *Post)
 }
 
-var _ gin.Backend = (*Backend)(nil)
+var _ gin.ThenBackend = (*Backend)(nil)
 
 // New returns a proxy backend; cfg must Validate.
 func New(cfg Config) (*Backend, error) {
@@ -407,97 +407,29 @@ func (b *Backend) SignalOffset(dc *gin.DevComm, rank, ctx, id int) uint64 {
 // Issue implements gin.Backend: build the GFD(s), claim slots, wait for
 // credits and store them into the host ring.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
+	m := b.issuer(t, dc, rank, op)
+	m.run(stIssue)
+}
+
+// IssueThen implements gin.ThenBackend: Issue for a group without a
+// process; h.Handle(s, arg) runs when Issue would have returned.
+func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
+	m := b.issuer(t, dc, rank, op)
+	m.K, m.KArg = h, arg
+	m.pc = stIssue
+	m.step()
+}
+
+// issuer returns an issuer of op by rank on op's channel.
+func (b *Backend) issuer(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) *issuer {
 	cs := b.state(dc)
-	ch := cs.ch(rank, op.Ctx, op.Peer)
-	b.st.Ops++
-	if op.NeedsSysFence(true) {
-		b.tracef(t.Now(), t.Agent(), "fence.release.sys")
-		t.Fence(gpu.ScopeSystem)
-	}
-	var g GFD
-	switch op.Kind {
-	case gin.OpPut:
-		g = GFD{Op: GFDPut, Size: op.Bytes, SrcOff: op.SrcOff, SrcHandle: uint64(op.Src.ID() + 1), DstOff: op.DstOff,
-			DstHandle: uint64(op.Dst.ID() + 1)}
-		if cs.ver == GFDv2 {
-			for op.Bytes > maxGFDBytes && g.Size > maxGFDBytes { // 2.30: split into 1-GiB plain puts
-				part := g
-				part.Size = maxGFDBytes
-				b.write(t, cs, ch, &part)
-				g.Size -= maxGFDBytes
-				g.SrcOff += maxGFDBytes
-				g.DstOff += maxGFDBytes
-			}
-		}
-	case gin.OpPutValue:
-		g = GFD{Op: GFDPut | GFDWithInline, Size: uint64(op.ValueSize), Inline: op.Value, DstOff: op.DstOff,
-			DstHandle: uint64(op.Dst.ID() + 1)}
-	case gin.OpSignal:
-		g = GFD{}
-	case gin.OpGet:
-		g = GFD{Op: GFDGet, Size: op.Bytes, SrcOff: op.DstOff, SrcHandle: uint64(op.Dst.ID() + 1), DstOff: op.SrcOff,
-			DstHandle: uint64(op.Src.ID() + 1)}
-	}
-	if id, add, ok := gin.SignalOf(op.Remote); ok {
-		g.SignalID, g.SignalVal = uint32(id), add
-		if _, inc := op.Remote.(gin.SignalInc); inc {
-			g.Op |= GFDWithSignalInc
-		} else {
-			g.Op |= GFDWithSignalAdd
-		}
-		g.Strong = !gin.IsWeak(op.Remote)
-	}
-	if c, ok := op.Local.(gin.CounterInc); ok {
-		g.Op |= GFDWithCounter
-		g.CounterID = uint32(c.Counter)
-	}
-	if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
-		va := GFD{Op: GFDVASignal | GFDWithSignalAdd, SignalVal: add, VASigOff: off, VASigHandle: uint64(w.ID() + 1),
-			Strong: !gin.IsWeak(op.Remote)}
-		if op.Kind != gin.OpSignal { // a signal alone is the VA-signal GFD alone
-			b.write(t, cs, ch, &g) // the put, then a VA-signal GFD
-		}
-		g = va
-	}
-	b.write(t, cs, ch, &g)
-	if op.Kind == gin.OpGet {
-		rs := &cs.ranks[rank]
-		rs.lastGet[op.Ctx*cs.nranks+op.Peer] = rs.pis[op.Ctx].Load64(8 * uint64(op.Peer))
-	}
+	m := b.newIssuer(t, cs, rank)
+	m.op, m.ch = op, cs.ch(rank, op.Ctx, op.Peer)
+	return m
 }
 
 // maxGFDBytes is the largest transfer of one GFD (1 GiB).
 const maxGFDBytes = 1 << 30
-
-// write is postGfd: claim a slot with a system-scope fetch_add on
-// pis[peer], wait for credit on cis[peer], store the GFD with
-// write-through 16-byte stores.
-func (b *Backend) write(t *gpu.Group, cs *commState, ch *channel, g *GFD) {
-	rs := &cs.ranks[ch.rank]
-	off := 8 * uint64(ch.peer)
-	pis, cis := rs.pis[ch.ctx], rs.cis[ch.ctx]
-	idx := t.AtomicAdd64(pis, off, 1, gpu.ScopeSystem)
-	q := uint64(b.cfg.QueueSize)
-	if c := t.Load64(cis, off); idx-c >= q {
-		b.tracef(t.Now(), t.Agent(), "%s credit wait idx=%d ci=%d", ch.name, idx, c)
-		t.WaitWord(cis, off, "proxy credit", func(v uint64) bool { return idx-v < q })
-	}
-	t.Cycles(b.cfg.GFDBuildCycles)
-	n := cs.ver.Qwords()
-	if err := g.Encode(cs.ver, ch.q[:n]); err != nil {
-		t.GPU().Sim().Fail(fmt.Errorf("proxy: %s: t=%v: %w", ch.name, t.Now(), err))
-		t.Proc().Park("proxy: bad GFD")
-	}
-	for i := range n {
-		binary.LittleEndian.PutUint64(ch.gfd[8*i:], ch.q[i])
-	}
-	slot := idx & (q - 1)
-	// The stores copy the bytes at issue (gpu.Group.WriteWT), so the next
-	// writer of this channel may reuse ch.gfd at once.
-	landed := t.WriteWT(ch.ring, slot*uint64(8*n), ch.gfd[:8*n], sim.Bytes(8*n))
-	b.st.GFDs++
-	b.tracef(t.Now(), t.Agent(), "%s GFD #%d op=%#x size=%d stored (lands %v)", ch.name, idx, g.Op, g.Size, landed)
-}
 
 // FlushAsync implements gin.Backend: snapshot pis[peer].
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
@@ -513,15 +445,23 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 // Wait implements gin.Backend: spin until cis[peer] has caught up with the
 // snapshot.
 func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
+	m := b.newIssuer(t, b.state(dc), rank)
+	m.ctx, m.peer, m.ticket = r.Ctx, r.Peer, r.Ticket
+	m.run(stWait)
+}
+
+// FlushThen implements gin.ThenBackend: FlushAsync to peer then Wait, for
+// a group without a process; h.Handle(s, arg) runs when Wait would have
+// returned.
+func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, h sim.Handler, arg uint64) {
 	cs := b.state(dc)
-	cis := cs.ranks[rank].cis[r.Ctx]
-	off := 8 * uint64(r.Peer)
-	if cis.Load64(off) >= r.Ticket {
-		t.Load64(cis, off)
-		return
+	m := b.newIssuer(t, cs, rank)
+	m.ctx, m.peer, m.K, m.KArg = ctx, peer, h, arg
+	m.pc = stTicket
+	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		m.pc = stWait // nothing is ever posted to it: FlushAsync's ticket is 0
 	}
-	tk := r.Ticket
-	t.WaitWord(cis, off, "proxy flush", func(v uint64) bool { return v >= tk })
+	m.step()
 }
 
 // Handle is a doorbell MMIO of the CPU arriving at the NIC: the chain

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/internal/backendtest"
@@ -184,5 +186,47 @@ func TestVASignalAloneIsOneGFD(t *testing.T) {
 		if p.GFD.Op&proxy.GFDVASignal == 0 {
 			t.Errorf("GFD %d: op %#x is not a VA signal", i, p.GFD.Op)
 		}
+	}
+}
+
+// smallRing is the two-rank env with a ring of 4 GFDs per (context, peer),
+// so that twelve operations of two warps wait for credits.
+func smallRing(t *testing.T, v gin.Version) bench.EnvConfig {
+	pc := proxy.DefaultConfig()
+	pc.QueueSize = 4
+	return bench.EnvConfig{Backend: backend, Version: v, Seed: 5, Proxy: &pc}
+}
+
+// A group without a process issuing through PutThen and SignalThen
+// produces exactly the timeline of the same operations by a group with a
+// process (Put, Signal): the same slot claims, credit waits, GFD stores,
+// CPU posts and packets at the same instants, with two such groups
+// sharing one ring; in both GFD layouts (2.28's 64 B, 2.30's 128 B, where
+// AggregateRequests also applies).
+func TestIssueThenMatchesIssue(t *testing.T) {
+	for _, v := range []gin.Version{gin.V2_28, gin.V2_30} {
+		for _, c := range []struct{ agg, sig bool }{{false, false}, {true, false}, {false, true}} {
+			if c.agg && v == gin.V2_28 {
+				continue // optFlags are 2.29.7+
+			}
+			cfg := smallRing(t, v)
+			want := backendtest.TwoSenders(t, cfg, false, c.agg, c.sig)
+			require.Contains(t, want, "credit wait", "a ring of 4 with 12 operations must wait for credits")
+			require.Equal(t, want, backendtest.TwoSenders(t, cfg, true, c.agg, c.sig), "%v agg=%v sig=%v", v, c.agg, c.sig)
+		}
+	}
+}
+
+// A group without a process flushing through FlushThen produces exactly
+// the timeline of a group with one (Flush), and returns from the flush at
+// the same instant, with and without another group's get on the context.
+func TestFlushThenMatchesFlush(t *testing.T) {
+	for _, get := range []bool{false, true} {
+		cfg := smallRing(t, gin.V2_30)
+		want, wantEnd := backendtest.Flush(t, cfg, get, false)
+		got, gotEnd := backendtest.Flush(t, cfg, get, true)
+		require.Contains(t, want, "ci=5", "the flush waits for the CPU to retire the five puts")
+		require.Equal(t, want, got, "get=%v", get)
+		require.Equal(t, wantEnd, gotEnd, "get=%v", get)
 	}
 }

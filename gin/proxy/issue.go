@@ -1,0 +1,257 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/internal/submit"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// The GPU side of the proxy backend (NCCL's postGfd and the flush's
+// spin on cis) is a state machine (issuer) driven by the group's Then
+// operations, as gdaki's is, so that one implementation serves both
+// callers: Issue and Wait run it for a group with a process and park that
+// process until it ends (resuming it in the event of the last step, as
+// its own wake-up would); IssueThen and FlushThen run it for a group
+// without one and then hand the group to the caller's continuation. The
+// steps and their costs are:
+//
+//	issue: [fence.release.sys] → per GFD: write → [get bookkeeping]
+//	write: atomicAdd.sys(pis[peer]) → load cis[peer] → [spin until the
+//	       slot is free] → build cycles → write-through 16-B stores
+//	wait:  [load pis[peer]: the ticket] → load cis[peer], or spin on it
+//	       until it reaches the ticket
+
+// Steps of the issuer.
+const (
+	stIssue uint8 = iota
+	stBuild
+	stClaim
+	stClaimed
+	stCredit
+	stGFD
+	stStore
+	stStored
+	stIssued
+
+	stTicket
+	stTicketed
+	stWait
+	stWaitDone
+	stEnd
+)
+
+// issuer is one run of the submit or flush path by one group.
+type issuer struct {
+	b    *Backend
+	cs   *commState
+	rank int
+	op   *gin.Op
+	ch   *channel
+	pc   uint8
+
+	gfds []GFD    // the op's descriptors, written in order
+	i    int      // the one being written
+	idx  uint64   // its slot claim (pis fetch_add result)
+	land sim.Time // when its last store lands
+
+	ctx, peer int    // Wait's (context, peer)
+	ticket    uint64 // Wait's target for cis[peer]
+
+	submit.Run // t, the continuation, and the run's end
+}
+
+// newIssuer takes an issuer from the backend's free list.
+func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
+	var m *issuer
+	if n := len(b.free); n > 0 {
+		m, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		m = new(issuer)
+	}
+	gfds := m.gfds[:0]
+	*m = issuer{b: b, cs: cs, rank: rank, gfds: gfds, Run: submit.Run{T: t}}
+	return m
+}
+
+// run runs m for a group with a process: the steps that take no time run
+// now, and the process parks until the last step.
+func (m *issuer) run(pc uint8) {
+	m.pc = pc
+	m.step()
+	m.Park("proxy issue")
+}
+
+// Handle implements sim.Handler: an operation the machine started has
+// completed.
+func (m *issuer) Handle(*sim.Sim, uint64) { m.step() }
+
+// EventName implements sim.Namer.
+func (m *issuer) EventName(uint64) string { return "proxy issue: " + m.T.Agent() }
+
+// step runs the machine until it starts an operation that takes time (its
+// completion calls Handle) or ends.
+func (m *issuer) step() {
+	b, t := m.b, m.T
+	for {
+		switch m.pc {
+		case stIssue:
+			b.st.Ops++
+			m.pc = stBuild
+			if m.op.NeedsSysFence(true) {
+				b.tracef(t.Now(), t.Agent(), "fence.release.sys")
+				t.FenceThen(gpu.ScopeSystem, m, 0)
+				return
+			}
+		case stBuild:
+			m.gfds = appendGFDs(m.gfds, m.cs.ver, m.op)
+			m.i = 0
+			m.pc = stClaim
+		case stClaim:
+			if m.i == len(m.gfds) {
+				m.pc = stIssued
+				continue
+			}
+			m.pc = stClaimed
+			t.AtomicAdd64Then(m.cs.ranks[m.rank].pis[m.ch.ctx], 8*uint64(m.ch.peer), 1, gpu.ScopeSystem, m, 0)
+			return
+		case stClaimed:
+			m.idx = t.Result()
+			m.pc = stCredit
+			t.Load64Then(m.cs.ranks[m.rank].cis[m.ch.ctx], 8*uint64(m.ch.peer), m, 0)
+			return
+		case stCredit:
+			ch := m.ch
+			m.pc = stGFD
+			if idx, c, q := m.idx, t.Result(), uint64(b.cfg.QueueSize); idx-c >= q {
+				b.tracef(t.Now(), t.Agent(), "%s credit wait idx=%d ci=%d", ch.name, idx, c)
+				t.WaitWordThen(m.cs.ranks[m.rank].cis[ch.ctx], 8*uint64(ch.peer), "proxy credit",
+					func(v uint64) bool { return idx-v < q }, m, 0)
+				return
+			}
+		case stGFD:
+			m.pc = stStore
+			t.CyclesThen(b.cfg.GFDBuildCycles, m, 0)
+			return
+		case stStore:
+			ch, g := m.ch, &m.gfds[m.i]
+			n := m.cs.ver.Qwords()
+			if err := g.Encode(m.cs.ver, ch.q[:n]); err != nil {
+				m.fail(fmt.Errorf("proxy: %s: t=%v: %w", ch.name, t.Now(), err))
+				return
+			}
+			for i := range n {
+				binary.LittleEndian.PutUint64(ch.gfd[8*i:], ch.q[i])
+			}
+			slot := m.idx & (uint64(b.cfg.QueueSize) - 1)
+			m.pc = stStored
+			// The stores copy the bytes at issue, so the next writer of
+			// this channel may reuse ch.gfd at once.
+			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), ch.gfd[:8*n], sim.Bytes(8*n), m, 0)
+			return
+		case stStored:
+			g := &m.gfds[m.i]
+			b.st.GFDs++
+			b.tracef(t.Now(), t.Agent(), "%s GFD #%d op=%#x size=%d stored (lands %v)", m.ch.name, m.idx, g.Op, g.Size, m.land)
+			m.i++
+			m.pc = stClaim
+		case stIssued:
+			if op := m.op; op.Kind == gin.OpGet {
+				rs := &m.cs.ranks[m.rank]
+				rs.lastGet[op.Ctx*m.cs.nranks+op.Peer] = rs.pis[op.Ctx].Load64(8 * uint64(op.Peer))
+			}
+			m.pc = stEnd
+
+		case stTicket:
+			m.pc = stTicketed
+			t.Load64Then(m.cs.ranks[m.rank].pis[m.ctx], 8*uint64(m.peer), m, 0)
+			return
+		case stTicketed:
+			m.ticket = t.Result()
+			m.pc = stWait
+		case stWait:
+			m.pc = stWaitDone
+			cis, off, tk := m.cs.ranks[m.rank].cis[m.ctx], 8*uint64(m.peer), m.ticket
+			if cis.Load64(off) >= tk {
+				t.Load64Then(cis, off, m, 0)
+				return
+			}
+			t.WaitWordThen(cis, off, "proxy flush", func(v uint64) bool { return v >= tk }, m, 0)
+			return
+		case stWaitDone:
+			m.pc = stEnd
+
+		case stEnd:
+			m.end()
+			return
+		default:
+			panic(fmt.Sprintf("proxy: issuer in unknown step %d", m.pc))
+		}
+	}
+}
+
+// appendGFDs appends the descriptors of op to gfds, in the order the GPU
+// writes them: the parts of a put split at 1 GiB (2.30), then the op's
+// own GFD, or the put and then its VA-signal GFD.
+func appendGFDs(gfds []GFD, ver GFDVersion, op *gin.Op) []GFD {
+	var g GFD
+	switch op.Kind {
+	case gin.OpPut:
+		g = GFD{Op: GFDPut, Size: op.Bytes, SrcOff: op.SrcOff, SrcHandle: uint64(op.Src.ID() + 1), DstOff: op.DstOff,
+			DstHandle: uint64(op.Dst.ID() + 1)}
+		if ver == GFDv2 {
+			for g.Size > maxGFDBytes { // 2.30: split into 1-GiB plain puts
+				part := g
+				part.Size = maxGFDBytes
+				gfds = append(gfds, part)
+				g.Size -= maxGFDBytes
+				g.SrcOff += maxGFDBytes
+				g.DstOff += maxGFDBytes
+			}
+		}
+	case gin.OpPutValue:
+		g = GFD{Op: GFDPut | GFDWithInline, Size: uint64(op.ValueSize), Inline: op.Value, DstOff: op.DstOff,
+			DstHandle: uint64(op.Dst.ID() + 1)}
+	case gin.OpSignal:
+		g = GFD{}
+	case gin.OpGet:
+		g = GFD{Op: GFDGet, Size: op.Bytes, SrcOff: op.DstOff, SrcHandle: uint64(op.Dst.ID() + 1), DstOff: op.SrcOff,
+			DstHandle: uint64(op.Src.ID() + 1)}
+	}
+	if id, add, ok := gin.SignalOf(op.Remote); ok {
+		g.SignalID, g.SignalVal = uint32(id), add
+		if _, inc := op.Remote.(gin.SignalInc); inc {
+			g.Op |= GFDWithSignalInc
+		} else {
+			g.Op |= GFDWithSignalAdd
+		}
+		g.Strong = !gin.IsWeak(op.Remote)
+	}
+	if c, ok := op.Local.(gin.CounterInc); ok {
+		g.Op |= GFDWithCounter
+		g.CounterID = uint32(c.Counter)
+	}
+	if w, off, add, ok := gin.VASignalOf(op.Remote); ok {
+		va := GFD{Op: GFDVASignal | GFDWithSignalAdd, SignalVal: add, VASigOff: off, VASigHandle: uint64(w.ID() + 1),
+			Strong: !gin.IsWeak(op.Remote)}
+		if op.Kind != gin.OpSignal { // a signal alone is the VA-signal GFD alone
+			gfds = append(gfds, g) // the put, then a VA-signal GFD
+		}
+		g = va
+	}
+	return append(gfds, g)
+}
+
+// fail fails the run (NCCL traps on a descriptor it cannot encode). The
+// group stays where it is.
+func (m *issuer) fail(err error) { m.Fail(err) }
+
+// end recycles m and hands the group back.
+func (m *issuer) end() {
+	back := m.End()
+	m.b.free = append(m.b.free, m)
+	back.Give()
+}
