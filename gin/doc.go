@@ -22,7 +22,7 @@
 //
 // A group without a process (gpu.GPU.LaunchHandler) issues puts and
 // signals with PutThen and SignalThen, and flushes with FlushThen, on a
-// backend that implements ThenBackend (GDAKI): the same checks, hook
+// backend that implements ThenBackend (GDAKI, Proxy): the same checks, hook
 // records, costs and events as Put, Signal and Flush, then a
 // continuation.
 //

@@ -142,7 +142,7 @@ func (w *llWorkload) launchDispatch(r int) {
 	g := e.m.GPUs[r]
 	ph := &e.disp
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
-	// Over a backend that can issue without a process (GDAKI) they are
+	// Over a backend that can issue without a process (GDAKI, Proxy) they are
 	// state machines (llSender): 262k of them run at once at EP256.
 	_, then := w.comms[0].Backend().(gin.ThenBackend)
 	then = then && !w.e.opt.noThen

@@ -146,23 +146,29 @@ func TestReplayCalibrationLL(t *testing.T) {
 }
 
 // The LL dispatch and combine senders run without processes over GDAKI
-// (llSender, combSender): the report is exactly that of the same senders
-// on processes, for plain
-// LL (160 tokens on 128 sending SMs: some warps send two), LL over NVLink
-// and NCCL EP's aggregated puts.
+// and the proxy (llSender, combSender): the report is exactly that of the
+// same senders on processes, for plain LL (160 tokens on 128 sending SMs:
+// some warps send two), LL over NVLink and NCCL EP's aggregated puts.
 func TestLLSendersWithoutProcess(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, c := range []struct {
-		tr     *traces.Trace
-		mode   string
-		nvlink bool
-	}{{tinyTrace(t, 8, 160), ModeLL, false}, {tinyTrace(t, 16, 32), ModeLL, true}, {tinyTrace(t, 16, 32), ModeNCCLEP, false}} {
+		tr      *traces.Trace
+		mode    string
+		nvlink  bool
+		backend string
+	}{
+		{tinyTrace(t, 8, 160), ModeLL, false, BackendGDAKI},
+		{tinyTrace(t, 16, 32), ModeLL, true, BackendGDAKI},
+		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendGDAKI},
+		{tinyTrace(t, 8, 160), ModeLL, false, BackendProxy},
+		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
+	} {
 		run := func(noThen bool) *Report {
-			rep, err := Replay(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: BackendGDAKI, Seed: 1, Layers: 1,
+			rep, err := Replay(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
 				Backends: backends, noThen: noThen})
 			require.NoError(t, err)
 			return rep
 		}
-		assert.Equal(t, run(true), run(false), "%s nvlink=%v", c.mode, c.nvlink)
+		assert.Equal(t, run(true), run(false), "%s nvlink=%v %s", c.mode, c.nvlink, c.backend)
 	}
 }

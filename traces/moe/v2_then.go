@@ -16,7 +16,7 @@ import (
 // Hybrid: the dispatch forward and combine scale-up warps (no GIN ops) on
 // every backend; the scale-out warps with their lanes and the combine
 // forward warps (puts, signals, flush) only over a backend that issues
-// for process-free groups (GDAKI), as the direct dispatch and combine
+// for process-free groups (GDAKI, Proxy), as the direct dispatch and combine
 // warps. The notify warps and the barrier groups stay on processes (a few
 // per rank; they use Red64, put_value and signal waits, which have no
 // Then twins).

@@ -271,10 +271,9 @@ func TestV2HybridFewerTokensNotSlower(t *testing.T) {
 	assert.LessOrEqual(t, few, more, "8 tokens per rank dispatched in %.1f us, 64 in %.1f us", few, more)
 }
 
-// The V2 warps that run as state machines (over GDAKI) produce exactly
-// the reports and counters of their process versions (Options.noThen), in
-// both modes and on both backends (the proxy keeps every warp that issues
-// GIN ops on a process).
+// The V2 warps that run as state machines produce exactly the reports and
+// counters of their process versions (Options.noThen), in both modes and
+// on both backends.
 func TestV2WarpsWithoutProcess(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, c := range []struct {
