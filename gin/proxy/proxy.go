@@ -299,7 +299,10 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 	n, nk := rs.nic(cs, ctx)
 	q := b.cfg.QueueSize
 	host := g.Bus().Host()
-	ring := g.AllocHost(name+"/ring", sim.Bytes(q*cs.ver.Bytes()), true)
+	// The ring's content is read (the GFDs' qwords) but only the slots in
+	// flight hold any: it keeps words, not bytes.
+	ring := g.AllocHost(name+"/ring", sim.Bytes(q*cs.ver.Bytes()), false)
+	ring.KeepWords()
 	sq := g.AllocHost(name+"/sq", sim.Bytes(q)*2*n.Config().WQEBytes, false)
 	cqr := g.AllocHost(name+"/cq", sim.Bytes(q)*n.Config().CQEBytes, false)
 	cq, err := n.CreateCQ(q, cqr, host)

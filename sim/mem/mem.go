@@ -105,6 +105,17 @@ func (m *System) Alloc(name string, loc Loc, size sim.Bytes, backed bool) *Regio
 	return r
 }
 
+// KeepWords makes an unbacked region store the whole aligned 8-byte words
+// that writes carry, as word operations do: a sparse store for a region
+// of which only a few words are ever live (a ring that is mostly empty),
+// costing memory per stored word instead of per byte of the region. It
+// must be called before the region is written.
+func (r *Region) KeepWords() {
+	if r.data == nil && r.words == nil {
+		r.words = make(map[uint64]uint64)
+	}
+}
+
 type watch struct {
 	off uint64
 	w   Watcher

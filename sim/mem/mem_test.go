@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/ginsim/ginsim/sim"
@@ -93,4 +94,31 @@ func TestNoObserverNoAllocation(t *testing.T) {
 		r.Write(64, buf, 64, "a")
 	})
 	require.Zero(t, allocs)
+}
+
+// An unbacked region that keeps words stores the whole aligned words a
+// write carries (and only those), reads them back and forgets them when
+// filled with zeros; without KeepWords the same write leaves nothing.
+func TestKeepWords(t *testing.T) {
+	m := NewSystem(sim.New(sim.Config{}))
+	src := make([]byte, 20)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	r := m.Alloc("ring", Loc{Kind: Host}, 1<<20, false)
+	r.KeepWords()
+	r.Write(32, src, 20, "gpu") // words 32 and 40 whole, 48 partial
+	require.Equal(t, binary.LittleEndian.Uint64(src[0:]), r.Load64(32))
+	require.Equal(t, binary.LittleEndian.Uint64(src[8:]), r.Load64(40))
+	require.Zero(t, r.Load64(48), "a partial word is not stored")
+	dst := make([]byte, 16)
+	require.False(t, r.Read(32, dst))
+	require.Equal(t, src[:16], dst)
+	r.Fill(32, 16, 0, "cpu")
+	require.Zero(t, r.Load64(32))
+	require.Zero(t, r.Load64(40))
+
+	plain := m.Alloc("plain", Loc{Kind: Host}, 1<<20, false)
+	plain.Write(32, src, 16, "gpu")
+	require.Zero(t, plain.Load64(32))
 }
