@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/ginsim/ginsim/gin"
@@ -28,7 +29,7 @@ type replayFlags struct {
 	cluster, backend, mode string
 	nvlink, json, quiet    bool
 	seed                   uint64
-	layers                 int
+	layers, jobs           int
 	timeline, pcap, plot   string
 	pcapRanks              []int
 }
@@ -68,6 +69,7 @@ Output files are written only when the run succeeds.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
 	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
+	fl.IntVar(&f.jobs, "jobs", 0, "replay up to N steps at once, each on its own machine and core; results do not depend on it, memory grows with it (0: GOMAXPROCS; --pcap: 1)")
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
@@ -99,6 +101,13 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.layers < 0 {
 		return Usagef("--layers %d must not be negative", f.layers)
 	}
+	if f.jobs < 0 {
+		return Usagef("--jobs %d must not be negative", f.jobs)
+	}
+	jobs := f.jobs
+	if jobs == 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
 	var plotFmt string
 	if f.plot != "" {
 		plotFmt = strings.TrimPrefix(strings.ToLower(filepath.Ext(f.plot)), ".")
@@ -128,7 +137,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		return err
 	}
 	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		TraceName: name, ClusterName: spec.Name, Backends: ginBackends}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: ginBackends}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

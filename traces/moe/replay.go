@@ -3,6 +3,10 @@ package moe
 import (
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
@@ -61,8 +65,14 @@ type Options struct {
 	// Pcap, when set, receives the packets of PcapRanks' NIC ports.
 	Pcap      *pcap.Writer
 	PcapRanks []int
-	// Progress, when set, is called after every step with (done, total).
+	// Progress, when set, is called after every step with (done, total),
+	// from one goroutine at a time.
 	Progress func(done, total int)
+	// Jobs is how many steps run at once, each on its own machine and
+	// goroutine (0 or 1: one at a time). The report, timeline and plots
+	// do not depend on it; each running step holds a whole machine in
+	// memory. A pcap capture runs the steps one at a time.
+	Jobs int
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
@@ -106,6 +116,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Layers < 0 {
 		return fmt.Errorf("moe: layers %d must not be negative", o.Layers)
+	}
+	if o.Jobs < 0 {
+		return fmt.Errorf("moe: jobs %d must not be negative", o.Jobs)
 	}
 	return nil
 }
@@ -181,18 +194,18 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	default:
 		rep.BandwidthDefinition = "DeepEP LL: valid selections incl. local × message bytes / t, per rank (combine: 2H)"
 	}
+	outs, err := runSteps(tr, spec, nodes, hidden, steps, &opt)
+	if err != nil {
+		return nil, err
+	}
 	var base sim.Time
-	for i, sp := range steps {
-		lr, events, end, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], &opt, base)
-		if err != nil {
-			return nil, fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
+	for _, o := range outs {
+		if opt.Timeline != nil {
+			o.tl.write(opt.Timeline, base)
 		}
-		base += end + sim.Time(10*sim.Microsecond)
-		rep.Layers = append(rep.Layers, lr)
-		rep.Events += events
-		if opt.Progress != nil {
-			opt.Progress(i+1, len(steps))
-		}
+		base += o.end + sim.Time(10*sim.Microsecond)
+		rep.Layers = append(rep.Layers, o.lr)
+		rep.Events += o.events
 	}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
@@ -240,17 +253,73 @@ func notes(o *Options, nodes int) []string {
 	return n
 }
 
+// stepOut is what one step leaves for the report: its layer report, its
+// event count, its end and what its timeline draws.
+type stepOut struct {
+	lr     LayerReport
+	events uint64
+	end    sim.Time
+	tl     stepTimeline
+}
+
+// runSteps runs steps, opt.Jobs at a time, and returns their outputs in
+// step order. On failure it returns the error of the earliest failing
+// step: steps start in order and none starts after a failure, so every
+// step before a failing one has run.
+func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2]int, opt *Options) ([]stepOut, error) {
+	jobs := max(opt.Jobs, 1)
+	if opt.Pcap != nil {
+		jobs = 1 // packets are written as they cross the ports
+	}
+	outs := make([]stepOut, len(steps))
+	errs := make([]error, len(steps))
+	var (
+		mu     sync.Mutex
+		done   int
+		failed atomic.Bool
+	)
+	var g errgroup.Group
+	g.SetLimit(jobs)
+	for i, sp := range steps {
+		if failed.Load() {
+			break
+		}
+		g.Go(func() error {
+			o, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], opt)
+			if err != nil {
+				errs[i] = fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
+				failed.Store(true)
+				return nil
+			}
+			outs[i] = o
+			if opt.Progress != nil {
+				mu.Lock()
+				done++
+				opt.Progress(done, len(steps))
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through errs
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
 // runStep builds a machine for one step and runs dispatch then combine.
-func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options,
-	base sim.Time) (LayerReport, uint64, sim.Time, error) {
+func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options) (stepOut, error) {
 	st, err := newStep(tr, iter, layer)
 	if err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	s := sim.New(sim.Config{Seed: opt.Seed})
 	m, err := machine.Build(s, spec, nodes)
 	if err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	p := DefaultParams()
 	if opt.Params != nil {
@@ -277,7 +346,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		}
 	}
 	if err := e.installTaps(); err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	var w workload
 	switch opt.kernel {
@@ -297,21 +366,22 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		w = newHT(e)
 	}
 	if err := w.setup(); err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	w.dispatch()
 	if err := e.run(); err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	w.combine()
 	if err := e.run(); err != nil {
-		return LayerReport{}, 0, 0, err
+		return stepOut{}, err
 	}
 	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.result(&e.disp), Combine: e.result(&e.comb)}
+	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
 	if opt.Timeline != nil {
-		e.writeTimeline(base, &lr)
+		o.tl = stepTimeline{ep: st.ep, iter: st.iter, layer: st.layer, disp: e.disp, comb: e.comb}
 	}
-	return lr, s.Fired(), s.Now(), nil
+	return o, nil
 }
 
 // installTaps taps every NIC port for the breakdown and, for pcap, the
@@ -359,23 +429,28 @@ func (e *env) writePcap(iface int, at sim.Time, p *fabric.Packet) {
 	}
 }
 
-// writeTimeline draws one step: per rank, the two phases; for the slowest
-// rank, the critical path of each phase.
-func (e *env) writeTimeline(base sim.Time, lr *LayerReport) {
-	tw := e.opt.Timeline
-	stepName := "iter " + strconv.Itoa(e.st.iter) + " layer " + strconv.Itoa(e.st.layer)
+// stepTimeline is what the timeline draws of one step: per rank, the two
+// phases; for the slowest rank, the critical path of each phase.
+type stepTimeline struct {
+	ep, iter, layer int
+	disp, comb      phase
+}
+
+// write draws the step, base later than its own clock.
+func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
+	stepName := "iter " + strconv.Itoa(st.iter) + " layer " + strconv.Itoa(st.layer)
 	if base == 0 {
-		for r := range e.st.ep {
+		for r := range st.ep {
 			tw.Process(r, "rank "+strconv.Itoa(r))
 			tw.Thread(r, 0, "phases")
 			tw.Thread(r, 1, "critical path")
 		}
 	}
-	for _, ph := range []*phase{&e.disp, &e.comb} {
+	for _, ph := range []*phase{&st.disp, &st.comb} {
 		var slow int
 		for r, d := range ph.done {
 			tw.Slice(r, 0, ph.name, stepName, base+ph.start, d.Sub(ph.start),
-				timeline.Arg{Key: "layer", Value: e.st.layer}, timeline.Arg{Key: "iter", Value: e.st.iter})
+				timeline.Arg{Key: "layer", Value: st.layer}, timeline.Arg{Key: "iter", Value: st.iter})
 			if d > ph.done[slow] {
 				slow = r
 			}

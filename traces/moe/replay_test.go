@@ -2,6 +2,7 @@ package moe
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/ginsim/ginsim/gin"
@@ -9,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -170,5 +172,65 @@ func TestLLSendersWithoutProcess(t *testing.T) {
 			return rep
 		}
 		assert.Equal(t, run(true), run(false), "%s nvlink=%v %s", c.mode, c.nvlink, c.backend)
+	}
+}
+
+// Replaying steps at once (Options.Jobs) changes nothing but the wall
+// time: the report, its events and the timeline are byte-identical to
+// those of one step at a time, in every mode family; and the progress
+// callback counts every step once.
+func TestJobsDoNotChangeTheRun(t *testing.T) {
+	m, err := traces.ModelByName("deepseek-v3")
+	require.NoError(t, err)
+	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 16, Layers: 5, Seed: 3})
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct{ mode, backend string }{{ModeLL, BackendGDAKI}, {ModeLL, BackendProxy}, {ModeV2, BackendGDAKI}, {ModeLL, BackendNCCL}} {
+		run := func(jobs int) ([]byte, string) {
+			var tl bytes.Buffer
+			tw := timeline.NewWriter(&tl)
+			var calls []int
+			rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends, Jobs: jobs,
+				Timeline: tw, Progress: func(done, total int) {
+					require.Equal(t, 5, total)
+					calls = append(calls, done)
+				}})
+			require.NoError(t, err)
+			require.NoError(t, tw.Close())
+			require.Equal(t, []int{1, 2, 3, 4, 5}, calls)
+			js, err := json.Marshal(rep)
+			require.NoError(t, err)
+			return js, tl.String()
+		}
+		wantRep, wantTL := run(1)
+		gotRep, gotTL := run(3)
+		require.Equal(t, string(wantRep), string(gotRep), "%s %s", c.mode, c.backend)
+		require.Equal(t, wantTL, gotTL, "%s %s", c.mode, c.backend)
+		require.Contains(t, wantTL, "layer 7", "five layers drawn")
+	}
+}
+
+// A failing step fails the replay with the earliest failing step's error
+// whatever the number of jobs: layers 4 and 6 of five lack rank 0's
+// route record.
+func TestJobsReportTheEarliestFailure(t *testing.T) {
+	m, err := traces.ModelByName("deepseek-v3")
+	require.NoError(t, err)
+	full, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 8, Layers: 5, Seed: 3})
+	require.NoError(t, err)
+	tr, err := traces.NewTrace(full.Header())
+	require.NoError(t, err)
+	for _, r := range full.Routes() {
+		if r.Rank == 0 && (r.Layer == 4 || r.Layer == 6) {
+			continue
+		}
+		require.NoError(t, tr.Add(r))
+	}
+	spec, _ := machine.Preset("h100-ib")
+	for _, jobs := range []int{1, 2, 5} {
+		_, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends, Jobs: jobs})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "iter 0 layer 4: ", "jobs %d", jobs)
+		require.Contains(t, err.Error(), "no route record for rank 0", "jobs %d", jobs)
 	}
 }
