@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/ginsim/ginsim/fabric/nvlink"
 	"github.com/ginsim/ginsim/fabric/pcie"
@@ -25,7 +26,9 @@ type GPU struct {
 	dev   pcie.DevID
 	nvl   *nvlink.Domain
 
-	groups []*Group
+	groups []*Group  // groups made, in order (joined children until compacted)
+	made   int       // groups made, children included (SM placement)
+	joined int       // children in groups whose Parallel section has joined
 	pend   []pending // deferred writes (landing in the future), pooled
 	free   []int32
 	poll   *rand.Rand // spin-loop phases (pollPhase), made on first use
@@ -107,8 +110,31 @@ func (g *GPU) Mem() *mem.System { return g.ms }
 // Config returns the GPU's parameters.
 func (g *GPU) Config() Config { return g.cfg }
 
-// Groups returns the groups launched so far, in launch order.
-func (g *GPU) Groups() []*Group { return g.groups }
+// Groups returns the groups launched so far and the one-thread children
+// of the Parallel sections still running, in the order they were made.
+// Children are dropped once their section joins (their work is charged to
+// the parent), so a long run's flushes do not accumulate.
+func (g *GPU) Groups() []*Group {
+	g.compact()
+	return g.groups
+}
+
+// newGroup makes a group on the next SM in round-robin order.
+func (g *GPU) newGroup(name string, threads int) *Group {
+	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: g.made % g.cfg.SMs}
+	g.made++
+	g.groups = append(g.groups, t)
+	return t
+}
+
+// compact drops the children of joined Parallel sections from groups.
+func (g *GPU) compact() {
+	if g.joined == 0 {
+		return
+	}
+	g.groups = slices.DeleteFunc(g.groups, func(t *Group) bool { return t.joined })
+	g.joined = 0
+}
 
 // Alloc allocates size bytes of this GPU's HBM.
 func (g *GPU) Alloc(name string, size sim.Bytes, backed bool) *mem.Region {
@@ -246,7 +272,7 @@ type Stats struct {
 
 // Stats returns the accounting of every group launched so far.
 func (g *GPU) Stats() Stats {
-	st := Stats{Groups: len(g.groups)}
+	st := Stats{Groups: g.made}
 	for _, t := range g.groups {
 		if t.child {
 			continue

@@ -12,13 +12,14 @@ import (
 // ncclCoopCta) running device code as one sim process. Its methods must be
 // called from its own body.
 type Group struct {
-	g     *GPU
-	p     *sim.Proc
-	name  string
-	agent string
-	size  int
-	sm    int
-	child bool // a thread of a Parallel section
+	g      *GPU
+	p      *sim.Proc
+	name   string
+	agent  string
+	size   int
+	sm     int
+	child  bool // a thread of a Parallel section
+	joined bool // a child whose section has joined
 
 	busy   sim.Duration
 	poll   sim.Duration
@@ -74,8 +75,7 @@ func (g *GPU) Launch(name string, threads int, body func(t *Group)) *Group {
 	if threads <= 0 || threads > 1024 {
 		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
 	}
-	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
-	g.groups = append(g.groups, t)
+	t := g.newGroup(name, threads)
 	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) { body(t) })
 	return t
 }
@@ -107,8 +107,7 @@ func (g *GPU) LaunchWaiting(name string, threads int, r *mem.Region, off uint64,
 	if g.where(r) != local {
 		panic(fmt.Sprintf("gpu %s: t=%v: LaunchWaiting %q on %v: the word must be in the GPU's own HBM", g.name, g.s.Now(), name, r))
 	}
-	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
-	g.groups = append(g.groups, t)
+	t := g.newGroup(name, threads)
 	t.body, t.wpred = body, pred
 	t.wr, t.woff, t.why, t.wsince = r, off, reason, g.s.Now()
 	g.s.Post(g.s.Now(), (*waiter)(t), 0) // where a process would first run
@@ -675,9 +674,8 @@ func (t *Group) children(k int) []*Group {
 	g := t.g
 	kids := make([]*Group, k)
 	for j := range kids {
-		c := &Group{g: g, name: fmt.Sprintf("%s/t%d", t.name, j), size: 1, sm: t.sm, child: true}
-		c.agent = g.name + "/" + c.name
-		g.groups = append(g.groups, c)
+		c := g.newGroup(fmt.Sprintf("%s/t%d", t.name, j), 1)
+		c.sm, c.child = t.sm, true
 		kids[j] = c
 	}
 	return kids
@@ -685,10 +683,17 @@ func (t *Group) children(k int) []*Group {
 
 // join ends a Parallel section that began at start: the group is charged
 // the elapsed time and inherits its children's posted and local writes.
+// The children are dropped from the GPU's groups once they are half of
+// them.
 func (t *Group) join(kids []*Group, start sim.Time) {
 	t.busy += t.Now().Sub(start)
 	for _, c := range kids {
 		t.posted = max(t.posted, c.posted)
 		t.acked = max(t.acked, c.acked)
+		c.joined = true
+	}
+	g := t.g
+	if g.joined += len(kids); g.joined >= 64 && 2*g.joined > len(g.groups) {
+		g.compact()
 	}
 }

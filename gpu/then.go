@@ -30,8 +30,7 @@ func (g *GPU) LaunchHandler(name string, threads int, h sim.Handler, arg uint64)
 	if threads <= 0 || threads > 1024 {
 		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
 	}
-	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: len(g.groups) % g.cfg.SMs}
-	g.groups = append(g.groups, t)
+	t := g.newGroup(name, threads)
 	g.s.Post(g.s.Now(), h, arg)
 	return t
 }
