@@ -106,6 +106,7 @@ type queue struct {
 	calEnd  uint64   // buckets cover [nearEnd, calEnd); far holds the rest
 
 	far     []entry
+	dist    []uint64 // rebuild's scratch: the overflow's distances
 	farMin  Time
 	farMax  Time
 	scratch []entry
@@ -376,24 +377,24 @@ func insertionSort(k []uint64) {
 
 // rebuild spreads the overflow into a fresh calendar.
 //
-// The bucket width is a power of two chosen from the mean distance of the
-// overflow's events to the current time, so that the front of the
-// calendar, where events are densest under the usual decaying delay
-// distributions, holds about perBucket events per bucket. The calendar has at
-// most as many buckets as the overflow has events, and at least minBuckets
-// so that a handful of events with short delays does not rebuild it every
-// few events; events beyond its end stay in the overflow for the next
-// rebuild.
+// The bucket width is a power of two chosen from the distance to the
+// current time of the overflow's frontEvents-th nearest event, so that the
+// front of the calendar, where the events that will fire next are, holds
+// about perBucket events per bucket. (The mean distance of all of them,
+// used before, is dominated by far-future timers in network models: a
+// retransmission timer milliseconds out made buckets microseconds wide,
+// and then nearly every event a model scheduled fell into the current
+// bucket's span and went through the near heap.) The calendar has at most
+// as many buckets as the overflow has events, and at least minBuckets so
+// that a handful of events with short delays does not rebuild it every few
+// events; events beyond its end stay in the overflow for the next rebuild.
 func (q *queue) rebuild(now Time) {
 	far := q.far
 	q.far, q.scratch = q.scratch[:0], far
 	lo, hi := uint64(q.farMin), uint64(q.farMax)
 	n := uint64(len(far))
-	var sum float64
-	for i := range far {
-		sum += float64(far[i].at - now)
-	}
-	gap := sum / float64(n) * perBucket / float64(n)
+	k := min(n, frontEvents)
+	gap := float64(q.kthDistance(far, now, int(k))) * perBucket / float64(k)
 	shift := uint(0)
 	for shift < 62 && float64(uint64(1)<<shift) < gap {
 		shift++
@@ -423,6 +424,67 @@ func (q *queue) rebuild(now Time) {
 	}
 	clear(far)
 	q.scratch = far[:0]
+}
+
+// frontEvents is how many of the overflow's nearest events size the
+// buckets of a rebuilt calendar.
+const frontEvents = 1024
+
+// kthDistance returns the distance from now of the k-th nearest event of
+// far (k >= 1), by selection over a scratch copy of the distances.
+func (q *queue) kthDistance(far []entry, now Time, k int) uint64 {
+	ds := slices.Grow(q.dist[:0], len(far))[:len(far)]
+	for i := range far {
+		ds[i] = uint64(far[i].at - now)
+	}
+	q.dist = ds
+	return selectKth(ds, k-1)
+}
+
+// selectKth returns the element that would be at index i of sorted a,
+// reordering a (Hoare's selection with median-of-three pivots).
+func selectKth(a []uint64, i int) uint64 {
+	lo, hi := 0, len(a)-1
+	for hi > lo {
+		if hi-lo < 16 {
+			insertionSort(a[lo : hi+1])
+			break
+		}
+		m := lo + (hi-lo)/2
+		if a[m] < a[lo] {
+			a[m], a[lo] = a[lo], a[m]
+		}
+		if a[hi] < a[lo] {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if a[hi] < a[m] {
+			a[hi], a[m] = a[m], a[hi]
+		}
+		p := a[m]
+		l, r := lo, hi
+		for l <= r {
+			for a[l] < p {
+				l++
+			}
+			for a[r] > p {
+				r--
+			}
+			if l <= r {
+				a[l], a[r] = a[r], a[l]
+				l++
+				r--
+			}
+		}
+		switch {
+		case i <= r:
+			hi = r
+		case i >= l:
+			lo = l
+		default:
+			return a[i]
+		}
+	}
+	return a[i]
 }
 
 func (a *entry) less(b *entry) bool {

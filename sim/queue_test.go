@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // refEvent is one pending event of the reference queue.
@@ -325,4 +327,75 @@ func TestQueueSparseExtremes(t *testing.T) {
 			t.Fatalf("times %v: fired %d events, want %d", times, rec.next, len(want))
 		}
 	}
+}
+
+// selectKth finds the element a sort would put at each index, on inputs
+// with duplicates, runs and random values.
+func TestSelectKth(t *testing.T) {
+	r := NewRand(7, "select")
+	for _, n := range []int{1, 2, 3, 15, 16, 17, 100, 1000} {
+		for _, kind := range []string{"random", "few", "sorted", "reversed", "equal"} {
+			a := make([]uint64, n)
+			for i := range a {
+				switch kind {
+				case "random":
+					a[i] = r.Uint64()
+				case "few":
+					a[i] = r.Uint64() % 3
+				case "sorted":
+					a[i] = uint64(i)
+				case "reversed":
+					a[i] = uint64(n - i)
+				case "equal":
+					a[i] = 42
+				}
+			}
+			want := slices.Clone(a)
+			slices.Sort(want)
+			for _, i := range []int{0, n / 3, n / 2, n - 1} {
+				b := slices.Clone(a)
+				if got := selectKth(b, i); got != want[i] {
+					t.Fatalf("%s n=%d: element %d is %d, want %d", kind, n, i, got, want[i])
+				}
+			}
+		}
+	}
+}
+
+// timerModel is a network-like load: hot events that reschedule themselves
+// nanoseconds ahead, beside timers that fire seconds ahead and re-arm.
+type timerModel struct {
+	r       *rand.Rand
+	left    int
+	maxNear int
+	q       *queue
+}
+
+func (m *timerModel) Handle(s *Sim, arg uint64) {
+	m.maxNear = max(m.maxNear, len(m.q.near))
+	if m.left == 0 {
+		return
+	}
+	m.left--
+	if arg == 1 {
+		s.Post(s.Now().Add(Second), m, 1) // a timer re-arms
+		return
+	}
+	s.Post(s.Now().Add(Duration(1+m.r.IntN(100))*Nanosecond), m, 0)
+}
+
+// The calendar's buckets are sized by the events that fire next, not by
+// far-future timers: with 4 000 hot events nanoseconds apart beside 4 000
+// timers a second out, the near heap (events scheduled into the current
+// bucket's span) stays small. Sized by the mean distance, the buckets
+// were as wide as the whole hot horizon and it held every hot event.
+func TestFarTimersDoNotWidenBuckets(t *testing.T) {
+	s := New(Config{})
+	m := &timerModel{r: NewRand(1, "timers"), left: 400_000, q: &s.q}
+	for i := range 4000 {
+		s.Post(Time(i), m, 0)
+		s.Post(Time(Second)+Time(i), m, 1)
+	}
+	require.NoError(t, s.RunUntil(Time(Second/2)))
+	require.Less(t, m.maxNear, 256, "near heap peak")
 }
