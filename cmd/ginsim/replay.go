@@ -29,7 +29,7 @@ type replayFlags struct {
 	cluster, backend, mode string
 	nvlink, json, quiet    bool
 	seed                   uint64
-	layers, jobs           int
+	layers, jobs, seeds    int
 	timeline, pcap, plot   string
 	pcapRanks              []int
 }
@@ -57,7 +57,8 @@ Output files are written only when the run succeeds.`,
 		Example: `  ginsim replay
   ginsim replay trace.jsonl.gz --cluster h800-cx7 --backend proxy --json
   ginsim replay --layers 1 --timeline tl.json --plot recv.svg
-  ginsim replay trace.jsonl.gz --mode v2-direct`,
+  ginsim replay trace.jsonl.gz --mode v2-direct
+  ginsim replay --seeds 8 --backend proxy`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, &f) },
 	}
@@ -67,6 +68,7 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.mode, "mode", moe.ModeLL, "traffic pattern: "+strings.Join(moe.Modes, "|"))
 	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
+	fl.IntVar(&f.seeds, "seeds", 1, "replay with N seeds (--seed, --seed+1, ...) and report each run's means and their spread")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
 	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
 	fl.IntVar(&f.jobs, "jobs", 0, "replay up to N steps at once, each on its own machine and core; results do not depend on it, memory grows with it (0: GOMAXPROCS; --pcap: 1)")
@@ -103,6 +105,12 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	if f.jobs < 0 {
 		return Usagef("--jobs %d must not be negative", f.jobs)
+	}
+	if f.seeds < 1 {
+		return Usagef("--seeds %d: want at least 1", f.seeds)
+	}
+	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "") {
+		return Usagef("--seeds %d: --timeline, --pcap and --plot draw one run; drop them or --seeds", f.seeds)
 	}
 	jobs := f.jobs
 	if jobs == 0 {
@@ -167,10 +175,23 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		opt.Pcap, opt.PcapRanks = pw, f.pcapRanks
 	}
 	steps := len(moe.Steps(tr, f.layers))
+	if f.seeds > 1 {
+		steps = f.seeds
+	}
 	if !f.quiet && !f.json && steps > 1 && isTTY(cmd.ErrOrStderr()) {
 		bar := progressbar.NewOptions(steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 			progressbar.OptionSetDescription("replay"), progressbar.OptionClearOnFinish())
 		opt.Progress = func(done, total int) { _ = bar.Set(done) }
+	}
+	if f.seeds > 1 {
+		sw, err := moe.ReplaySeeds(tr, spec, opt, f.seeds)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return sw.WriteJSON(cmd.OutOrStdout())
+		}
+		return sw.WriteTable(cmd.OutOrStdout())
 	}
 	rep, err := moe.Replay(tr, spec, opt)
 	if err != nil {

@@ -3,10 +3,6 @@ package moe
 import (
 	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
@@ -267,45 +263,22 @@ type stepOut struct {
 // step: steps start in order and none starts after a failure, so every
 // step before a failing one has run.
 func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2]int, opt *Options) ([]stepOut, error) {
-	jobs := max(opt.Jobs, 1)
+	jobs := opt.Jobs
 	if opt.Pcap != nil {
 		jobs = 1 // packets are written as they cross the ports
 	}
 	outs := make([]stepOut, len(steps))
-	errs := make([]error, len(steps))
-	var (
-		mu     sync.Mutex
-		done   int
-		failed atomic.Bool
-	)
-	var g errgroup.Group
-	g.SetLimit(jobs)
-	for i, sp := range steps {
-		if failed.Load() {
-			break
-		}
-		g.Go(func() error {
-			o, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], opt)
-			if err != nil {
-				errs[i] = fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
-				failed.Store(true)
-				return nil
-			}
-			outs[i] = o
-			if opt.Progress != nil {
-				mu.Lock()
-				done++
-				opt.Progress(done, len(steps))
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // the goroutines report through errs
-	for _, err := range errs {
+	err := forEach(len(steps), jobs, opt.Progress, func(i int) error {
+		sp := steps[i]
+		o, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], opt)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
 		}
+		outs[i] = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return outs, nil
 }

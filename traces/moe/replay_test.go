@@ -3,6 +3,9 @@ package moe
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/ginsim/ginsim/gin"
@@ -233,4 +236,44 @@ func TestJobsReportTheEarliestFailure(t *testing.T) {
 		require.Contains(t, err.Error(), "iter 0 layer 4: ", "jobs %d", jobs)
 		require.Contains(t, err.Error(), "no route record for rank 0", "jobs %d", jobs)
 	}
+}
+
+// A seed sweep holds exactly the runs Replay makes with each seed, its
+// spread is theirs (mean, sample SD, extremes), and neither depends on
+// the number of jobs.
+func TestReplaySeeds(t *testing.T) {
+	tr := tinyTrace(t, 16, 8)
+	spec, _ := machine.Preset("h100-ib")
+	opt := Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 7, Backends: backends}
+	sw, err := ReplaySeeds(tr, spec, opt, 3)
+	require.NoError(t, err)
+	require.Len(t, sw.Runs, 3)
+	var d []float64
+	for i, r := range sw.Runs {
+		o := opt
+		o.Seed = 7 + uint64(i)
+		want, err := Replay(tr, spec, o)
+		require.NoError(t, err)
+		require.Equal(t, want, r, "seed %d", o.Seed)
+		d = append(d, r.DispatchUS)
+	}
+	require.Equal(t, []uint64{7, 8, 9}, sw.Spread.Seeds)
+	mean := (d[0] + d[1] + d[2]) / 3
+	require.InDelta(t, mean, sw.Spread.DispatchUS.Mean, 0.001)
+	sd := math.Sqrt(((d[0]-mean)*(d[0]-mean) + (d[1]-mean)*(d[1]-mean) + (d[2]-mean)*(d[2]-mean)) / 2)
+	require.InDelta(t, sd, sw.Spread.DispatchUS.SD, 0.001)
+	require.Equal(t, slices.Min(d), sw.Spread.DispatchUS.Min)
+	require.Equal(t, slices.Max(d), sw.Spread.DispatchUS.Max)
+	require.Greater(t, sw.Spread.DispatchUS.SD, 0.0, "seeds move ECMP hashes and poll phases")
+
+	opt.Jobs = 3
+	par, err := ReplaySeeds(tr, spec, opt, 3)
+	require.NoError(t, err)
+	require.Equal(t, sw, par)
+
+	_, err = ReplaySeeds(tr, spec, opt, 0)
+	require.Error(t, err)
+	opt.Timeline = timeline.NewWriter(io.Discard)
+	_, err = ReplaySeeds(tr, spec, opt, 2)
+	require.ErrorContains(t, err, "one run")
 }

@@ -1,0 +1,50 @@
+package moe
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// forEach runs f(0), ..., f(n-1), jobs at a time (at least one), each on
+// its own goroutine, and returns the error of the lowest i that failed.
+// They start in order and none starts after a failure, so every i below a
+// failing one has run: the error does not depend on jobs. progress, when
+// set, is called with (done, n) after each success, one call at a time.
+func forEach(n, jobs int, progress func(done, total int), f func(i int) error) error {
+	errs := make([]error, n)
+	var (
+		mu     sync.Mutex
+		done   int
+		failed atomic.Bool
+		g      errgroup.Group
+	)
+	g.SetLimit(max(jobs, 1))
+	for i := range n {
+		if failed.Load() {
+			break
+		}
+		g.Go(func() error {
+			if err := f(i); err != nil {
+				errs[i] = err
+				failed.Store(true)
+				return nil
+			}
+			if progress != nil {
+				mu.Lock()
+				done++
+				progress(done, n)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through errs
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
