@@ -7,6 +7,7 @@ import (
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/nic/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
@@ -268,7 +269,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 		jobs = 1 // packets are written as they cross the ports
 	}
 	outs := make([]stepOut, len(steps))
-	err := forEach(len(steps), jobs, opt.Progress, func(i int) error {
+	err := par.ForEach(len(steps), jobs, opt.Progress, func(i int) error {
 		sp := steps[i]
 		o, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], opt)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/traces"
 )
 
@@ -65,7 +66,7 @@ func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Swee
 		return nil, fmt.Errorf("moe: a timeline or pcap draws one run, not a sweep of %d seeds", n)
 	}
 	runs := make([]*Report, n)
-	err := forEach(n, opt.Jobs, opt.Progress, func(i int) error {
+	err := par.ForEach(n, opt.Jobs, opt.Progress, func(i int) error {
 		o := opt
 		o.Seed, o.Jobs, o.Progress = opt.Seed+uint64(i), 1, nil
 		r, err := Replay(tr, spec, o)

@@ -1,4 +1,4 @@
-package moe
+package par
 
 import (
 	"sync"
@@ -7,12 +7,13 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// forEach runs f(0), ..., f(n-1), jobs at a time (at least one), each on
+// ForEach runs f(0), ..., f(n-1), jobs at a time (at least one), each on
 // its own goroutine, and returns the error of the lowest i that failed.
-// They start in order and none starts after a failure, so every i below a
-// failing one has run: the error does not depend on jobs. progress, when
-// set, is called with (done, n) after each success, one call at a time.
-func forEach(n, jobs int, progress func(done, total int), f func(i int) error) error {
+// They are launched in order, and no new one is launched once a failure
+// has been seen, so every i below a failing one has run: the error does
+// not depend on jobs. progress, when set, is called with (done, n) after
+// each success, one call at a time.
+func ForEach(n, jobs int, progress func(done, total int), f func(i int) error) error {
 	errs := make([]error, n)
 	var (
 		mu     sync.Mutex
