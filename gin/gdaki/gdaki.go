@@ -5,6 +5,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/internal/ibwin"
+	"github.com/ginsim/ginsim/gin/internal/submit"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -102,7 +103,7 @@ type Backend struct {
 	cfg   Config
 	comms []*commState
 	chans []*channel
-	free  []*issuer // issuers not in use
+	free  submit.Free[issuer] // issuers not in use
 	st    gin.BackendStats
 	trace func(at sim.Time, who, what string)
 }

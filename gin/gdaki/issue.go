@@ -103,12 +103,7 @@ type issuer struct {
 
 // newIssuer takes an issuer from the backend's free list.
 func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
-	var m *issuer
-	if n := len(b.free); n > 0 {
-		m, b.free = b.free[n-1], b.free[:n-1]
-	} else {
-		m = new(issuer)
-	}
+	m := b.free.Get()
 	*m = issuer{b: b, cs: cs, rank: rank, Run: submit.Run{T: t}}
 	return m
 }
@@ -374,6 +369,6 @@ func (m *issuer) fail(err error) { m.Fail(err) }
 // end recycles m and hands the group back.
 func (m *issuer) end() {
 	back := m.End()
-	m.b.free = append(m.b.free, m)
+	m.b.free.Put(m)
 	back.Give()
 }

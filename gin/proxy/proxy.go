@@ -5,6 +5,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/internal/ibwin"
+	"github.com/ginsim/ginsim/gin/internal/submit"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -103,7 +104,7 @@ type Backend struct {
 	st    gin.BackendStats
 	trace func(at sim.Time, who, what string)
 	obs   PostObserver
-	free  []*issuer
+	free  submit.Free[issuer]
 }
 
 // Post is one GFD the CPU thread turned into an ibv_post_send, as told to

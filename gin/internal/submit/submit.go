@@ -64,3 +64,20 @@ func (b Back) Give() {
 		b.t.Proc().Handle(s, 0)
 	}
 }
+
+// Free is a LIFO free list of a backend's machines, so that the steady
+// state of a run allocates none.
+type Free[T any] struct{ list []*T }
+
+// Get returns a machine from the list, or a new zero one.
+func (f *Free[T]) Get() *T {
+	if n := len(f.list); n > 0 {
+		m := f.list[n-1]
+		f.list = f.list[:n-1]
+		return m
+	}
+	return new(T)
+}
+
+// Put returns m to the list.
+func (f *Free[T]) Put(m *T) { f.list = append(f.list, m) }
