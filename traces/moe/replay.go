@@ -259,10 +259,8 @@ type stepOut struct {
 	tl     stepTimeline
 }
 
-// runSteps runs steps, opt.Jobs at a time, and returns their outputs in
-// step order. On failure it returns the error of the earliest failing
-// step: steps start in order and none starts after a failure, so every
-// step before a failing one has run.
+// runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
+// their outputs in step order, or the earliest failing step's error.
 func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2]int, opt *Options) ([]stepOut, error) {
 	jobs := opt.Jobs
 	if opt.Pcap != nil {
