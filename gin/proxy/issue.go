@@ -134,18 +134,18 @@ func (m *issuer) step() {
 		case stStore:
 			ch, g := m.ch, &m.gfds[m.i]
 			n := m.cs.ver.Qwords()
-			if err := g.Encode(m.cs.ver, ch.q[:n]); err != nil {
+			if err := g.Encode(m.cs.ver, b.enc[:n]); err != nil {
 				m.fail(fmt.Errorf("proxy: %s: t=%v: %w", ch.name, t.Now(), err))
 				return
 			}
 			for i := range n {
-				binary.LittleEndian.PutUint64(ch.gfd[8*i:], ch.q[i])
+				binary.LittleEndian.PutUint64(b.gfd[8*i:], b.enc[i])
 			}
 			slot := m.idx & (uint64(b.cfg.QueueSize) - 1)
 			m.pc = stStored
-			// The stores copy the bytes at issue, so the next writer of
-			// this channel may reuse ch.gfd at once.
-			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), ch.gfd[:8*n], sim.Bytes(8*n), m, 0)
+			// The stores copy the bytes at issue, so the next writer may
+			// reuse the scratch at once.
+			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), b.gfd[:8*n], sim.Bytes(8*n), m, 0)
 			return
 		case stStored:
 			g := &m.gfds[m.i]

@@ -45,19 +45,30 @@ type channel struct {
 	ring  *mem.Region // host pinned, QueueSize GFD slots
 	qp    *nic.QP
 	cq    *nic.CQ
-	sis   uint64 // CPU: next slot to look at
-	cisSh uint64 // CPU: consumer index shadow
-	st    []slotState
+	sis   uint64        // CPU: next slot to look at
+	cisSh uint64        // CPU: consumer index shadow
+	st    []slotState   // by ring slot, grown as slots come into use (slot)
 	posts []pendingPost // doorbells in flight, FIFO
 	ph    int
-	cqBuf [4]nic.CQE
-	gfd   [128]byte  // GPU-side encode scratch (writers never yield while using it)
-	q     [16]uint64 // GPU-side encode scratch
 	// Watch state while the thread is parked.
 	wRing, wCQ bool
 	wCQOff     uint64
 	cqes       uint64 // signalled WRs posted (CQEs expected)
 	seen       uint64 // CQEs consumed
+}
+
+// slot returns the CPU's record of GFD i, in ring slot i mod q. The
+// records grow as the ring's slots come into use (in order, from 0): in
+// an all-to-all most rings hold a few GFDs at a time, and a full set of
+// records per (rank, context, peer) was most of the proxy's memory.
+func (ch *channel) slot(i, q uint64) *slotState {
+	k := i & (q - 1)
+	if k >= uint64(len(ch.st)) {
+		st := make([]slotState, min(max(2*uint64(len(ch.st)), k+1, 4), q))
+		copy(st, ch.st)
+		ch.st = st
+	}
+	return &ch.st[k]
 }
 
 // rankState is one rank's proxy resources in one device communicator.
@@ -105,6 +116,10 @@ type Backend struct {
 	trace func(at sim.Time, who, what string)
 	obs   PostObserver
 	free  submit.Free[issuer]
+	// gfd and enc are the GPU side's encode scratch: a writer encodes
+	// and stores a GFD in one step, and the stores copy the bytes.
+	gfd [128]byte
+	enc [16]uint64
 }
 
 // Post is one GFD the CPU thread turned into an ibv_post_send, as told to
@@ -314,8 +329,7 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %s: %w", name, err)
 	}
-	ch := &channel{idx: len(b.chans), name: name, rank: r, ctx: ctx, peer: p, cs: cs, nic: n, nk: nk, ring: ring, qp: qp, cq: cq,
-		st: make([]slotState, q)}
+	ch := &channel{idx: len(b.chans), name: name, rank: r, ctx: ctx, peer: p, cs: cs, nic: n, nk: nk, ring: ring, qp: qp, cq: cq}
 	b.chans = append(b.chans, ch)
 	rs.chans[ctx*cs.nranks+p] = ch
 	return ch, nil

@@ -37,6 +37,8 @@ type Server struct {
 	// q is the thread's copy of the GFD it is reading: it sleeps between
 	// qwords, so it must not share a buffer with the GPU-side writers.
 	q [16]uint64
+	// cqBuf receives ibv_poll_cq's completions (one channel at a time).
+	cqBuf [4]nic.CQE
 }
 
 type connRef struct {
@@ -147,7 +149,7 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 			continue
 		}
 		for i := ch.cisSh; i < ch.sis; i++ {
-			st := &ch.st[i&(q-1)]
+			st := ch.slot(i, q)
 			if !st.done && st.posted {
 				if s.test(ch) {
 					worked = true
@@ -176,9 +178,9 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 func (s *Server) test(ch *channel) bool {
 	cfg := &s.b.cfg
 	s.spin(cfg.PollCQCost)
-	k := ch.cq.Poll(ch.cqBuf[:])
+	k := ch.cq.Poll(s.cqBuf[:])
 	q := uint64(cfg.QueueSize)
-	for _, e := range ch.cqBuf[:k] {
+	for _, e := range s.cqBuf[:k] {
 		s.work(cfg.CQEReadCost)
 		s.cqes++
 		s.b.st.CQEs++
@@ -186,7 +188,7 @@ func (s *Server) test(ch *channel) bool {
 			s.gpu.Sim().Fail(fmt.Errorf("proxy: %s: t=%v: completion of GFD #%d: %v", ch.name, s.p.Now(), e.WRID, e.Status))
 			s.p.Park("proxy: error completion")
 		}
-		ch.st[e.WRID&(q-1)].done = true
+		ch.slot(e.WRID, q).done = true
 		s.tracef("%s poll_cq: CQE for GFD #%d", ch.name, e.WRID)
 	}
 	return k > 0
@@ -239,7 +241,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		g := Decode(cs.ver, s.q[:n])
 		i := ch.sis
 		ch.sis++
-		ch.st[i&(q-1)] = slotState{op: g.Op, counter: g.CounterID}
+		*ch.slot(i, q) = slotState{op: g.Op, counter: g.CounterID}
 		s.gfds++
 		s.tracef("%s took GFD #%d op=%#x size=%d", ch.name, i, g.Op, g.Size)
 		s.process(cs, ch, i, &g, taken)
@@ -308,7 +310,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	}
 	pp.wrs[pp.n-1].Signaled = true
 	pp.wrs[pp.n-1].ID = i
-	ch.st[i&uint64(cfg.QueueSize-1)].posted = true
+	ch.slot(i, uint64(cfg.QueueSize)).posted = true
 	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
 	db := sim.Bytes(8)
 	if pp.n == 1 && ch.nic.Config().BlueFlame {
