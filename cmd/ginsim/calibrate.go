@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/moe"
 	"github.com/spf13/cobra"
+	"gonum.org/v1/gonum/stat"
 )
 
 func init() { Register("", newCalibrateCmd) }
@@ -29,6 +32,36 @@ type calRow struct {
 	// ErrorPct is (model - published) / published in percent.
 	ErrorPct float64 `json:"error_pct"`
 	Source   string  `json:"source"`
+	// With --seeds N > 1, Model is the mean over the N seeds and ModelSD
+	// its sample standard deviation.
+	Seeds   int     `json:"seeds,omitempty"`
+	ModelSD float64 `json:"model_sd,omitempty"`
+}
+
+// runCase runs c with seeds seed, ..., seed+n-1, jobs at a time, and
+// returns its rows: with n > 1, the mean over seeds, its SD and the error
+// of the mean.
+func runCase(c calCase, seed uint64, n, jobs int) ([]calRow, error) {
+	runs := make([][]calRow, n)
+	err := par.ForEach(n, jobs, nil, func(i int) error {
+		r, err := c.run(seed + uint64(i))
+		runs[i] = r
+		return err
+	})
+	if err != nil || n == 1 {
+		return runs[0], err
+	}
+	out := slices.Clone(runs[0])
+	for k := range out {
+		xs := make([]float64, n)
+		for i := range runs {
+			xs[i] = runs[i][k].Model
+		}
+		m := stat.Mean(xs, nil)
+		out[k].Model, out[k].ModelSD, out[k].Seeds = round2(m), round2(stat.StdDev(xs, nil)), n
+		out[k].ErrorPct = round2(100 * (m - out[k].Published) / out[k].Published)
+	}
+	return out, nil
 }
 
 // calCase runs one calibration case and returns its rows.
@@ -112,6 +145,7 @@ func newCalibrateCmd() *cobra.Command {
 		only    []string
 		asJSON  bool
 		seed    uint64
+		seeds   int
 		verbose bool
 	)
 	cases := calibrationCases()
@@ -134,9 +168,12 @@ against, on the built-in profiles, and prints model, published figure and error:
 		}() + `
 The fitted parameters and the reasons for their values are listed in
 README.md ("Calibration"); the held-out published rows are not fitted.`,
-		Example: "  ginsim calibrate\n  ginsim calibrate --cases pingpong,ll-ep8 --json",
+		Example: "  ginsim calibrate\n  ginsim calibrate --cases pingpong,ll-ep8 --json\n  ginsim calibrate --seeds 5",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seeds < 1 {
+				return Usagef("--seeds %d: want at least 1", seeds)
+			}
 			for _, n := range only {
 				if !slices.Contains(names, n) {
 					return Usagef("--cases: unknown case %q (have %s)", n, strings.Join(names, ", "))
@@ -150,7 +187,7 @@ README.md ("Calibration"); the held-out published rows are not fitted.`,
 				if verbose {
 					fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: running %s\n", c.name)
 				}
-				r, err := c.run(seed)
+				r, err := runCase(c, seed, seeds, runtime.GOMAXPROCS(0))
 				if err != nil {
 					return fmt.Errorf("calibrate %s: %w", c.name, err)
 				}
@@ -163,6 +200,7 @@ README.md ("Calibration"); the held-out published rows are not fitted.`,
 	fl.StringSliceVar(&only, "cases", nil, "run only these cases ("+strings.Join(names, ",")+")")
 	fl.BoolVar(&asJSON, "json", false, "print JSON rows")
 	fl.Uint64Var(&seed, "seed", 1, "simulation seed")
+	fl.IntVar(&seeds, "seeds", 1, "run each case with N seeds (--seed, --seed+1, ...) and report the mean, its SD and the error of the mean")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "say which case runs (on standard error)")
 	return c
 }
@@ -174,8 +212,18 @@ func writeCalibration(w io.Writer, rows []calRow, asJSON bool) error {
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tmetric\tmodel\tpublished\terror\t")
+	sd := len(rows) > 0 && rows[0].Seeds > 1
+	if sd {
+		fmt.Fprintf(tw, "case\tmetric\tmodel (mean of %d seeds)\tsd\tpublished\terror\t\n", rows[0].Seeds)
+	} else {
+		fmt.Fprintln(tw, "case\tmetric\tmodel\tpublished\terror\t")
+	}
 	for _, r := range rows {
+		if sd {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f %s\t%.1f\t%.1f %s\t%+.1f%%\t\n", r.Case, r.Metric, r.Model, r.Unit, r.ModelSD,
+				r.Published, r.Unit, r.ErrorPct)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1f %s\t%.1f %s\t%+.1f%%\t\n", r.Case, r.Metric, r.Model, r.Unit, r.Published, r.Unit, r.ErrorPct)
 	}
 	return tw.Flush()
