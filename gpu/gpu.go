@@ -26,12 +26,14 @@ type GPU struct {
 	dev   pcie.DevID
 	nvl   *nvlink.Domain
 
-	groups []*Group  // groups made, in order (joined children until compacted)
-	made   int       // groups made, children included (SM placement)
-	joined int       // children in groups whose Parallel section has joined
-	pend   []pending // deferred writes (landing in the future), pooled
-	free   []int32
-	poll   *rand.Rand // spin-loop phases (pollPhase), made on first use
+	groups  []*Group  // groups made and not yet dropped (compact), in order
+	made    int       // groups made, children included (SM placement)
+	joined  int       // children in groups whose Parallel section has joined
+	kept    int       // len(groups) after the last compaction
+	retired Stats     // busy and poll time of the groups compact dropped
+	pend    []pending // deferred writes (landing in the future), pooled
+	free    []int32
+	poll    *rand.Rand // spin-loop phases (pollPhase), made on first use
 }
 
 // pollPhase returns how long after a change of a polled word the next poll
@@ -110,30 +112,45 @@ func (g *GPU) Mem() *mem.System { return g.ms }
 // Config returns the GPU's parameters.
 func (g *GPU) Config() Config { return g.cfg }
 
-// Groups returns the groups launched so far and the one-thread children
-// of the Parallel sections still running, in the order they were made.
-// Children are dropped once their section joins (their work is charged to
-// the parent), so a long run's flushes do not accumulate.
+// Groups returns the groups that have not finished (launched groups and
+// the one-thread children of the Parallel sections still running), in the
+// order they were made. Finished groups are dropped, their time kept in
+// Stats, so that a long run's warps and flushes do not accumulate.
 func (g *GPU) Groups() []*Group {
 	g.compact()
 	return g.groups
 }
 
-// newGroup makes a group on the next SM in round-robin order.
+// newGroup makes a group on the next SM in round-robin order. The groups
+// are compacted whenever their list has doubled since the last time.
 func (g *GPU) newGroup(name string, threads int) *Group {
 	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: g.made % g.cfg.SMs}
 	g.made++
+	if len(g.groups) >= max(2*g.kept, 64) {
+		g.compact()
+	}
 	g.groups = append(g.groups, t)
 	return t
 }
 
-// compact drops the children of joined Parallel sections from groups.
+// compact drops finished groups and the children of joined Parallel
+// sections from groups, keeping the busy and poll time of the launched
+// ones for Stats.
 func (g *GPU) compact() {
-	if g.joined == 0 {
-		return
-	}
-	g.groups = slices.DeleteFunc(g.groups, func(t *Group) bool { return t.joined })
-	g.joined = 0
+	g.groups = slices.DeleteFunc(g.groups, func(t *Group) bool {
+		switch {
+		case t.joined:
+			return true
+		case t.Done():
+			if !t.child {
+				g.retired.Busy += t.busy
+				g.retired.Poll += t.poll
+			}
+			return true
+		}
+		return false
+	})
+	g.joined, g.kept = 0, len(g.groups)
 }
 
 // Alloc allocates size bytes of this GPU's HBM.
@@ -272,7 +289,7 @@ type Stats struct {
 
 // Stats returns the accounting of every group launched so far.
 func (g *GPU) Stats() Stats {
-	st := Stats{Groups: g.made}
+	st := Stats{Groups: g.made, Busy: g.retired.Busy, Poll: g.retired.Poll}
 	for _, t := range g.groups {
 		if t.child {
 			continue

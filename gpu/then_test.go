@@ -207,21 +207,26 @@ func TestWriteWTThenMatchesWriteWT(t *testing.T) {
 }
 
 // The children of Parallel sections are counted (and placed on SMs) but
-// not kept once their section joins: a group that runs a thousand
-// sections of four leaves one group in Groups, so a long run's memory
-// does not grow with its flushes.
-func TestParallelChildrenAreNotKept(t *testing.T) {
+// not kept once their section joins, nor are finished groups: a group
+// that runs a thousand sections of four leaves nothing in Groups once it
+// is done, while Stats still counts every group and keeps its time.
+func TestFinishedGroupsAreNotKept(t *testing.T) {
 	nd := newNode(t, 1)
 	g := nd.gpus[0]
 	loc := g.Alloc("ctr", 64, true)
-	g.Launch("p", 32, func(tg *Group) {
+	p := g.Launch("p", 32, func(tg *Group) {
 		for range 1000 {
 			tg.Parallel(4, func(th *Group, i int) { th.AtomicAdd64(loc, 8*uint64(i), 1, ScopeDevice) })
 		}
+		require.LessOrEqual(t, len(g.Groups()), 5, "the running group and at most one section's children")
 	})
 	require.NoError(t, nd.s.Run())
-	require.Len(t, g.Groups(), 1)
-	require.Equal(t, 1+4000, g.Stats().Groups)
+	busy := p.Busy()
+	require.Empty(t, g.Groups())
+	st := g.Stats()
+	require.Equal(t, 1+4000, st.Groups)
+	require.Equal(t, busy, st.Busy, "the dropped group's time stays in Stats")
+	require.Greater(t, busy, sim.Duration(0))
 	require.Equal(t, uint64(1000), loc.Load64(8))
 	next := g.Launch("q", 1, func(*Group) {})
 	require.Equal(t, 4001%g.Config().SMs, next.sm, "SMs are assigned over every group made")
