@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"encoding/binary"
 	"flag"
 	"testing"
 
@@ -228,5 +229,35 @@ func TestFlushThenMatchesFlush(t *testing.T) {
 		require.Contains(t, want, "ci=5", "the flush waits for the CPU to retire the five puts")
 		require.Equal(t, want, got, "get=%v", get)
 		require.Equal(t, wantEnd, gotEnd, "get=%v", get)
+	}
+}
+
+// putValue's inline qword travels through the rank's inline buffer (a
+// region that keeps words): values of every size land with exactly their
+// bytes, in both GFD layouts.
+func TestPutValueBytes(t *testing.T) {
+	for _, v := range []gin.Version{gin.V2_28, gin.V2_30} {
+		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Version: v, Seed: 1, Backed: true})
+		require.NoError(t, err)
+		vals := []struct {
+			off  uint64
+			val  uint64
+			size int
+		}{{0, 0xa1, 1}, {8, 0xb2c3, 2}, {16, 0xdeadbeef, 4}, {24, 0x0102030405060708, 8}}
+		e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 0)
+			for _, x := range vals {
+				g.PutValue(e.Dev.World(0), 1, e.Win, x.off, x.val, x.size, nil)
+			}
+			g.Flush()
+		})
+		require.NoError(t, e.Sim.Run())
+		got := e.Win.Region(1).Bytes()
+		for _, x := range vals {
+			want := make([]byte, 8)
+			binary.LittleEndian.PutUint64(want, x.val)
+			require.Equal(t, want[:x.size], got[x.off:x.off+uint64(x.size)], "%v size %d", v, x.size)
+			require.Equal(t, make([]byte, 8-x.size), got[x.off+uint64(x.size):x.off+8], "%v size %d: no bytes beyond", v, x.size)
+		}
 	}
 }

@@ -32,23 +32,41 @@ func BenchmarkReplayLLEP256(b *testing.B) { benchReplayLL(b, 256) }
 // before/after comparisons.
 func BenchmarkReplayLLEP64(b *testing.B) { benchReplayLL(b, 64) }
 
-func benchReplayLL(b *testing.B, ep int) {
+// BenchmarkReplayLLEP256Proxy is BenchmarkReplayLLEP256 over the Proxy
+// backend: 130 k (rank, context, peer) GFD rings and CPU threads.
+func BenchmarkReplayLLEP256Proxy(b *testing.B) {
+	benchReplayOn(b, llTrace(b, 256), ModeLL, BackendProxy)
+}
+
+// BenchmarkReplayV2EP256 is DeepEP V2 (hybrid, as it picks on 32 nodes)
+// on the EP256 LL trace: 129 GIN contexts per rank and rail peer.
+func BenchmarkReplayV2EP256(b *testing.B) { benchReplay(b, llTrace(b, 256), ModeV2) }
+
+func benchReplayLL(b *testing.B, ep int) { benchReplay(b, llTrace(b, ep), ModeLL) }
+
+// llTrace is DeepSeek-V3 with 128 tokens per rank at EP ep, seed 1.
+func llTrace(b *testing.B, ep int) *traces.Trace {
 	m, _ := traces.ModelByName("deepseek-v3")
 	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: ep, RanksPerNode: 8, TokensPerRank: 128, Seed: 1})
 	require.NoError(b, err)
-	benchReplay(b, tr, ModeLL)
+	return tr
 }
 
-// benchReplay replays tr on h100-ib over GDAKI b.N times and reports the
-// phase figures, events per wall second and the peak of heap in use plus
-// goroutine stacks (sampled every 50 ms).
+// benchReplay is benchReplayOn over GDAKI.
 func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
+	benchReplayOn(b, tr, mode, BackendGDAKI)
+}
+
+// benchReplayOn replays tr on h100-ib over backend b.N times and reports
+// the phase figures, events per wall second and the peak of heap in use
+// plus goroutine stacks (sampled every 50 ms).
+func benchReplayOn(b *testing.B, tr *traces.Trace, mode, backend string) {
 	spec, _ := machine.Preset("h100-ib")
 	stop := memsample.Start(50 * time.Millisecond)
 	var events uint64
 	start := time.Now()
 	for b.Loop() {
-		rep, err := Replay(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+		rep, err := Replay(tr, spec, Options{Mode: mode, Backend: backend, Seed: 1, Backends: backends})
 		require.NoError(b, err)
 		events += rep.Events
 		b.ReportMetric(rep.DispatchUS, "dispatch_us")
