@@ -16,7 +16,6 @@ import (
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/moe"
 	"github.com/spf13/cobra"
-	"gonum.org/v1/gonum/stat"
 )
 
 func init() { Register("", newCalibrateCmd) }
@@ -57,9 +56,9 @@ func runCase(c calCase, seed uint64, n, jobs int) ([]calRow, error) {
 		for i := range runs {
 			xs[i] = runs[i][k].Model
 		}
-		m := stat.Mean(xs, nil)
-		out[k].Model, out[k].ModelSD, out[k].Seeds = round2(m), round2(stat.StdDev(xs, nil)), n
-		out[k].ErrorPct = round2(100 * (m - out[k].Published) / out[k].Published)
+		sp := moe.NewSpread(xs)
+		out[k].Model, out[k].ModelSD, out[k].Seeds = round2(sp.Mean), round2(sp.SD), n
+		out[k].ErrorPct = round2(100 * (sp.Mean - out[k].Published) / out[k].Published)
 	}
 	return out, nil
 }

@@ -425,21 +425,21 @@ func (b *Backend) SignalOffset(dc *gin.DevComm, rank, ctx, id int) uint64 {
 // Issue implements gin.Backend: build the GFD(s), claim slots, wait for
 // credits and store them into the host ring.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
-	m := b.issuer(t, dc, rank, op)
+	m := b.opIssuer(t, dc, rank, op)
 	m.run(stIssue)
 }
 
 // IssueThen implements gin.ThenBackend: Issue for a group without a
 // process; h.Handle(s, arg) runs when Issue would have returned.
 func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
-	m := b.issuer(t, dc, rank, op)
+	m := b.opIssuer(t, dc, rank, op)
 	m.K, m.KArg = h, arg
 	m.pc = stIssue
 	m.step()
 }
 
-// issuer returns an issuer of op by rank on op's channel.
-func (b *Backend) issuer(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) *issuer {
+// opIssuer returns an issuer of op by rank on op's channel.
+func (b *Backend) opIssuer(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) *issuer {
 	cs := b.state(dc)
 	m := b.newIssuer(t, cs, rank)
 	m.op, m.ch = op, cs.ch(rank, op.Ctx, op.Peer)

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
+	"strconv"
 	"text/tabwriter"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/ginsim/ginsim/gin/machine"
@@ -42,16 +43,14 @@ type Spread struct {
 	Max  float64 `json:"max"`
 }
 
-func spreadOf(xs []float64) Spread {
-	s := Spread{Mean: stat.Mean(xs, nil), Min: math.Inf(1), Max: math.Inf(-1)}
+// NewSpread returns the spread of xs (at least one value), each figure
+// rounded to 3 decimals as reports are.
+func NewSpread(xs []float64) Spread {
+	var sd float64
 	if len(xs) > 1 {
-		s.SD = stat.StdDev(xs, nil)
+		sd = stat.StdDev(xs, nil)
 	}
-	for _, x := range xs {
-		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
-	}
-	s.Mean, s.SD, s.Min, s.Max = round3(s.Mean), round3(s.SD), round3(s.Min), round3(s.Max)
-	return s
+	return Spread{Mean: round3(stat.Mean(xs, nil)), SD: round3(sd), Min: round3(floats.Min(xs)), Max: round3(floats.Max(xs))}
 }
 
 // ReplaySeeds replays tr with seeds opt.Seed, opt.Seed+1, ... (n of them),
@@ -86,8 +85,8 @@ func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Swee
 		d, c = append(d, r.DispatchUS), append(c, r.CombineUS)
 		dg, cg = append(dg, r.DispatchGBps), append(cg, r.CombineGBps)
 	}
-	sw.Spread.DispatchUS, sw.Spread.CombineUS = spreadOf(d), spreadOf(c)
-	sw.Spread.DispatchGBps, sw.Spread.CombineGBps = spreadOf(dg), spreadOf(cg)
+	sw.Spread.DispatchUS, sw.Spread.CombineUS = NewSpread(d), NewSpread(c)
+	sw.Spread.DispatchGBps, sw.Spread.CombineGBps = NewSpread(dg), NewSpread(cg)
 	return sw, nil
 }
 
@@ -110,17 +109,16 @@ func (sw *Sweep) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "\nover %d seeds (%d..%d), means over layers:\n", len(sw.Runs), sw.Spread.Seeds[0], sw.Spread.Seeds[len(sw.Runs)-1])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "seed\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\t")
-	for _, r := range sw.Runs {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Seed, r.DispatchUS, r.DispatchGBps, r.CombineUS, r.CombineGBps)
-	}
 	s := &sw.Spread
-	for _, row := range []struct {
-		name string
-		f    func(Spread) float64
-	}{{"mean", func(x Spread) float64 { return x.Mean }}, {"sd", func(x Spread) float64 { return x.SD }},
-		{"min", func(x Spread) float64 { return x.Min }}, {"max", func(x Spread) float64 { return x.Max }}} {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", row.name, row.f(s.DispatchUS), row.f(s.DispatchGBps),
-			row.f(s.CombineUS), row.f(s.CombineGBps))
+	row := func(name string, d, dg, c, cg float64) {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", name, d, dg, c, cg)
 	}
+	for _, r := range sw.Runs {
+		row(strconv.FormatUint(r.Seed, 10), r.DispatchUS, r.DispatchGBps, r.CombineUS, r.CombineGBps)
+	}
+	row("mean", s.DispatchUS.Mean, s.DispatchGBps.Mean, s.CombineUS.Mean, s.CombineGBps.Mean)
+	row("sd", s.DispatchUS.SD, s.DispatchGBps.SD, s.CombineUS.SD, s.CombineGBps.SD)
+	row("min", s.DispatchUS.Min, s.DispatchGBps.Min, s.CombineUS.Min, s.CombineGBps.Min)
+	row("max", s.DispatchUS.Max, s.DispatchGBps.Max, s.CombineUS.Max, s.CombineGBps.Max)
 	return tw.Flush()
 }

@@ -16,9 +16,6 @@ type Run struct {
 	failed bool
 }
 
-// Done reports whether the run has ended.
-func (r *Run) Done() bool { return r.done }
-
 // Park parks T's process until the run ends, unless it already has: the
 // blocking caller's side, after the steps that take no time ran.
 func (r *Run) Park(reason string) {
