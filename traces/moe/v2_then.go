@@ -63,6 +63,27 @@ func (d *v2drive) yield() bool {
 	return true
 }
 
+// lastReduces ends a warp of rank r whose warps count down *live: all but
+// the last end now (true: return from Handle); the last one starts the
+// rank's reduction, reduce of SM time, and continues at the next step
+// (false when it is already done), where reduced marks the rank done.
+func (d *v2drive) lastReduces(t *gpu.Group, live *int, reduce sim.Duration, h sim.Handler) bool {
+	if *live--; *live != 0 {
+		t.End()
+		return true
+	}
+	d.inOp = true
+	t.ComputeThen(reduce, h, 0)
+	return d.yield()
+}
+
+// reduced ends rank r's last warp after its reduction: the rank's
+// receivers are done.
+func reduced(e *env, t *gpu.Group, r int) {
+	e.receiverDone(r, e.lastOf(r))
+	t.End()
+}
+
 // arrive starts the machine's arrival at grid sync i (a device atomic on
 // the rank's sync word a); true when the machine now waits.
 func (d *v2drive) arrive(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
@@ -275,19 +296,12 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case suDone:
-			if w.live[r]--; w.live[r] != 0 {
-				t.End()
-				return
-			}
 			m.pc = suReduced
-			m.inOp = true
-			t.ComputeThen(m.reduce, m, 0)
-			if m.yield() {
+			if m.lastReduces(t, &w.live[r], m.reduce, m) {
 				return
 			}
 		case suReduced:
-			w.e.receiverDone(r, w.e.lastOf(r))
-			t.End()
+			reduced(w.e, t, r)
 			return
 		}
 	}
@@ -1040,19 +1054,12 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case cfDone:
-			if w.live[r]--; w.live[r] != 0 {
-				t.End()
-				return
-			}
 			m.pc = cfReduced
-			m.inOp = true
-			t.ComputeThen(m.reduce, m, 0)
-			if m.yield() {
+			if m.lastReduces(t, &w.live[r], m.reduce, m) {
 				return
 			}
 		case cfReduced:
-			w.e.receiverDone(r, w.e.lastOf(r))
-			t.End()
+			reduced(w.e, t, r)
 			return
 		}
 	}
