@@ -6,7 +6,7 @@
 //
 // A NIC port is an Endpoint: it hands packets to the network with Send and
 // receives them through Receive. Packets carry real RoCEv2 header fields
-// (nic/roce) so that captures and checkers see what a wire would carry.
+// (fabric/roce) so that captures and checkers see what a wire would carry.
 //
 // # Network model
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 )
 

@@ -1,7 +1,7 @@
 package fabric
 
 import (
-	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 )
 

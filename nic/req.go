@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/ginsim/ginsim/fabric"
-	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/fabric/topo"
 	"github.com/ginsim/ginsim/nic/perftest"
-	"github.com/ginsim/ginsim/nic/roce"
 	"github.com/ginsim/ginsim/traces/pcap"
 )
 

@@ -7,7 +7,7 @@
 //
 // Like fabric/pcie it holds no events: Write, Read and Atomic reserve port
 // time and return the instants at which the bytes land. Ports arbitrate by
-// readiness (fabric.Pipe.Backfill): a transfer ready while a port idles
+// readiness (link.Pipe.Backfill): a transfer ready while a port idles
 // goes, even if a call made earlier reserved the port for later (the
 // response of a remote atomic, say); a GPU's writes keep their order (a
 // flag stored after data lands after it). One transfer holds a port

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/link"
 	"github.com/ginsim/ginsim/sim"
 )
 
@@ -74,8 +74,8 @@ func (c Config) Validate() error {
 type Domain struct {
 	s   *sim.Sim
 	cfg Config
-	out []fabric.Pipe // GPU -> NVSwitch
-	in  []fabric.Pipe // NVSwitch -> GPU
+	out []link.Pipe // GPU -> NVSwitch
+	in  []link.Pipe // NVSwitch -> GPU
 }
 
 // NewDomain returns a domain of gpus GPUs, numbered from 0. It panics on an
@@ -84,11 +84,11 @@ func NewDomain(s *sim.Sim, cfg Config, gpus int) *Domain {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	d := &Domain{s: s, cfg: cfg, out: make([]fabric.Pipe, gpus), in: make([]fabric.Pipe, gpus)}
+	d := &Domain{s: s, cfg: cfg, out: make([]link.Pipe, gpus), in: make([]link.Pipe, gpus)}
 	for i := range gpus {
 		g := strconv.Itoa(i)
-		d.out[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/tx", Rate: cfg.PortRate, Latency: cfg.Latency, Backfill: true}
-		d.in[i] = fabric.Pipe{Name: "nvlink/gpu" + g + "/rx", Rate: cfg.PortRate, Backfill: true}
+		d.out[i] = link.Pipe{Name: "nvlink/gpu" + g + "/tx", Rate: cfg.PortRate, Latency: cfg.Latency, Backfill: true}
+		d.in[i] = link.Pipe{Name: "nvlink/gpu" + g + "/rx", Rate: cfg.PortRate, Backfill: true}
 	}
 	return d
 }
@@ -120,7 +120,7 @@ func (d *Domain) packets(n sim.Bytes) (first, total, last sim.Bytes, count int64
 }
 
 // move streams a packet train from GPU a to GPU b: egress, switch, ingress.
-// The ports arbitrate by readiness (fabric.Pipe.Backfill): a response
+// The ports arbitrate by readiness (link.Pipe.Backfill): a response
 // reserved for when a remote atomic or read will have been served does not
 // hold up the port for packets ready before it. posted marks writes: as on
 // PCIe, nothing later from GPU a passes a's earlier write on either port,
@@ -202,8 +202,8 @@ func (d *Domain) Atomic(at sim.Time, requester, target int) (applied, done sim.T
 
 // Stats returns the accounting of every port: for each GPU its egress then
 // its ingress.
-func (d *Domain) Stats() []fabric.PipeStats {
-	out := make([]fabric.PipeStats, 0, 2*len(d.out))
+func (d *Domain) Stats() []link.Stats {
+	out := make([]link.Stats, 0, 2*len(d.out))
 	for i := range d.out {
 		out = append(out, d.out[i].Stats(), d.in[i].Stats())
 	}

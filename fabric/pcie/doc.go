@@ -9,7 +9,7 @@
 // The tree holds no events: Write, Read and Atomic reserve link time and
 // return the instants at which the bytes land; callers schedule their own
 // events there. A call with at in the future is allowed; link directions
-// backfill (fabric.Pipe.Backfill), so a transfer ready while a link idles
+// backfill (link.Pipe.Backfill), so a transfer ready while a link idles
 // ahead of a later reservation uses the gap instead of queueing behind it.
 //
 // Approximations: one transfer occupies each link direction contiguously

@@ -3,7 +3,7 @@ package pcie
 import (
 	"fmt"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/link"
 	"github.com/ginsim/ginsim/sim"
 )
 
@@ -82,7 +82,7 @@ func (c Config) Validate() error {
 
 // Tree is one node's PCIe topology: the root complex (with host memory and
 // the CPUs behind it), switches on its root ports, devices under the
-// switches. Every link is a pair of fabric.Pipes, one per direction.
+// switches. Every link is a pair of link.Pipes, one per direction.
 type Tree struct {
 	s    *sim.Sim
 	cfg  Config
@@ -93,7 +93,7 @@ type Tree struct {
 type node struct {
 	name     string
 	parent   int32 // switch index for devices; -1 for the host and switches
-	up, dn   fabric.Pipe
+	up, dn   link.Pipe
 	readLat  sim.Duration // completer latency of reads of this device's memory
 	writeLat sim.Duration // from a posted write's arrival to it being visible in the device's memory
 }
@@ -115,8 +115,8 @@ func (t *Tree) Config() Config { return t.cfg }
 // AddSwitch adds a PCIe switch on a root port and returns its index.
 func (t *Tree) AddSwitch(name string) int {
 	n := node{name: name, parent: -1}
-	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
-	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.up = link.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.dn = link.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
 	t.sws = append(t.sws, n)
 	return len(t.sws) - 1
 }
@@ -128,8 +128,8 @@ func (t *Tree) AddDevice(name string, sw int) DevID {
 		panic(fmt.Sprintf("pcie: AddDevice %q under switch %d: tree has %d switches", name, sw, len(t.sws)))
 	}
 	n := node{name: name, parent: int32(sw), readLat: t.cfg.DevMemReadLatency}
-	n.up = fabric.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
-	n.dn = fabric.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.up = link.Pipe{Name: "pcie/" + name + "/up", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
+	n.dn = link.Pipe{Name: "pcie/" + name + "/down", Rate: t.cfg.LinkRate, Latency: t.cfg.LinkLatency, Backfill: true}
 	t.devs = append(t.devs, n)
 	return DevID(len(t.devs) - 1)
 }
@@ -165,7 +165,7 @@ func (t *Tree) dev(d DevID) *node {
 // hop is one link direction of a path and the latency after it: the link
 // itself plus the node it enters (a switch or the root complex).
 type hop struct {
-	p     *fabric.Pipe
+	p     *link.Pipe
 	after sim.Duration
 }
 
@@ -333,8 +333,8 @@ func (t *Tree) Atomic(at sim.Time, requester, target DevID) (applied, done sim.T
 // Stats returns the accounting of every link direction: for each switch its
 // uplink up and down, then for each device its link up and down, in the
 // order they were added.
-func (t *Tree) Stats() []fabric.PipeStats {
-	out := make([]fabric.PipeStats, 0, 2*(len(t.sws)+len(t.devs)))
+func (t *Tree) Stats() []link.Stats {
+	out := make([]link.Stats, 0, 2*(len(t.sws)+len(t.devs)))
 	for i := range t.sws {
 		out = append(out, t.sws[i].up.Stats(), t.sws[i].dn.Stats())
 	}

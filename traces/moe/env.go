@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
-	"github.com/ginsim/ginsim/nic/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces"

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/link"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -104,7 +105,7 @@ type htStats struct {
 }
 
 // htSM is one SM's shared load and store bandwidth.
-type htSM struct{ rd, wr fabric.Pipe }
+type htSM struct{ rd, wr link.Pipe }
 
 // htWorkload is DeepEP V1 normal mode, internode.
 type htWorkload struct {

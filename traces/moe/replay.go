@@ -5,10 +5,10 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/internal/par"
-	"github.com/ginsim/ginsim/nic/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/pcap"

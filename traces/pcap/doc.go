@@ -3,7 +3,7 @@
 // link, one Enhanced Packet Block per frame with an optional comment (for
 // example "qp=12 psn=5 wqe=3"), timestamps taken from simulated time.
 //
-// Frames are Ethernet II as built by nic/roce (AppendFrame): Wireshark
+// Frames are Ethernet II as built by fabric/roce (AppendFrame): Wireshark
 // dissects UDP port 4791 as RRoCE (InfiniBand BTH and extension headers)
 // with no "Decode As" step. The package is the only one in ginsim that
 // imports gopacket, and it uses only pcapgo (and layers for the link type).

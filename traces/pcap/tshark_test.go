@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/fabric/roce"
 )
 
 // tsharkFields are the fields the tshark test extracts, in column order
@@ -48,7 +48,7 @@ func runTshark(t *testing.T, path string, args ...string) string {
 // values we wrote, that the IPv4 header and IPv6 UDP checksums verify, and
 // that nothing is reported malformed. Wireshark (through 4.x) displays the
 // ICRC but does not verify it, so the test checks that the field it shows is
-// the one nic/roce computed; the ICRC value itself is verified in nic/roce
+// the one fabric/roce computed; the ICRC value itself is verified in fabric/roce
 // against a hardware capture and a reference CRC.
 func TestTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {

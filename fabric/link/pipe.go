@@ -1,4 +1,4 @@
-package fabric
+package link
 
 import "github.com/ginsim/ginsim/sim"
 
@@ -34,8 +34,8 @@ type Pipe struct {
 	xfers  uint64
 }
 
-// PipeStats is the accounting of one Pipe since it was created.
-type PipeStats struct {
+// Stats is the accounting of one Pipe since it was created.
+type Stats struct {
 	Name      string
 	Bytes     sim.Bytes    // wire bytes serialised (payload plus overheads)
 	Busy      sim.Duration // time spent serialising
@@ -43,7 +43,7 @@ type PipeStats struct {
 }
 
 // Utilisation returns Busy as a fraction of the span d, for reporting only.
-func (s PipeStats) Utilisation(d sim.Duration) float64 {
+func (s Stats) Utilisation(d sim.Duration) float64 {
 	if d <= 0 {
 		return 0
 	}
@@ -180,6 +180,6 @@ func (p *Pipe) Forget(now sim.Time) {
 }
 
 // Stats returns the pipe's accounting.
-func (p *Pipe) Stats() PipeStats {
-	return PipeStats{Name: p.Name, Bytes: p.bytes, Busy: p.busy, Transfers: p.xfers}
+func (p *Pipe) Stats() Stats {
+	return Stats{Name: p.Name, Bytes: p.bytes, Busy: p.busy, Transfers: p.xfers}
 }

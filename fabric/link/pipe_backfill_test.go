@@ -1,4 +1,4 @@
-package fabric
+package link
 
 import (
 	"math/rand/v2"
