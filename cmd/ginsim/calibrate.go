@@ -99,6 +99,22 @@ func calibrationCases() []calCase {
 				return []calRow{row("ll-ep8", "dispatch", "us", rep.DispatchUS, 160.8, src),
 					row("ll-ep8", "combine", "us", rep.CombineUS, 302.8, src)}, nil
 			}},
+		{"ll-h800", "DeepEP LL, pure RDMA (published over NVSHMEM, run over GIN GDAKI), DeepSeek-V3, EP8, 128 tokens, 288 experts, h800-cx7",
+			func(seed uint64) ([]calRow, error) {
+				tr, err := traces.OpenExample("deepseek-v3-ll-ep8-288e.jsonl.gz")
+				if err != nil {
+					return nil, err
+				}
+				rep, err := calReplay(tr, "h800-cx7", moe.ModeLL, seed)
+				if err != nil {
+					return nil, err
+				}
+				src := "DeepEP README, low-latency kernels, EP8"
+				return []calRow{row("ll-h800", "dispatch", "us", rep.DispatchUS, 163, src),
+					row("ll-h800", "combine", "us", rep.CombineUS, 318, src),
+					row("ll-h800", "dispatch", "GB/s", rep.DispatchGBps, 46, src),
+					row("ll-h800", "combine", "GB/s", rep.CombineGBps, 46, src)}, nil
+			}},
 		htCase("ht-ep16", "h100-ib", "DeepEP HT over GIN GDAKI, DeepSeek-V3, EP16, 4096 tokens, 256 experts, node-grouped routing, h100-ib",
 			76.9, 66.2, "DeepEP PR #521 README-NCCL.md (GIN paper's DeepEP rows)", row),
 		htCase("ht-h800", "h800-cx7", "DeepEP HT (published over NVSHMEM, run over GIN GDAKI), same shape, h800-cx7",
@@ -142,6 +158,7 @@ func round2(x float64) float64 { return math.Round(x*100) / 100 }
 func newCalibrateCmd() *cobra.Command {
 	var (
 		only    []string
+		file    string
 		asJSON  bool
 		seed    uint64
 		seeds   int
@@ -173,13 +190,30 @@ README.md ("Calibration"); the held-out published rows are not fitted.`,
 			if seeds < 1 {
 				return Usagef("--seeds %d: want at least 1", seeds)
 			}
+			run, known := cases, names
+			if file != "" {
+				fc, err := loadCases(file, names)
+				if err != nil {
+					return err
+				}
+				run = slices.Concat(cases, fc)
+				if len(only) == 0 { // the file's rows alone unless --cases names built-in ones too
+					for _, c := range fc {
+						only = append(only, c.name)
+					}
+				}
+				known = nil
+				for _, c := range run {
+					known = append(known, c.name)
+				}
+			}
 			for _, n := range only {
-				if !slices.Contains(names, n) {
-					return Usagef("--cases: unknown case %q (have %s)", n, strings.Join(names, ", "))
+				if !slices.Contains(known, n) {
+					return Usagef("--cases: unknown case %q (have %s)", n, strings.Join(known, ", "))
 				}
 			}
 			var rows []calRow
-			for _, c := range cases {
+			for _, c := range run {
 				if len(only) > 0 && !slices.Contains(only, c.name) {
 					continue
 				}
@@ -197,6 +231,7 @@ README.md ("Calibration"); the held-out published rows are not fitted.`,
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "cases", nil, "run only these cases ("+strings.Join(names, ",")+")")
+	fl.StringVar(&file, "cases-file", "", "YAML `FILE` of your own cases: published or measured rows to compare the model with (see README)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON rows")
 	fl.Uint64Var(&seed, "seed", 1, "simulation seed")
 	fl.IntVar(&seeds, "seeds", 1, "run each case with N seeds (--seed, --seed+1, ...) and report the mean, its SD and the error of the mean")
