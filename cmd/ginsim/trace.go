@@ -8,6 +8,7 @@ import (
 
 	"github.com/ginsim/ginsim/internal/atomicfile"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/importer"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ iteration and MoE layer, plus the model shape and the expert-parallel layout.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	c.AddCommand(newTraceGenCmd(), newTraceInspectCmd())
+	c.AddCommand(newTraceGenCmd(), newTraceImportCmd(), newTraceInspectCmd())
 	return c
 }
 
@@ -136,4 +137,98 @@ func openTrace(name string) (*traces.Trace, error) {
 		}
 	}
 	return traces.Read(name)
+}
+
+func newTraceImportCmd() *cobra.Command {
+	var (
+		model, precision, out, phase string
+		hidden, experts, firstLayer  int
+		opt                          importer.Options
+	)
+	c := &cobra.Command{
+		Use:   "import FILE... --model NAME --ep N -o OUT",
+		Short: "Build a trace from topk_idx tensors dumped from a model (.npy, .npz, .safetensors, .csv)",
+		Long: `Build a moe-trace from the routing of your own model run: per-layer topk_idx
+tensors (optional topk_weights) in .npy, .npz, .safetensors or .csv files.
+
+Index tensors are named ...topk_idx or ...topk_ids (a .npy file by its file
+name), integer dtypes of any width and byte order, C or Fortran order, shape
+[tokens, top_k] or [layers, tokens, top_k]; -1 masks a selection. The layer
+comes from "layer<N>"/"layers.<N>" in the name (else --first-layer), the
+iteration from "iter<N>", the rank from "rank<N>" (per-rank dumps); without a
+rank the rows are one batch split over --ep ranks in order. Weights are the
+tensor of the same name ending in topk_weights. CSV: a header line with
+optional iter, layer, rank columns, then topk_idx_* (and topk_weights_*)
+columns, one line per token.
+
+The format and a PyTorch snippet that dumps topk_idx: docs/trace-format.md.`,
+		Example: `  ginsim trace import routing.npz --model deepseek-v3 --ep 16 -o mine.jsonl.gz
+  ginsim trace import layers.3.topk_idx.npy layers.3.topk_weights.npy --model qwen3-30b-a3b --ep 8 -o q.jsonl
+  ginsim trace import dump.csv --model my-moe --hidden 4096 --num-experts 64 --ep 8 -o m.jsonl`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return Usagef("-o FILE is required")
+			}
+			if opt.EP <= 0 {
+				return Usagef("--ep %d: want at least 1", opt.EP)
+			}
+			if opt.RanksPerNode <= 0 {
+				return Usagef("--ranks-per-node %d: want at least 1", opt.RanksPerNode)
+			}
+			opt.RanksPerNode = min(opt.RanksPerNode, opt.EP)
+			p, err := traces.ParsePrecision(precision)
+			if err != nil {
+				return &UsageError{Err: fmt.Errorf("--precision: %w", err)}
+			}
+			opt.Precision, opt.Phase = p, phase
+			if m, err := traces.ModelByName(model); err == nil {
+				opt.Model, opt.HasLayers, opt.FirstLayer = traces.HeaderModelFor(m), true, m.FirstMoELayer
+				opt.Model.TopK = 0
+			} else if hidden == 0 || experts == 0 {
+				return Usagef("--model %q is not a preset (%s): give --hidden and --num-experts", model, modelNames())
+			} else {
+				opt.Model = traces.HeaderModel{Name: model}
+			}
+			if cmd.Flags().Changed("first-layer") {
+				opt.FirstLayer = firstLayer
+			}
+			if hidden != 0 {
+				opt.Model.Hidden = hidden
+			}
+			if experts != 0 {
+				opt.Model.NumExperts = experts
+				if g := opt.Model.NGroup; g > 1 && experts%g != 0 {
+					opt.Model.NGroup, opt.Model.TopKGroup = 0, 0
+				}
+			}
+			if opt.Model.Hidden <= 0 || opt.Model.NumExperts <= 0 {
+				return Usagef("--hidden %d and --num-experts %d must be positive", opt.Model.Hidden, opt.Model.NumExperts)
+			}
+			if opt.FirstLayer < 0 {
+				return Usagef("--first-layer %d must not be negative", opt.FirstLayer)
+			}
+			t, err := importer.Load(args, opt)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			return atomicfile.Write(out, func(w io.Writer) error {
+				return t.Write(w, strings.HasSuffix(out, ".gz"))
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&model, "model", "", "model preset ("+modelNames()+") or a name for --hidden/--num-experts")
+	f.IntVar(&hidden, "hidden", 0, "hidden size (default: the preset's)")
+	f.IntVar(&experts, "num-experts", 0, "routed experts (default: the preset's)")
+	f.IntVar(&opt.EP, "ep", 0, "expert-parallel ranks")
+	f.IntVar(&opt.RanksPerNode, "ranks-per-node", 8, "GPUs per node (capped at --ep); must match the replay cluster")
+	f.IntVar(&firstLayer, "first-layer", 0, "layer of a stacked tensor's first entry (default: the preset's first MoE layer, else 0)")
+	f.StringVar(&precision, "precision", "fp8", "dispatch dtype: fp8 or bf16")
+	f.StringVar(&phase, "phase", "decode", "header phase: decode, prefill or training")
+	f.StringVarP(&out, "output", "o", "", "output file (.gz compresses; - for stdout)")
+	for _, req := range []string{"model", "ep"} {
+		_ = c.MarkFlagRequired(req)
+	}
+	return c
 }
