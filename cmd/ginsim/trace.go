@@ -32,6 +32,7 @@ func newTraceGenCmd() *cobra.Command {
 	var (
 		model, routing, out, precision string
 		cfg                            traces.GenConfig
+		inspectOnly                    bool
 	)
 	c := &cobra.Command{
 		Use:   "gen --model NAME --ep N --tokens N -o FILE",
@@ -50,6 +51,9 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 			m, err := traces.ModelByName(model)
 			if err != nil {
 				return &UsageError{Err: fmt.Errorf("--model: %w", err)}
+			}
+			if err := checkGenFlags(&cfg, inspectOnly); err != nil {
+				return err
 			}
 			if _, err := traces.ParseRouting(routing); err != nil {
 				return &UsageError{Err: fmt.Errorf("--routing: %w", err)}
@@ -84,13 +88,46 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	f.Float64Var(&cfg.MaskFraction, "mask", 0, "fraction of selections masked to -1")
 	f.BoolVar(&cfg.Weights, "weights", false, "emit top-k weights")
-	f.BoolVar(&cfg.Counts, "counts", false, "emit per-expert counts records instead of exact routes")
+	f.BoolVar(&cfg.Counts, "counts", false, "emit per-expert counts records instead of exact routes (no replay mode reads them: needs --inspect-only)")
+	f.BoolVar(&inspectOnly, "inspect-only", false, "allow --counts: the trace is for 'ginsim trace inspect', not replay")
 	f.StringVar(&precision, "precision", "fp8", "dispatch dtype: fp8 or bf16")
 	f.StringVarP(&out, "output", "o", "", "output file (.gz compresses; - for stdout)")
 	for _, req := range []string{"model", "ep", "tokens"} {
 		_ = c.MarkFlagRequired(req)
 	}
 	return c
+}
+
+// countsModes lists the replay modes that read counts records. None does
+// today: traces/moe builds every step from route records (LL and NCCL EP
+// send per token in token order, HT chunks tokens per node, V2 dedups per
+// token and rank). The NCCL all-to-all-v (--backend nccl) needs only the
+// per-(source, expert) counts, so it is the first candidate.
+var countsModes []string
+
+// checkGenFlags rejects, as usage errors, values that GenConfig would read
+// as "default" or that make a trace nothing can replay.
+func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
+	switch {
+	case cfg.EP < 1:
+		return Usagef("--ep %d: want at least 1 rank", cfg.EP)
+	case cfg.TokensPerRank < 1:
+		return Usagef("--tokens %d: want at least 1 token per rank (replay needs tokens to send)", cfg.TokensPerRank)
+	case cfg.Layers < 1:
+		return Usagef("--layers %d: want at least 1", cfg.Layers)
+	case cfg.Iterations < 1:
+		return Usagef("--iters %d: want at least 1", cfg.Iterations)
+	case cfg.RanksPerNode < 1:
+		return Usagef("--ranks-per-node %d: want at least 1", cfg.RanksPerNode)
+	case cfg.Experts < 0:
+		return Usagef("--experts %d must not be negative (0: the model's)", cfg.Experts)
+	case cfg.TopK < 0:
+		return Usagef("--topk %d must not be negative (0: the model's)", cfg.TopK)
+	case cfg.Counts && !inspectOnly && len(countsModes) == 0:
+		return Usagef("--counts: no replay mode reads counts records (ll, ncclep, ht and v2 need each token's experts; " +
+			"see docs/trace-format.md); add --inspect-only to write a trace for 'ginsim trace inspect'")
+	}
+	return nil
 }
 
 func modelNames() string {

@@ -24,8 +24,8 @@ func TestImportScripts(t *testing.T) {
 	})
 }
 
-// TestTraceExitStatuses checks exit 2 for bad input to trace import and 0
-// for a good import.
+// TestTraceExitStatuses checks exit 2 for bad input to trace gen and trace
+// import, and 0 for good input.
 func TestTraceExitStatuses(t *testing.T) {
 	dir := t.TempDir()
 	fx := "../../traces/importer/testdata/"
@@ -39,6 +39,11 @@ func TestTraceExitStatuses(t *testing.T) {
 		{[]string{"trace", "import", fx + "nope.npy", "--model", "deepseek-v3", "--ep", "16", "-o", out}, exitUsage},
 		{[]string{"trace", "import", fx + "routing.npz", "--model", "mine", "--ep", "2", "-o", out}, exitUsage},
 		{[]string{"trace", "import", fx + "routing.npz", "--model", "deepseek-v3", "--ep", "0", "-o", out}, exitUsage},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "0", "-o", out}, exitUsage},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "0", "--tokens", "8", "-o", out}, exitUsage},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--layers", "0", "-o", out}, exitUsage},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "-o", out}, exitUsage},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "--inspect-only", "-o", out}, exitOK},
 	} {
 		var o, e stringWriter
 		if code := run(tc.args, &o, &e); code != tc.want {
