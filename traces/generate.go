@@ -75,6 +75,11 @@ func (g *gen) rng(parts ...int) *rand.Rand {
 //   - zipf:S: expert popularity p ∝ 1/i^S over a per-layer random
 //     permutation of the experts; k distinct experts sampled sequentially
 //     without replacement.
+//   - hot-experts:N:R: N experts, the first N of a per-layer random
+//     permutation, each have R× the popularity of every other expert;
+//     sampled like zipf, so a hot expert's load is R× a cold one's while
+//     k is small next to the experts (without replacement, a token takes
+//     a hot expert at most once).
 //   - balanced: tokens draw experts from a deck of concatenated random
 //     permutations of all expert slots shared by all ranks, so every expert
 //     gets exactly the same load whenever EP × tokens × k is a multiple of
@@ -193,6 +198,10 @@ func resolve(cfg GenConfig) (*gen, error) {
 		if rt.HotRank >= cfg.EP {
 			return nil, fmt.Errorf("traces: generate: hot rank %d out of range [0,%d)", rt.HotRank, cfg.EP)
 		}
+	case RoutingHotExp:
+		if rt.HotExperts > g.slots {
+			return nil, fmt.Errorf("traces: generate: %d hot experts out of range [1,%d]", rt.HotExperts, g.slots)
+		}
 	}
 	return g, nil
 }
@@ -224,8 +233,13 @@ func (g *gen) step(it, layer int) []*Route {
 	switch g.rt.Kind {
 	case RoutingBalanced:
 		g.balanced(routes, g.rng(it, layer, -1))
-	case RoutingZipf:
-		z := newZipf(g.slots, g.rt.Exponent, g.rng(layer, -2))
+	case RoutingZipf, RoutingHotExp:
+		var z *zipf
+		if g.rt.Kind == RoutingZipf {
+			z = newZipf(g.slots, g.rt.Exponent, g.rng(layer, -2))
+		} else {
+			z = newHotExperts(g.slots, g.rt.HotExperts, g.rt.Ratio, g.rng(layer, -4))
+		}
 		for _, r := range routes {
 			z.fill(r, g.rng(it, layer, r.Rank))
 		}
@@ -398,6 +412,23 @@ func newZipf(n int, s float64, rng *rand.Rand) *zipf {
 	}
 	for i, e := range perm {
 		z.prob[e] = math.Pow(float64(i+1), -s) / sum
+	}
+	z.accpt, z.alias = aliasTable(z.prob)
+	return z
+}
+
+// newHotExperts returns a sampler in which hot experts (the first hot of a
+// random permutation) each have ratio times the probability of any other
+// expert; the draws without replacement are those of zipf.
+func newHotExperts(n, hot int, ratio float64, rng *rand.Rand) *zipf {
+	perm := rng.Perm(n)
+	z := &zipf{prob: make([]float64, n)}
+	sum := float64(hot)*ratio + float64(n-hot)
+	for i, e := range perm {
+		z.prob[e] = 1 / sum
+		if i < hot {
+			z.prob[e] = ratio / sum
+		}
 	}
 	z.accpt, z.alias = aliasTable(z.prob)
 	return z

@@ -43,6 +43,9 @@ benchmark with:
   grouped      DeepSeek group-limited routing (groups = nodes, top min(nodes,4));
                grouped:model uses the model's n_group/topk_group, grouped:G:M sets them
   hot:R        one hot rank receives R times the traffic of the others (hot:R@rank)
+  hot-experts:N:R
+               N hot experts (chosen at random per layer) each receive about R
+               times the traffic of any other expert
   zipf:S       power-law expert popularity with exponent S
   balanced     exactly equal load per expert
 The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
@@ -81,7 +84,7 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f.IntVar(&cfg.TokensPerRank, "tokens", 0, "tokens per source rank and step")
 	f.IntVar(&cfg.Experts, "experts", 0, "routed experts (default: the model's; DeepEP's LL test uses 288 for DeepSeek-V3)")
 	f.IntVar(&cfg.TopK, "topk", 0, "experts per token (default: the model's)")
-	f.StringVar(&routing, "routing", "uniform", "uniform | grouped[:model|:G:M] | hot:R[@rank] | zipf:S | balanced")
+	f.StringVar(&routing, "routing", "uniform", "uniform | grouped[:model|:G:M] | hot:R[@rank] | hot-experts:N:R | zipf:S | balanced")
 	f.IntVar(&cfg.Layers, "layers", 1, "MoE layers")
 	f.IntVar(&cfg.Iterations, "iters", 1, "iterations")
 	f.IntVar(&cfg.RanksPerNode, "ranks-per-node", 8, "GPUs per node")
