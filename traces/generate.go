@@ -26,6 +26,14 @@ type GenConfig struct {
 	Counts       bool      // emit counts records instead of route records
 	Precision    Precision // dispatch dtype (default FP8)
 	Phase        string    // header phase (default "decode")
+	// RedundantExperts adds replica slots (needs Placement "eplb").
+	RedundantExperts int
+	// Placement is "" or PlacementContiguous (slot e on rank e/(slots/EP)),
+	// or PlacementEPLB: per layer, EPLB (see EPLB) places the experts and
+	// their replicas by this layer's load over all iterations, the trace
+	// gets explicit placement records, and each source rank spreads an
+	// expert's selections round-robin over its replicas.
+	Placement string
 }
 
 // streamSeed derives an independent PCG stream for one generator unit.
@@ -96,10 +104,14 @@ func Generate(cfg GenConfig) (*Trace, error) {
 	if hm.NGroup > 1 && hm.NumExperts%hm.NGroup != 0 {
 		hm.NGroup, hm.TopKGroup = 1, 1
 	}
+	par := Parallel{EPRanks: cfg.EP, RanksPerNode: cfg.RanksPerNode, Placement: PlacementContiguous}
+	eplb := cfg.Placement == PlacementEPLB
+	if eplb {
+		par.Placement, par.RedundantExperts = PlacementExplicit, cfg.RedundantExperts
+	}
 	h := Header{
-		Format: Format, Version: Version, Model: hm,
-		Parallel: Parallel{EPRanks: cfg.EP, RanksPerNode: cfg.RanksPerNode, Placement: PlacementContiguous},
-		Dtype:    DtypeFor(cfg.Precision), Phase: cfg.Phase, MaxTokensPerRank: cfg.TokensPerRank,
+		Format: Format, Version: Version, Model: hm, Parallel: par,
+		Dtype: DtypeFor(cfg.Precision), Phase: cfg.Phase, MaxTokensPerRank: cfg.TokensPerRank,
 		Source: Source{Tool: "synthetic:" + g.rt.String(), Seed: cfg.Seed},
 	}
 	t, err := NewTrace(h)
@@ -107,10 +119,41 @@ func Generate(cfg GenConfig) (*Trace, error) {
 		return nil, err
 	}
 	place := ContiguousPlacement(g.slots, cfg.EP)
-	for it := range cfg.Iterations {
-		for l := range cfg.Layers {
-			layer := m.FirstMoELayer + l
-			routes := g.step(it, layer)
+	for l := range cfg.Layers {
+		layer := m.FirstMoELayer + l
+		steps := make([][]*Route, cfg.Iterations)
+		for it := range steps {
+			steps[it] = g.step(it, layer)
+		}
+		if eplb {
+			load := make([]int64, g.slots)
+			for _, routes := range steps {
+				for _, r := range routes {
+					for _, row := range r.TopK {
+						for _, e := range row {
+							if e >= 0 {
+								load[e]++
+							}
+						}
+					}
+				}
+			}
+			logical, ranks, err := EPLB(load, cfg.RedundantExperts, cfg.EP)
+			if err != nil {
+				return nil, err
+			}
+			place = ranks
+			if err := t.Add(&Placement{Layer: layer, ExpertToRank: ranks, LogicalExpert: logical}); err != nil {
+				return nil, fmt.Errorf("traces: generate: internal error: %w", err)
+			}
+			replicas := replicaMap(logical, g.slots)
+			for _, routes := range steps {
+				for _, r := range routes {
+					spreadReplicas(r, replicas)
+				}
+			}
+		}
+		for _, routes := range steps {
 			for _, r := range routes {
 				var rec Record = r
 				if cfg.Counts {
@@ -175,6 +218,16 @@ func resolve(cfg GenConfig) (*gen, error) {
 		return nil, fmt.Errorf("traces: generate: mask fraction %v out of range [0,1]", cfg.MaskFraction)
 	case cfg.Precision != FP8 && cfg.Precision != BF16:
 		return nil, fmt.Errorf("traces: generate: unknown precision %v", cfg.Precision)
+	case cfg.Placement != "" && cfg.Placement != PlacementContiguous && cfg.Placement != PlacementEPLB:
+		return nil, fmt.Errorf("traces: generate: placement %q (want %s or %s)", cfg.Placement, PlacementContiguous, PlacementEPLB)
+	case cfg.RedundantExperts < 0:
+		return nil, fmt.Errorf("traces: generate: redundant experts %d is negative", cfg.RedundantExperts)
+	case cfg.RedundantExperts > 0 && cfg.Placement != PlacementEPLB:
+		return nil, fmt.Errorf("traces: generate: %d redundant experts need placement %s (which decides what to replicate)", cfg.RedundantExperts, PlacementEPLB)
+	case cfg.Placement == PlacementEPLB && (g.slots+cfg.RedundantExperts)%cfg.EP != 0:
+		return nil, fmt.Errorf("traces: generate: %d experts + %d redundant must divide evenly over EP %d", g.slots, cfg.RedundantExperts, cfg.EP)
+	case cfg.RedundantExperts > g.slots*(cfg.EP-1):
+		return nil, fmt.Errorf("traces: generate: %d redundant experts exceed one copy of each expert per rank", cfg.RedundantExperts)
 	}
 	g.nodes = (cfg.EP + cfg.RanksPerNode - 1) / cfg.RanksPerNode
 	g.perRank = g.slots / cfg.EP

@@ -80,10 +80,14 @@ type Source struct {
 	Seed uint64 `json:"seed"`
 }
 
-// Placement maps every expert slot of one layer to an EP rank.
+// Placement maps every expert slot of one layer to an EP rank, and
+// optionally to the logical expert the slot holds (redundant experts: EPLB
+// replicas). LogicalExpert is optional, so traces without it (all traces
+// written before it existed) read as before.
 type Placement struct {
-	Layer        int   `json:"layer"`
-	ExpertToRank []int `json:"expert_to_rank"`
+	Layer         int   `json:"layer"`
+	ExpertToRank  []int `json:"expert_to_rank"`
+	LogicalExpert []int `json:"logical_expert,omitempty"` // nil or len = slots, values in [0, num_experts)
 }
 
 // Route is the exact routing of one source rank's tokens in one

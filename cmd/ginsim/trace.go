@@ -48,6 +48,10 @@ benchmark with:
                times the traffic of any other expert
   zipf:S       power-law expert popularity with exponent S
   balanced     exactly equal load per expert
+--placement eplb with --redundant-experts N places each layer's experts and N
+replicas of the busiest ones as DeepSeek's EPLB would, given this trace's load
+(the best case for a static placement); every token keeps its experts, and each
+source rank spreads an expert's tokens round-robin over the replicas.
 The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +98,8 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f.BoolVar(&cfg.Counts, "counts", false, "emit per-expert counts records instead of exact routes (no replay mode reads them: needs --inspect-only)")
 	f.BoolVar(&inspectOnly, "inspect-only", false, "allow --counts: the trace is for 'ginsim trace inspect', not replay")
 	f.StringVar(&precision, "precision", "fp8", "dispatch dtype: fp8 or bf16")
+	f.IntVar(&cfg.RedundantExperts, "redundant-experts", 0, "extra expert replica slots (needs --placement eplb)")
+	f.StringVar(&cfg.Placement, "placement", traces.PlacementContiguous, "expert placement: contiguous, or eplb (per layer, replicate and pack experts by this trace's load; writes placement records)")
 	f.StringVarP(&out, "output", "o", "", "output file (.gz compresses; - for stdout)")
 	for _, req := range []string{"model", "ep", "tokens"} {
 		_ = c.MarkFlagRequired(req)
@@ -126,6 +132,12 @@ func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
 		return Usagef("--experts %d must not be negative (0: the model's)", cfg.Experts)
 	case cfg.TopK < 0:
 		return Usagef("--topk %d must not be negative (0: the model's)", cfg.TopK)
+	case cfg.Placement != traces.PlacementContiguous && cfg.Placement != traces.PlacementEPLB:
+		return Usagef("--placement %q: want %s or %s", cfg.Placement, traces.PlacementContiguous, traces.PlacementEPLB)
+	case cfg.RedundantExperts < 0:
+		return Usagef("--redundant-experts %d must not be negative", cfg.RedundantExperts)
+	case cfg.RedundantExperts > 0 && cfg.Placement != traces.PlacementEPLB:
+		return Usagef("--redundant-experts %d: add --placement eplb, which decides what to replicate and where", cfg.RedundantExperts)
 	case cfg.Counts && !inspectOnly && len(countsModes) == 0:
 		return Usagef("--counts: no replay mode reads counts records (ll, ncclep, ht and v2 need each token's experts; " +
 			"see docs/trace-format.md); add --inspect-only to write a trace for 'ginsim trace inspect'")
