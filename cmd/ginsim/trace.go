@@ -154,14 +154,21 @@ func modelNames() string {
 }
 
 func newTraceInspectCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, perRank bool
+		topExperts      int
+	)
 	c := &cobra.Command{
 		Use:   "inspect FILE|EXAMPLE",
-		Short: "Print routing statistics of a trace: load per rank, fan-out per node, bytes per rank",
+		Short: "Print routing statistics of a trace: load per rank and expert, fan-out per node, bytes per rank",
 		Long: `Print routing statistics of a trace file or of an embedded example (` +
 			strings.Join(traces.Examples(), ", ") + `): tokens and selections per step,
-destination-rank load (min/mean/max, imbalance), mean distinct destination
-nodes and ranks per token, and DeepEP LL/HT bytes per rank.`,
+destination-rank load (selections received: min/mean, nearest-rank p50/p90/p99,
+max, imbalance = max/mean), mean distinct destination nodes and ranks per token,
+and DeepEP LL/HT bytes sent per source rank (mean).
+--per-rank adds every rank's receive side (selections, distinct tokens, LL
+dispatch bytes in, LL combine bytes out); --top-experts N the N busiest expert
+slots per step. --json has all of it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := openTrace(args[0])
@@ -174,10 +181,29 @@ nodes and ranks per token, and DeepEP LL/HT bytes per rank.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			return st.WriteTable(cmd.OutOrStdout())
+			if topExperts < 0 {
+				return Usagef("--top-experts %d must not be negative", topExperts)
+			}
+			w := cmd.OutOrStdout()
+			if err := st.WriteTable(w); err != nil {
+				return err
+			}
+			if perRank {
+				fmt.Fprintln(w, "\nreceive side per rank:")
+				if err := st.WriteRanks(w); err != nil {
+					return err
+				}
+			}
+			if topExperts > 0 {
+				fmt.Fprintf(w, "\nbusiest %d expert slots (x mean: selections over the mean per slot):\n", topExperts)
+				return st.WriteTopExperts(w, topExperts)
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	c.Flags().BoolVar(&perRank, "per-rank", false, "print every rank's receive side")
+	c.Flags().IntVar(&topExperts, "top-experts", 0, "print the N busiest expert slots per step")
 	return c
 }
 
