@@ -14,6 +14,7 @@ type GenConfig struct {
 	RanksPerNode  int    // GPUs per node (default 8, capped at EP)
 	TokensPerRank int    // tokens per source rank and step
 	Experts       int    // override of the model's routed experts (0: model)
+	Hidden        int    // override of the model's hidden size (0: model)
 	TopK          int    // override of the model's top-k (0: model)
 	Routing       string // ParseRouting syntax (default "uniform")
 	Layers        int    // MoE layers, starting at the model's first (default 1)
@@ -101,6 +102,9 @@ func Generate(cfg GenConfig) (*Trace, error) {
 	m := cfg.Model
 	hm := HeaderModelFor(m)
 	hm.NumExperts, hm.TopK = g.slots, g.k
+	if cfg.Hidden > 0 {
+		hm.Hidden = cfg.Hidden
+	}
 	if hm.NGroup > 1 && hm.NumExperts%hm.NGroup != 0 {
 		hm.NGroup, hm.TopKGroup = 1, 1
 	}
@@ -204,6 +208,8 @@ func resolve(cfg GenConfig) (*gen, error) {
 		return nil, fmt.Errorf("traces: generate: EP %d must be positive", cfg.EP)
 	case cfg.RanksPerNode <= 0:
 		return nil, fmt.Errorf("traces: generate: ranks per node %d must be positive", cfg.RanksPerNode)
+	case cfg.Hidden < 0:
+		return nil, fmt.Errorf("traces: generate: hidden %d is negative", cfg.Hidden)
 	case cfg.TokensPerRank < 0:
 		return nil, fmt.Errorf("traces: generate: tokens per rank %d is negative", cfg.TokensPerRank)
 	case g.slots <= 0 || g.slots%cfg.EP != 0:

@@ -35,7 +35,7 @@ func newTraceGenCmd() *cobra.Command {
 		inspectOnly                    bool
 	)
 	c := &cobra.Command{
-		Use:   "gen --model NAME --ep N --tokens N -o FILE",
+		Use:   "gen --model NAME --ep N --num-tokens N -o FILE",
 		Short: "Generate a synthetic routing trace",
 		Long: `Generate a routing trace with one of the distributions the MoE libraries
 benchmark with:
@@ -85,9 +85,10 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f := c.Flags()
 	f.StringVar(&model, "model", "", "model preset: "+modelNames())
 	f.IntVar(&cfg.EP, "ep", 0, "expert-parallel ranks")
-	f.IntVar(&cfg.TokensPerRank, "tokens", 0, "tokens per source rank and step")
-	f.IntVar(&cfg.Experts, "experts", 0, "routed experts (default: the model's; DeepEP's LL test uses 288 for DeepSeek-V3)")
-	f.IntVar(&cfg.TopK, "topk", 0, "experts per token (default: the model's)")
+	f.IntVar(&cfg.TokensPerRank, "num-tokens", 0, "tokens per source rank and step (DeepEP's --num-tokens; alias --tokens)")
+	f.IntVar(&cfg.Hidden, "hidden", 0, "hidden size (default: the model's; DeepEP's --hidden)")
+	f.IntVar(&cfg.Experts, "num-experts", 0, "routed experts (default: the model's; DeepEP's LL test uses 288 for DeepSeek-V3; alias --experts)")
+	f.IntVar(&cfg.TopK, "num-topk", 0, "experts per token (default: the model's; alias --topk)")
 	f.StringVar(&routing, "routing", "uniform", "uniform | grouped[:model|:G:M] | hot:R[@rank] | hot-experts:N:R | zipf:S | balanced")
 	f.IntVar(&cfg.Layers, "layers", 1, "MoE layers")
 	f.IntVar(&cfg.Iterations, "iters", 1, "iterations")
@@ -101,10 +102,29 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f.IntVar(&cfg.RedundantExperts, "redundant-experts", 0, "extra expert replica slots (needs --placement eplb)")
 	f.StringVar(&cfg.Placement, "placement", traces.PlacementContiguous, "expert placement: contiguous, or eplb (per layer, replicate and pack experts by this trace's load; writes placement records)")
 	f.StringVarP(&out, "output", "o", "", "output file (.gz compresses; - for stdout)")
-	for _, req := range []string{"model", "ep", "tokens"} {
+	for _, req := range []string{"model", "ep"} {
 		_ = c.MarkFlagRequired(req)
 	}
+	addAliases(c, "num-tokens", "tokens")
+	addAliases(c, "num-experts", "experts")
+	addAliases(c, "num-topk", "topk")
 	return c
+}
+
+// addAliases registers hidden synonyms of flag name on c: they set the same
+// value. A required flag must be checked by value, not with
+// MarkFlagRequired, since cobra would not count its aliases.
+func addAliases(c *cobra.Command, name string, aliases ...string) {
+	orig := c.Flags().Lookup(name)
+	if orig == nil {
+		panic("ginsim: alias of unknown flag --" + name)
+	}
+	for _, a := range aliases {
+		f := *orig
+		f.Name, f.Shorthand, f.Hidden = a, "", true
+		f.Usage = "alias of --" + name
+		c.Flags().AddFlag(&f)
+	}
 }
 
 // countsModes lists the replay modes that read counts records. None does
@@ -121,7 +141,9 @@ func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
 	case cfg.EP < 1:
 		return Usagef("--ep %d: want at least 1 rank", cfg.EP)
 	case cfg.TokensPerRank < 1:
-		return Usagef("--tokens %d: want at least 1 token per rank (replay needs tokens to send)", cfg.TokensPerRank)
+		return Usagef("--num-tokens %d: want at least 1 token per rank (replay needs tokens to send)", cfg.TokensPerRank)
+	case cfg.Hidden < 0:
+		return Usagef("--hidden %d must not be negative (0: the model's)", cfg.Hidden)
 	case cfg.Layers < 1:
 		return Usagef("--layers %d: want at least 1", cfg.Layers)
 	case cfg.Iterations < 1:
@@ -129,9 +151,9 @@ func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
 	case cfg.RanksPerNode < 1:
 		return Usagef("--ranks-per-node %d: want at least 1", cfg.RanksPerNode)
 	case cfg.Experts < 0:
-		return Usagef("--experts %d must not be negative (0: the model's)", cfg.Experts)
+		return Usagef("--num-experts %d must not be negative (0: the model's)", cfg.Experts)
 	case cfg.TopK < 0:
-		return Usagef("--topk %d must not be negative (0: the model's)", cfg.TopK)
+		return Usagef("--num-topk %d must not be negative (0: the model's)", cfg.TopK)
 	case cfg.Placement != traces.PlacementContiguous && cfg.Placement != traces.PlacementEPLB:
 		return Usagef("--placement %q: want %s or %s", cfg.Placement, traces.PlacementContiguous, traces.PlacementEPLB)
 	case cfg.RedundantExperts < 0:

@@ -51,3 +51,43 @@ func TestTraceExitStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagAliases checks that the old flag names set the same value as the
+// new ones and are hidden from help.
+func TestFlagAliases(t *testing.T) {
+	root := newRoot()
+	for _, tc := range []struct {
+		path         []string
+		name, alias  string
+		value, other string
+	}{
+		{[]string{"trace", "gen"}, "num-tokens", "tokens", "7", "9"},
+		{[]string{"trace", "gen"}, "num-experts", "experts", "64", "32"},
+		{[]string{"trace", "gen"}, "num-topk", "topk", "4", "2"},
+		{[]string{"bench", "put"}, "cluster", "profile", "h800-cx7", "h100-ib"},
+	} {
+		c, _, err := root.Find(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, a := c.Flags().Lookup(tc.name), c.Flags().Lookup(tc.alias)
+		if f == nil || a == nil {
+			t.Fatalf("%v: --%s or --%s missing", tc.path, tc.name, tc.alias)
+		}
+		if f.Hidden || !a.Hidden {
+			t.Errorf("%v: --%s hidden %v, --%s hidden %v", tc.path, tc.name, f.Hidden, tc.alias, a.Hidden)
+		}
+		if err := c.Flags().Set(tc.alias, tc.value); err != nil {
+			t.Fatal(err)
+		}
+		if f.Value.String() != tc.value {
+			t.Errorf("%v: --%s %s left --%s at %s", tc.path, tc.alias, tc.value, tc.name, f.Value)
+		}
+		if err := c.Flags().Set(tc.name, tc.other); err != nil {
+			t.Fatal(err)
+		}
+		if a.Value.String() != tc.other {
+			t.Errorf("%v: --%s %s left --%s at %s", tc.path, tc.name, tc.other, tc.alias, a.Value)
+		}
+	}
+}
