@@ -92,6 +92,37 @@ func EPLB(load []int64, redundant, ep int) (logical, ranks []int, err error) {
 	return logical, ranks, nil
 }
 
+// BalanceLayer places one layer's experts with EPLB, by the load of routes
+// (the layer's route records, every iteration and rank, with logical
+// expert ids in [0, experts)), and rewrites the routes in place to expert
+// slots: each source rank spreads an expert's selections round-robin over
+// its replicas (see spreadReplicas). It returns the layer's placement
+// record, with LogicalExpert set.
+func BalanceLayer(layer int, routes []*Route, experts, redundant, ep int) (*Placement, error) {
+	load := make([]int64, experts)
+	for _, r := range routes {
+		for _, row := range r.TopK {
+			for _, e := range row {
+				if e >= int32(experts) {
+					return nil, fmt.Errorf("traces: eplb: layer %d rank %d: expert %d out of range [0,%d)", layer, r.Rank, e, experts)
+				}
+				if e >= 0 {
+					load[e]++
+				}
+			}
+		}
+	}
+	logical, ranks, err := EPLB(load, redundant, ep)
+	if err != nil {
+		return nil, err
+	}
+	replicas := replicaMap(logical, experts)
+	for _, r := range routes {
+		spreadReplicas(r, replicas)
+	}
+	return &Placement{Layer: layer, ExpertToRank: ranks, LogicalExpert: logical}, nil
+}
+
 // replicaMap maps each logical expert to its slots, ascending.
 func replicaMap(logical []int, experts int) [][]int32 {
 	out := make([][]int32, experts)

@@ -130,31 +130,17 @@ func Generate(cfg GenConfig) (*Trace, error) {
 			steps[it] = g.step(it, layer)
 		}
 		if eplb {
-			load := make([]int64, g.slots)
+			var all []*Route
 			for _, routes := range steps {
-				for _, r := range routes {
-					for _, row := range r.TopK {
-						for _, e := range row {
-							if e >= 0 {
-								load[e]++
-							}
-						}
-					}
-				}
+				all = append(all, routes...)
 			}
-			logical, ranks, err := EPLB(load, cfg.RedundantExperts, cfg.EP)
+			p, err := BalanceLayer(layer, all, g.slots, cfg.RedundantExperts, cfg.EP)
 			if err != nil {
 				return nil, err
 			}
-			place = ranks
-			if err := t.Add(&Placement{Layer: layer, ExpertToRank: ranks, LogicalExpert: logical}); err != nil {
+			place = p.ExpertToRank
+			if err := t.Add(p); err != nil {
 				return nil, fmt.Errorf("traces: generate: internal error: %w", err)
-			}
-			replicas := replicaMap(logical, g.slots)
-			for _, routes := range steps {
-				for _, r := range routes {
-					spreadReplicas(r, replicas)
-				}
 			}
 		}
 		for _, routes := range steps {

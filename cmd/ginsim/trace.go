@@ -242,6 +242,7 @@ func openTrace(name string) (*traces.Trace, error) {
 func newTraceImportCmd() *cobra.Command {
 	var (
 		model, precision, out, phase string
+		placement                    string
 		hidden, experts, firstLayer  int
 		opt                          importer.Options
 	)
@@ -308,6 +309,15 @@ The format and a PyTorch snippet that dumps topk_idx: docs/trace-format.md.`,
 			if opt.FirstLayer < 0 {
 				return Usagef("--first-layer %d must not be negative", opt.FirstLayer)
 			}
+			switch {
+			case placement != traces.PlacementContiguous && placement != traces.PlacementEPLB:
+				return Usagef("--placement %q: want %s or %s", placement, traces.PlacementContiguous, traces.PlacementEPLB)
+			case opt.RedundantExperts < 0:
+				return Usagef("--redundant-experts %d must not be negative", opt.RedundantExperts)
+			case opt.RedundantExperts > 0 && placement != traces.PlacementEPLB:
+				return Usagef("--redundant-experts %d: add --placement eplb, which decides what to replicate and where", opt.RedundantExperts)
+			}
+			opt.EPLB = placement == traces.PlacementEPLB
 			t, err := importer.Load(args, opt)
 			if err != nil {
 				return &UsageError{Err: err}
@@ -326,6 +336,8 @@ The format and a PyTorch snippet that dumps topk_idx: docs/trace-format.md.`,
 	f.IntVar(&firstLayer, "first-layer", 0, "layer of a stacked tensor's first entry (default: the preset's first MoE layer, else 0)")
 	f.StringVar(&precision, "precision", "fp8", "dispatch dtype: fp8 or bf16")
 	f.StringVar(&phase, "phase", "decode", "header phase: decode, prefill or training")
+	f.IntVar(&opt.RedundantExperts, "redundant-experts", 0, "extra expert replica slots (needs --placement eplb)")
+	f.StringVar(&placement, "placement", traces.PlacementContiguous, "expert placement: contiguous, or eplb (per layer, replicate and pack experts by the imported load)")
 	f.StringVarP(&out, "output", "o", "", "output file (.gz compresses; - for stdout)")
 	for _, req := range []string{"model", "ep"} {
 		_ = c.MarkFlagRequired(req)

@@ -28,6 +28,11 @@ type Options struct {
 	RanksPerNode int
 	Precision    traces.Precision
 	Phase        string
+	// EPLB places each layer's experts and RedundantExperts replicas with
+	// traces.BalanceLayer (by the imported load); the trace gets explicit
+	// placement records. Without it the placement is contiguous.
+	EPLB             bool
+	RedundantExperts int
 }
 
 // block is the routing of one tensor slice or CSV group: the token rows of
@@ -353,15 +358,43 @@ func build(blocks []*block, opt Options) (*traces.Trace, error) {
 	if opt.Phase == "" {
 		opt.Phase = "decode"
 	}
+	par := traces.Parallel{EPRanks: opt.EP, RanksPerNode: opt.RanksPerNode, Placement: traces.PlacementContiguous}
+	var places []*traces.Placement
+	if opt.EPLB {
+		par.Placement, par.RedundantExperts = traces.PlacementExplicit, opt.RedundantExperts
+		byLayer := map[int][]*traces.Route{}
+		var layers []int
+		for _, r := range routes {
+			if byLayer[r.Layer] == nil {
+				layers = append(layers, r.Layer)
+			}
+			byLayer[r.Layer] = append(byLayer[r.Layer], r)
+		}
+		slices.Sort(layers)
+		for _, l := range layers {
+			p, err := traces.BalanceLayer(l, byLayer[l], m.NumExperts, opt.RedundantExperts, opt.EP)
+			if err != nil {
+				return nil, err
+			}
+			places = append(places, p)
+		}
+	} else if opt.RedundantExperts != 0 {
+		return nil, fmt.Errorf("importer: %d redundant experts need EPLB placement", opt.RedundantExperts)
+	}
 	h := traces.Header{
 		Format: traces.Format, Version: traces.Version, Model: m,
-		Parallel: traces.Parallel{EPRanks: opt.EP, RanksPerNode: opt.RanksPerNode, Placement: traces.PlacementContiguous},
+		Parallel: par,
 		Dtype:    traces.DtypeFor(opt.Precision), Phase: opt.Phase, MaxTokensPerRank: maxTokens,
 		Source: traces.Source{Tool: "ginsim trace import"},
 	}
 	t, err := traces.NewTrace(h)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range places {
+		if err := t.Add(p); err != nil {
+			return nil, fmt.Errorf("importer: layer %d placement: %w", p.Layer, err)
+		}
 	}
 	for _, r := range routes {
 		if err := t.Add(r); err != nil {

@@ -216,3 +216,44 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadEPLB checks that an EPLB import keeps every token's logical
+// experts and records the placement.
+func TestLoadEPLB(t *testing.T) {
+	plain, err := Load(fixtures("routing.safetensors"), opts(4))
+	require := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	require(err)
+	o := opts(4)
+	o.EPLB, o.RedundantExperts = true, 4
+	bal, err := Load(fixtures("routing.safetensors"), o)
+	require(err)
+	h := bal.Header()
+	if h.Parallel.Placement != traces.PlacementExplicit || h.Parallel.RedundantExperts != 4 || bal.Slots() != 20 {
+		t.Fatalf("parallel %+v, slots %d", h.Parallel, bal.Slots())
+	}
+	if len(bal.Placements()) != 2 {
+		t.Fatalf("%d placement records, want 2", len(bal.Placements()))
+	}
+	for _, p := range bal.Placements() {
+		for rank := range 4 {
+			a, b := plain.Route(0, p.Layer, rank), bal.Route(0, p.Layer, rank)
+			for i, row := range b.TopK {
+				for j, s := range row {
+					want := a.TopK[i][j]
+					if (s < 0) != (want < 0) || (s >= 0 && int32(p.LogicalExpert[s]) != want) {
+						t.Fatalf("layer %d rank %d token %d: slot %d holds %d, token chose %d", p.Layer, rank, i, s, p.LogicalExpert[max(s, 0)], want)
+					}
+				}
+			}
+		}
+	}
+	o.RedundantExperts = 3 // 19 slots over 4 ranks
+	if _, err := Load(fixtures("routing.safetensors"), o); err == nil || !strings.Contains(err.Error(), "divide evenly") {
+		t.Errorf("19 slots over 4 ranks: %v", err)
+	}
+}
