@@ -131,7 +131,7 @@ func Load(paths []string, opt Options) (*traces.Trace, error) {
 			return nil, &traces.Error{File: p, Msg: err.Error()}
 		}
 		prefix := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p)) + "/"
-		bs, err := tensorBlocks(p, prefix, ts, opt)
+		bs, err := tensorBlocks(p, "", prefix, ts, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +143,7 @@ func Load(paths []string, opt Options) (*traces.Trace, error) {
 	}
 	slices.Sort(dirs)
 	for _, d := range dirs {
-		bs, err := tensorBlocks("", "", npy[d], opt)
+		bs, err := tensorBlocks("", d, "", npy[d], opt)
 		if err != nil {
 			return nil, err
 		}
@@ -156,9 +156,9 @@ func Load(paths []string, opt Options) (*traces.Trace, error) {
 }
 
 // tensorBlocks turns the index tensors of one namespace into blocks. file
-// is the archive (empty for .npy files, whose tensors are named by file);
+// is the archive (empty for .npy files, named by their file in dir);
 // prefix (the archive's base name) takes part in iter/layer/rank parsing.
-func tensorBlocks(file, prefix string, ts []*Tensor, opt Options) ([]*block, error) {
+func tensorBlocks(file, dir, prefix string, ts []*Tensor, opt Options) ([]*block, error) {
 	byName := make(map[string]*Tensor, len(ts))
 	for _, t := range ts {
 		byName[t.Name] = t
@@ -171,7 +171,7 @@ func tensorBlocks(file, prefix string, ts []*Tensor, opt Options) ([]*block, err
 		}
 		where := file
 		if where == "" {
-			where = t.Name + ".npy"
+			where = filepath.Join(dir, t.Name+".npy")
 		}
 		errf := func(field, format string, a ...any) error {
 			return &traces.Error{File: where, Field: field, Msg: fmt.Sprintf(format, a...)}
