@@ -20,7 +20,9 @@ func newTraceCmd() *cobra.Command {
 		Short: "Generate and inspect MoE routing traces (moe-trace JSON Lines)",
 		Long: `A trace records which experts every token of every source rank selects, per
 iteration and MoE layer, plus the model shape and the expert-parallel layout.
-'ginsim replay' executes it as DeepEP or NCCL traffic on a modelled cluster.`,
+'ginsim replay' executes it as DeepEP or NCCL traffic on a modelled cluster.
+'trace import' builds one from topk_idx tensors dumped from your own model.
+The format, field by field: docs/trace-format.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
