@@ -151,6 +151,16 @@ func (c *checker) placement(p *Placement) *fieldError {
 			return ferr(fmt.Sprintf("expert_to_rank[%d]", i), "rank %d out of range [0,%d)", r, c.h.Parallel.EPRanks)
 		}
 	}
+	if p.LogicalExpert != nil {
+		if len(p.LogicalExpert) != c.slots {
+			return ferr("logical_expert", "has %d entries, want %d expert slots", len(p.LogicalExpert), c.slots)
+		}
+		for i, x := range p.LogicalExpert {
+			if x < 0 || x >= c.h.Model.NumExperts {
+				return ferr(fmt.Sprintf("logical_expert[%d]", i), "expert %d out of range [0,%d)", x, c.h.Model.NumExperts)
+			}
+		}
+	}
 	c.placements[p.Layer] = struct{}{}
 	return nil
 }

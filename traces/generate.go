@@ -14,6 +14,7 @@ type GenConfig struct {
 	RanksPerNode  int    // GPUs per node (default 8, capped at EP)
 	TokensPerRank int    // tokens per source rank and step
 	Experts       int    // override of the model's routed experts (0: model)
+	Hidden        int    // override of the model's hidden size (0: model)
 	TopK          int    // override of the model's top-k (0: model)
 	Routing       string // ParseRouting syntax (default "uniform")
 	Layers        int    // MoE layers, starting at the model's first (default 1)
@@ -26,6 +27,14 @@ type GenConfig struct {
 	Counts       bool      // emit counts records instead of route records
 	Precision    Precision // dispatch dtype (default FP8)
 	Phase        string    // header phase (default "decode")
+	// RedundantExperts adds replica slots (needs Placement "eplb").
+	RedundantExperts int
+	// Placement is "" or PlacementContiguous (slot e on rank e/(slots/EP)),
+	// or PlacementEPLB: per layer, EPLB (see EPLB) places the experts and
+	// their replicas by this layer's load over all iterations, the trace
+	// gets explicit placement records, and each source rank spreads an
+	// expert's selections round-robin over its replicas.
+	Placement string
 }
 
 // streamSeed derives an independent PCG stream for one generator unit.
@@ -75,6 +84,11 @@ func (g *gen) rng(parts ...int) *rand.Rand {
 //   - zipf:S: expert popularity p ∝ 1/i^S over a per-layer random
 //     permutation of the experts; k distinct experts sampled sequentially
 //     without replacement.
+//   - hot-experts:N:R: N experts, the first N of a per-layer random
+//     permutation, each have R× the popularity of every other expert;
+//     sampled like zipf, so a hot expert's load is R× a cold one's while
+//     k is small next to the experts (without replacement, a token takes
+//     a hot expert at most once).
 //   - balanced: tokens draw experts from a deck of concatenated random
 //     permutations of all expert slots shared by all ranks, so every expert
 //     gets exactly the same load whenever EP × tokens × k is a multiple of
@@ -88,13 +102,20 @@ func Generate(cfg GenConfig) (*Trace, error) {
 	m := cfg.Model
 	hm := HeaderModelFor(m)
 	hm.NumExperts, hm.TopK = g.slots, g.k
+	if cfg.Hidden > 0 {
+		hm.Hidden = cfg.Hidden
+	}
 	if hm.NGroup > 1 && hm.NumExperts%hm.NGroup != 0 {
 		hm.NGroup, hm.TopKGroup = 1, 1
 	}
+	par := Parallel{EPRanks: cfg.EP, RanksPerNode: cfg.RanksPerNode, Placement: PlacementContiguous}
+	eplb := cfg.Placement == PlacementEPLB
+	if eplb {
+		par.Placement, par.RedundantExperts = PlacementExplicit, cfg.RedundantExperts
+	}
 	h := Header{
-		Format: Format, Version: Version, Model: hm,
-		Parallel: Parallel{EPRanks: cfg.EP, RanksPerNode: cfg.RanksPerNode, Placement: PlacementContiguous},
-		Dtype:    DtypeFor(cfg.Precision), Phase: cfg.Phase, MaxTokensPerRank: cfg.TokensPerRank,
+		Format: Format, Version: Version, Model: hm, Parallel: par,
+		Dtype: DtypeFor(cfg.Precision), Phase: cfg.Phase, MaxTokensPerRank: cfg.TokensPerRank,
 		Source: Source{Tool: "synthetic:" + g.rt.String(), Seed: cfg.Seed},
 	}
 	t, err := NewTrace(h)
@@ -102,10 +123,27 @@ func Generate(cfg GenConfig) (*Trace, error) {
 		return nil, err
 	}
 	place := ContiguousPlacement(g.slots, cfg.EP)
-	for it := range cfg.Iterations {
-		for l := range cfg.Layers {
-			layer := m.FirstMoELayer + l
-			routes := g.step(it, layer)
+	for l := range cfg.Layers {
+		layer := m.FirstMoELayer + l
+		steps := make([][]*Route, cfg.Iterations)
+		for it := range steps {
+			steps[it] = g.step(it, layer)
+		}
+		if eplb {
+			var all []*Route
+			for _, routes := range steps {
+				all = append(all, routes...)
+			}
+			p, err := BalanceLayer(layer, all, g.slots, cfg.RedundantExperts, cfg.EP)
+			if err != nil {
+				return nil, err
+			}
+			place = p.ExpertToRank
+			if err := t.Add(p); err != nil {
+				return nil, fmt.Errorf("traces: generate: internal error: %w", err)
+			}
+		}
+		for _, routes := range steps {
 			for _, r := range routes {
 				var rec Record = r
 				if cfg.Counts {
@@ -156,6 +194,8 @@ func resolve(cfg GenConfig) (*gen, error) {
 		return nil, fmt.Errorf("traces: generate: EP %d must be positive", cfg.EP)
 	case cfg.RanksPerNode <= 0:
 		return nil, fmt.Errorf("traces: generate: ranks per node %d must be positive", cfg.RanksPerNode)
+	case cfg.Hidden < 0:
+		return nil, fmt.Errorf("traces: generate: hidden %d is negative", cfg.Hidden)
 	case cfg.TokensPerRank < 0:
 		return nil, fmt.Errorf("traces: generate: tokens per rank %d is negative", cfg.TokensPerRank)
 	case g.slots <= 0 || g.slots%cfg.EP != 0:
@@ -170,6 +210,16 @@ func resolve(cfg GenConfig) (*gen, error) {
 		return nil, fmt.Errorf("traces: generate: mask fraction %v out of range [0,1]", cfg.MaskFraction)
 	case cfg.Precision != FP8 && cfg.Precision != BF16:
 		return nil, fmt.Errorf("traces: generate: unknown precision %v", cfg.Precision)
+	case cfg.Placement != "" && cfg.Placement != PlacementContiguous && cfg.Placement != PlacementEPLB:
+		return nil, fmt.Errorf("traces: generate: placement %q (want %s or %s)", cfg.Placement, PlacementContiguous, PlacementEPLB)
+	case cfg.RedundantExperts < 0:
+		return nil, fmt.Errorf("traces: generate: redundant experts %d is negative", cfg.RedundantExperts)
+	case cfg.RedundantExperts > 0 && cfg.Placement != PlacementEPLB:
+		return nil, fmt.Errorf("traces: generate: %d redundant experts need placement %s (which decides what to replicate)", cfg.RedundantExperts, PlacementEPLB)
+	case cfg.Placement == PlacementEPLB && (g.slots+cfg.RedundantExperts)%cfg.EP != 0:
+		return nil, fmt.Errorf("traces: generate: %d experts + %d redundant must divide evenly over EP %d", g.slots, cfg.RedundantExperts, cfg.EP)
+	case cfg.RedundantExperts > g.slots*(cfg.EP-1):
+		return nil, fmt.Errorf("traces: generate: %d redundant experts exceed one copy of each expert per rank", cfg.RedundantExperts)
 	}
 	g.nodes = (cfg.EP + cfg.RanksPerNode - 1) / cfg.RanksPerNode
 	g.perRank = g.slots / cfg.EP
@@ -192,6 +242,10 @@ func resolve(cfg GenConfig) (*gen, error) {
 	case RoutingHot:
 		if rt.HotRank >= cfg.EP {
 			return nil, fmt.Errorf("traces: generate: hot rank %d out of range [0,%d)", rt.HotRank, cfg.EP)
+		}
+	case RoutingHotExp:
+		if rt.HotExperts > g.slots {
+			return nil, fmt.Errorf("traces: generate: %d hot experts out of range [1,%d]", rt.HotExperts, g.slots)
 		}
 	}
 	return g, nil
@@ -224,8 +278,13 @@ func (g *gen) step(it, layer int) []*Route {
 	switch g.rt.Kind {
 	case RoutingBalanced:
 		g.balanced(routes, g.rng(it, layer, -1))
-	case RoutingZipf:
-		z := newZipf(g.slots, g.rt.Exponent, g.rng(layer, -2))
+	case RoutingZipf, RoutingHotExp:
+		var z *zipf
+		if g.rt.Kind == RoutingZipf {
+			z = newZipf(g.slots, g.rt.Exponent, g.rng(layer, -2))
+		} else {
+			z = newHotExperts(g.slots, g.rt.HotExperts, g.rt.Ratio, g.rng(layer, -4))
+		}
 		for _, r := range routes {
 			z.fill(r, g.rng(it, layer, r.Rank))
 		}
@@ -398,6 +457,23 @@ func newZipf(n int, s float64, rng *rand.Rand) *zipf {
 	}
 	for i, e := range perm {
 		z.prob[e] = math.Pow(float64(i+1), -s) / sum
+	}
+	z.accpt, z.alias = aliasTable(z.prob)
+	return z
+}
+
+// newHotExperts returns a sampler in which hot experts (the first hot of a
+// random permutation) each have ratio times the probability of any other
+// expert; the draws without replacement are those of zipf.
+func newHotExperts(n, hot int, ratio float64, rng *rand.Rand) *zipf {
+	perm := rng.Perm(n)
+	z := &zipf{prob: make([]float64, n)}
+	sum := float64(hot)*ratio + float64(n-hot)
+	for i, e := range perm {
+		z.prob[e] = 1 / sum
+		if i < hot {
+			z.prob[e] = ratio / sum
+		}
 	}
 	z.accpt, z.alias = aliasTable(z.prob)
 	return z

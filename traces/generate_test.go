@@ -2,6 +2,7 @@ package traces
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"slices"
 	"testing"
@@ -192,6 +193,59 @@ func TestGroupedLimit(t *testing.T) {
 	}
 }
 
+func TestHotExpertsLoad(t *testing.T) {
+	dsv3 := mustModel(t, "deepseek-v3")
+	for _, tc := range []struct {
+		hot   int
+		ratio float64
+	}{{1, 4}, {4, 10}, {16, 3}, {8, 1}} {
+		spec := Routing{Kind: RoutingHotExp, HotExperts: tc.hot, Ratio: tc.ratio}.String()
+		tr := genOK(t, GenConfig{Model: dsv3, EP: 16, TokensPerRank: 2048, Routing: spec, Seed: 3, Layers: 2})
+		hotSets := map[int][]int{}
+		for _, layer := range tr.Layers() {
+			freq := make([]float64, 256)
+			for _, r := range tr.Routes() {
+				if r.Layer != layer {
+					continue
+				}
+				for _, row := range r.TopK {
+					for _, e := range row {
+						freq[e]++
+					}
+				}
+			}
+			order := make([]int, 256)
+			for i := range order {
+				order[i] = i
+			}
+			slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(freq[b], freq[a]) })
+			hot, cold := 0.0, 0.0
+			for i, e := range order {
+				if i < tc.hot {
+					hot += freq[e]
+				} else {
+					cold += freq[e]
+				}
+			}
+			got := (hot / float64(tc.hot)) / (cold / float64(256-tc.hot))
+			// Without replacement a token takes a hot expert at most once,
+			// so the ratio falls below R as N·R grows against the experts
+			// (4 hot at 10×: about 9×); top-N by count is slightly above R
+			// for R = 1. 12% covers both at this sample size.
+			assert.InDelta(t, tc.ratio, got, 0.12*tc.ratio, "%s layer %d", spec, layer)
+			assert.Greater(t, got, 0.85*tc.ratio, "%s layer %d", spec, layer)
+			hs := slices.Clone(order[:tc.hot])
+			slices.Sort(hs)
+			hotSets[layer] = hs
+		}
+		if tc.ratio > 1 {
+			assert.NotEqual(t, hotSets[3], hotSets[4], "%s: the same hot experts on both layers", spec)
+		}
+	}
+	_, err := Generate(GenConfig{Model: dsv3, EP: 16, TokensPerRank: 8, Routing: "hot-experts:300:2"})
+	assert.ErrorContains(t, err, "300 hot experts out of range [1,256]")
+}
+
 func TestBalancedExact(t *testing.T) {
 	dsv3 := mustModel(t, "deepseek-v3")
 	tr := genOK(t, GenConfig{Model: dsv3, EP: 16, TokensPerRank: 96, Routing: "balanced", Seed: 4})
@@ -215,7 +269,7 @@ func TestBalancedExact(t *testing.T) {
 
 func TestGenerateDeterminism(t *testing.T) {
 	dsv3 := mustModel(t, "deepseek-v3")
-	for _, routing := range []string{"uniform", "grouped", "grouped:model", "hot:3", "zipf:1.1", "balanced"} {
+	for _, routing := range []string{"uniform", "grouped", "grouped:model", "hot:3", "zipf:1.1", "balanced", "hot-experts:4:10"} {
 		cfg := GenConfig{Model: dsv3, EP: 16, TokensPerRank: 64, Routing: routing, Seed: 11,
 			Layers: 2, Iterations: 2, MaskFraction: 0.01, Weights: true}
 		enc := func(c GenConfig) []byte {
@@ -312,6 +366,8 @@ func TestParseRouting(t *testing.T) {
 		{"hot:2.5", Routing{Kind: "hot", Ratio: 2.5}, "hot:2.5"},
 		{"hot:3@7", Routing{Kind: "hot", Ratio: 3, HotRank: 7}, "hot:3@7"},
 		{"zipf:1.2", Routing{Kind: "zipf", Exponent: 1.2}, "zipf:1.2"},
+		{"hot-experts:4:10", Routing{Kind: "hot-experts", HotExperts: 4, Ratio: 10}, "hot-experts:4:10"},
+		{"Hot-Experts:1:2.5", Routing{Kind: "hot-experts", HotExperts: 1, Ratio: 2.5}, "hot-experts:1:2.5"},
 	} {
 		got, err := ParseRouting(tc.in)
 		require.NoError(t, err, tc.in)
@@ -332,6 +388,12 @@ func TestParseRouting(t *testing.T) {
 		{"hot:2@-1", "hot rank"},
 		{"zipf", "want zipf:S"},
 		{"zipf:-1", "non-negative"},
+		{"hot-experts", "want hot-experts:N:R"},
+		{"hot-experts:4", "want hot-experts:N:R"},
+		{"hot-experts:x:2", "want hot-experts:N:R"},
+		{"hot-experts:0:2", "want at least 1 hot expert"},
+		{"hot-experts:4:0", `ratio "0" must be a positive number`},
+		{"hot-experts:4:Inf", "must be a positive number"},
 		{"grouped:4", "grouped:G:M"},
 		{"grouped:4:5", "1 <= M <= G"},
 	} {
@@ -344,7 +406,7 @@ func TestParseRouting(t *testing.T) {
 }
 
 func FuzzParseRouting(f *testing.F) {
-	for _, s := range []string{"uniform", "hot:2.5@3", "zipf:1.2", "grouped:8:4", "grouped:model", "hot:1e400"} {
+	for _, s := range []string{"uniform", "hot:2.5@3", "zipf:1.2", "grouped:8:4", "grouped:model", "hot:1e400", "hot-experts:4:10"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

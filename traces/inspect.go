@@ -1,8 +1,10 @@
 package traces
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -37,8 +39,17 @@ type StepStats struct {
 	Selections int64 `json:"selections"` // valid (token, expert) pairs
 	Masked     int64 `json:"masked"`
 	// RankLoad is the distribution of selections received per destination
-	// rank.
-	RankLoad Spread `json:"rank_load"`
+	// rank, and RankLoadTail its percentiles.
+	RankLoad     Spread `json:"rank_load"`
+	RankLoadTail Tail   `json:"rank_load_tail"`
+	// RecvTokensTail is the percentiles of distinct tokens received per
+	// destination rank (a token counts once per rank however many of the
+	// rank's experts it selects).
+	RecvTokensTail Tail `json:"recv_tokens_tail"`
+	// Recv is the receive side of every destination rank.
+	Recv []RankRecv `json:"recv_per_rank"`
+	// Experts is the load of every expert slot.
+	Experts []ExpertLoad `json:"experts"`
 	// InterNode is the fraction of selections whose expert is on another
 	// node than the token.
 	InterNode float64 `json:"inter_node_fraction"`
@@ -59,6 +70,50 @@ type Spread struct {
 	Mean      float64 `json:"mean"`
 	Max       int64   `json:"max"`
 	Imbalance float64 `json:"imbalance"` // max / mean (0 when mean is 0)
+}
+
+// Tail holds nearest-rank percentiles of a per-rank vector: Pxx is the
+// smallest value at or above xx% of the ranks.
+type Tail struct {
+	P50 int64 `json:"p50"`
+	P90 int64 `json:"p90"`
+	P99 int64 `json:"p99"`
+	Max int64 `json:"max"`
+}
+
+// RankRecv is what one destination rank receives in one step.
+type RankRecv struct {
+	Rank int `json:"rank"`
+	// Selections received (local ones included): LL dispatch messages in,
+	// LL combine messages out.
+	Selections int64 `json:"selections"`
+	// Tokens is the distinct (source rank, token) pairs with at least one
+	// expert on this rank.
+	Tokens int64 `json:"tokens"`
+	// LLDispatchBytes is received LL dispatch bytes (Selections × message),
+	// LLCombineBytes the LL combine bytes this rank sends back.
+	LLDispatchBytes int64 `json:"ll_dispatch_recv_bytes"`
+	LLCombineBytes  int64 `json:"ll_combine_send_bytes"`
+}
+
+// ExpertLoad is the load of one expert slot in one step.
+type ExpertLoad struct {
+	Slot int `json:"slot"`
+	Rank int `json:"rank"`
+	// Logical is the logical expert the slot holds (from the placement
+	// record; the slot itself when the trace does not say).
+	Logical    int   `json:"logical"`
+	Selections int64 `json:"selections"`
+}
+
+func tailOf(v []int64) Tail {
+	if len(v) == 0 {
+		return Tail{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(p int) int64 { return s[max((p*len(s)+99)/100, 1)-1] }
+	return Tail{P50: at(50), P90: at(90), P99: at(99), Max: s[len(s)-1]}
 }
 
 // RankBytes summarizes bytes per source rank.
@@ -142,6 +197,20 @@ func stepStats(t *Trace, m *StepMatrix, hid int, prec Precision) StepStats {
 		htC[src] = HTBandwidthBytes(tn, hid, BF16)
 	}
 	st.RankLoad = loadOf(recv)
+	st.RankLoadTail = tailOf(recv)
+	recvTok := make([]int64, m.EP)
+	for src := range m.EP {
+		for dst, n := range m.RankTokens[src] {
+			recvTok[dst] += int64(n)
+		}
+	}
+	st.RecvTokensTail = tailOf(recvTok)
+	st.Recv = make([]RankRecv, m.EP)
+	for r := range st.Recv {
+		st.Recv[r] = RankRecv{Rank: r, Selections: recv[r], Tokens: recvTok[r],
+			LLDispatchBytes: LLBandwidthBytes(recv[r], hid, prec), LLCombineBytes: LLCombineBandwidthBytes(recv[r], hid)}
+	}
+	st.Experts = expertLoads(t, m.Iter, m.Layer)
 	if st.Selections > 0 {
 		st.InterNode = float64(inter) / float64(st.Selections)
 	}
@@ -154,6 +223,70 @@ func stepStats(t *Trace, m *StepMatrix, hid int, prec Precision) StepStats {
 	return st
 }
 
+// expertLoads counts selections per expert slot in (iter, layer), from
+// route records where present and counts records otherwise.
+func expertLoads(t *Trace, iter, layer int) []ExpertLoad {
+	place := t.Placement(layer)
+	out := make([]ExpertLoad, t.Slots())
+	for e := range out {
+		out[e] = ExpertLoad{Slot: e, Rank: place[e], Logical: e}
+	}
+	i, ok := slices.BinarySearchFunc(t.placements, layer, func(p *Placement, l int) int { return cmp.Compare(p.Layer, l) })
+	if ok && t.placements[i].LogicalExpert != nil {
+		for e, x := range t.placements[i].LogicalExpert {
+			out[e].Logical = x
+		}
+	}
+	for src := range t.EP() {
+		if r := t.routeIdx[stepKey{iter, layer, src}]; r != nil {
+			for _, row := range r.TopK {
+				for _, e := range row {
+					if e >= 0 {
+						out[e].Selections++
+					}
+				}
+			}
+		} else if c := t.countIdx[stepKey{iter, layer, src}]; c != nil {
+			for e, n := range c.ExpertTokens {
+				out[e].Selections += int64(n)
+			}
+		}
+	}
+	return out
+}
+
+// WriteRanks writes, for every step, the receive side of every rank.
+func (s Stats) WriteRanks(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "iter\tlayer\trank\trecv selections\trecv tokens\tLL disp recv MB\tLL comb send MB\t")
+	for _, st := range s.Steps {
+		for _, r := range st.Recv {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t\n", st.Iter, st.Layer, r.Rank, r.Selections, r.Tokens,
+				float64(r.LLDispatchBytes)/1e6, float64(r.LLCombineBytes)/1e6)
+		}
+	}
+	return tw.Flush()
+}
+
+// WriteTopExperts writes, for every step, the n busiest expert slots.
+func (s Stats) WriteTopExperts(w io.Writer, n int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "iter\tlayer\tslot\tlogical\trank\tselections\tshare\tx mean\t")
+	for _, st := range s.Steps {
+		ex := slices.Clone(st.Experts)
+		slices.SortStableFunc(ex, func(a, b ExpertLoad) int { return cmp.Compare(b.Selections, a.Selections) })
+		mean := float64(st.Selections) / float64(max(len(ex), 1))
+		for _, e := range ex[:min(n, len(ex))] {
+			share, x := 0.0, 0.0
+			if st.Selections > 0 {
+				share, x = float64(e.Selections)/float64(st.Selections), float64(e.Selections)/mean
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.2f\t\n", st.Iter, st.Layer, e.Slot, e.Logical, e.Rank, e.Selections, 100*share, x)
+		}
+	}
+	return tw.Flush()
+}
+
 // WriteTable writes s as an aligned, human-readable table.
 func (s Stats) WriteTable(w io.Writer) error {
 	if _, err := fmt.Fprintf(w, "model %s  EP %d (%d nodes x %d)  slots %d  top-k %d  hidden %d (DeepEP %d)  dispatch %s\n"+
@@ -163,12 +296,12 @@ func (s Stats) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "iter\tlayer\ttokens\tselections\tmasked\tload min\tmean\tmax\timbalance\tinter-node\tnodes/tok\tranks/tok\tLL disp MB/rank\tLL comb MB/rank\tHT disp MB/rank\tHT comb MB/rank\texact\t")
+	fmt.Fprintln(tw, "iter\tlayer\ttokens\tselections\tmasked\tload min\tmean\tp50\tp90\tp99\tmax\timbalance\tinter-node\tnodes/tok\tranks/tok\tLL disp MB/rank\tLL comb MB/rank\tHT disp MB/rank\tHT comb MB/rank\texact\t")
 	mb := func(b RankBytes) string { return fmt.Sprintf("%.3f", b.Mean/1e6) }
 	for _, st := range s.Steps {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%v\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%v\t\n",
 			st.Iter, st.Layer, st.Tokens, st.Selections, st.Masked,
-			st.RankLoad.Min, st.RankLoad.Mean, st.RankLoad.Max, st.RankLoad.Imbalance,
+			st.RankLoad.Min, st.RankLoad.Mean, st.RankLoadTail.P50, st.RankLoadTail.P90, st.RankLoadTail.P99, st.RankLoad.Max, st.RankLoad.Imbalance,
 			st.InterNode, st.NodesPerToken, st.RanksPerToken,
 			mb(st.LLDispatch), mb(st.LLCombine), mb(st.HTDispatch), mb(st.HTCombine), st.Exact)
 	}

@@ -139,6 +139,7 @@ func (r *Reader) next() (Record, error) {
 			return nil, err
 		}
 		h := v.Header
+		h.fillDefaults()
 		if fe := r.chk.setHeader(&h); fe != nil {
 			return nil, r.errf(fe.field, "%s", fe.msg)
 		}

@@ -235,3 +235,22 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReaderHeaderDefaults checks the defaults of a minimal hand-written
+// header: contiguous placement, fp8 dispatch, bf16 combine; a set value is
+// kept, and a wrong one is still an error.
+func TestReaderHeaderDefaults(t *testing.T) {
+	minimal := `{"kind":"header","format":"moe-trace","version":1,"model":{"name":"m","hidden":4096,"num_experts":8,"top_k":2},"parallel":{"ep_ranks":2,"ranks_per_node":2}}` + "\n" +
+		`{"kind":"route","iter":0,"layer":0,"rank":0,"tokens":1,"topk":[[0,5]]}` + "\n"
+	tr, err := Load(strings.NewReader(minimal), "min.jsonl")
+	require.NoError(t, err)
+	h := tr.Header()
+	assert.Equal(t, PlacementContiguous, h.Parallel.Placement)
+	assert.Equal(t, DtypeFor(FP8), h.Dtype)
+	set := strings.Replace(minimal, `"ranks_per_node":2}`, `"ranks_per_node":2,"placement":"explicit"},"dtype":{"dispatch":"bf16","combine":"bf16"}`, 1)
+	_, err = Load(strings.NewReader(set), "set.jsonl")
+	assert.ErrorContains(t, err, "explicit placement, but layer 0 has no placement record")
+	bad := strings.Replace(minimal, `"ranks_per_node":2}`, `"ranks_per_node":2,"placement":"block"}`, 1)
+	_, err = Load(strings.NewReader(bad), "bad.jsonl")
+	assert.ErrorContains(t, err, `field "parallel.placement": placement "block"`)
+}

@@ -80,10 +80,14 @@ type Source struct {
 	Seed uint64 `json:"seed"`
 }
 
-// Placement maps every expert slot of one layer to an EP rank.
+// Placement maps every expert slot of one layer to an EP rank, and
+// optionally to the logical expert the slot holds (redundant experts: EPLB
+// replicas). LogicalExpert is optional, so traces without it (all traces
+// written before it existed) read as before.
 type Placement struct {
-	Layer        int   `json:"layer"`
-	ExpertToRank []int `json:"expert_to_rank"`
+	Layer         int   `json:"layer"`
+	ExpertToRank  []int `json:"expert_to_rank"`
+	LogicalExpert []int `json:"logical_expert,omitempty"` // nil or len = slots, values in [0, num_experts)
 }
 
 // Route is the exact routing of one source rank's tokens in one
@@ -137,6 +141,22 @@ func (*Counts) Kind() string { return KindCounts }
 
 // Kind implements Record.
 func (*Measure) Kind() string { return KindMeasure }
+
+// fillDefaults gives the fields a hand-written header may leave out their
+// documented defaults: contiguous placement, fp8_e4m3 dispatch with f32
+// scales per 128 channels, bf16 combine. Only the reader applies it; a
+// header that sets the fields is read as written.
+func (h *Header) fillDefaults() {
+	if h.Parallel.Placement == "" {
+		h.Parallel.Placement = PlacementContiguous
+	}
+	if h.Dtype.Dispatch == "" {
+		h.Dtype.Dispatch, h.Dtype.ScaleBlock, h.Dtype.ScaleDtype = FP8.String(), ScaleBlock, "f32"
+	}
+	if h.Dtype.Combine == "" {
+		h.Dtype.Combine = BF16.String()
+	}
+}
 
 // Slots returns the number of expert slots: num_experts + redundant_experts.
 func (h *Header) Slots() int { return h.Model.NumExperts + h.Parallel.RedundantExperts }

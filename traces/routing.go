@@ -12,6 +12,7 @@ const (
 	RoutingUniform  = "uniform"
 	RoutingGrouped  = "grouped"
 	RoutingHot      = "hot"
+	RoutingHotExp   = "hot-experts"
 	RoutingZipf     = "zipf"
 	RoutingBalanced = "balanced"
 )
@@ -30,6 +31,9 @@ type Routing struct {
 	HotRank int
 	// Zipf: Exponent is the power-law exponent of expert popularity.
 	Exponent float64
+	// Hot experts: HotExperts experts (a per-layer random choice) are each
+	// picked with Ratio times the probability of any other expert.
+	HotExperts int
 }
 
 // ParseRouting parses a routing specification:
@@ -40,6 +44,7 @@ type Routing struct {
 //	grouped:model    the model's n_group / topk_group
 //	grouped:G:M      G groups, top M groups
 //	hot:R[@rank]     one rank (default 0) gets R× the load of each other rank
+//	hot-experts:N:R  N experts (random per layer) each get R× the load of any other
 //	zipf:S           expert popularity ∝ 1/i^S
 func ParseRouting(s string) (Routing, error) {
 	kind, arg, hasArg := strings.Cut(strings.TrimSpace(s), ":")
@@ -90,6 +95,20 @@ func ParseRouting(s string) (Routing, error) {
 			r.HotRank = rank
 		}
 		return r, nil
+	case RoutingHotExp:
+		ns, rs, ok := strings.Cut(arg, ":")
+		n, err1 := strconv.Atoi(ns)
+		ratio, err2 := strconv.ParseFloat(rs, 64)
+		if !hasArg || !ok || err1 != nil || err2 != nil {
+			return bad("want hot-experts:N:R with an integer N and a number R, e.g. hot-experts:4:10")
+		}
+		if n < 1 {
+			return bad("N %d: want at least 1 hot expert", n)
+		}
+		if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 0 {
+			return bad("ratio %q must be a positive number", rs)
+		}
+		return Routing{Kind: kind, HotExperts: n, Ratio: ratio}, nil
 	case RoutingZipf:
 		if !hasArg {
 			return bad("want zipf:S, e.g. zipf:1.2")
@@ -100,7 +119,7 @@ func ParseRouting(s string) (Routing, error) {
 		}
 		return Routing{Kind: kind, Exponent: sv}, nil
 	}
-	return bad("unknown kind %q (want uniform, balanced, grouped, hot:R or zipf:S)", kind)
+	return bad("unknown kind %q (want uniform, balanced, grouped, hot:R, hot-experts:N:R or zipf:S)", kind)
 }
 
 // String returns the canonical specification of r, as accepted by
@@ -121,6 +140,8 @@ func (r Routing) String() string {
 			return fmt.Sprintf("hot:%s@%d", f(r.Ratio), r.HotRank)
 		}
 		return "hot:" + f(r.Ratio)
+	case RoutingHotExp:
+		return fmt.Sprintf("hot-experts:%d:%s", r.HotExperts, f(r.Ratio))
 	case RoutingZipf:
 		return "zipf:" + f(r.Exponent)
 	}

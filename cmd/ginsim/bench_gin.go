@@ -51,7 +51,7 @@ func newBenchGinCmd(op string) *cobra.Command {
 		Use:   op,
 		Short: "GIN " + op + " latency/bandwidth on two simulated ranks (nccl-tests device_api/gin)",
 		Long: `Runs nccl-tests' GIN device-API perf test for ` + op + ` on two ranks of the
---profile machine (one GPU on each of two nodes; --backend lsa: two GPUs of
+--cluster machine (one GPU on each of two nodes; --backend lsa: two GPUs of
 one node, NVLink stores and a release flag, put/put_signal/signal only): --pattern ping (issue, then
 flush or counter wait), pingpong (put+signal both ways; latency is half the
 round trip) or bw (-c CTAs × -t threads issuing). Output is a table like
@@ -137,7 +137,7 @@ nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,
 	}
 	f.StringVar(&pattern, "pattern", def, "ping, pingpong or bw")
 	f.StringVar(&backend, "backend", "gdaki", "gdaki, proxy or lsa")
-	f.StringVar(&profile, "profile", "h100-ib", "machine preset or cluster file")
+	f.StringVar(&profile, "cluster", "h100-ib", "cluster preset or YAML file (alias --profile)")
 	f.StringVar(&version, "nccl_version", "2.30", "NCCL behaviour: 2.28 or 2.30")
 	f.StringVarP(&minB, "minbytes", "b", "4", "minimum size (K/M/G suffixes)")
 	f.StringVarP(&maxB, "maxbytes", "e", "4M", "maximum size")
@@ -154,5 +154,6 @@ nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,
 	f.BoolVar(&strong, "gin_strong_signal", false, "strong instead of weak signals")
 	f.BoolVar(&asJSON, "json", false, "print JSON rows")
 	f.Uint64Var(&seed, "seed", 1, "simulation seed")
+	addAliases(cmd, "cluster", "profile")
 	return cmd
 }
