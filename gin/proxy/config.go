@@ -57,6 +57,12 @@ type Config struct {
 	// YieldCost is std::this_thread::yield() between passes: a
 	// sched_yield system call with nothing else runnable (~150 ns).
 	YieldCost sim.Duration
+
+	// CPUPermille, when set, scales every CPU cost above for the thread of
+	// world rank w, in per mille (1000: as listed; 2500: 2.5 times
+	// slower): a slow or contended core, for fault injection. nil, or a
+	// value not above 0: as listed.
+	CPUPermille func(world int) int64
 }
 
 // DefaultConfig returns costs for a current x86 server CPU.

@@ -304,6 +304,9 @@ func (b *Backend) server(world int, g *gpu.GPU) *Server {
 		}
 	}
 	s := newServer(b, fmt.Sprintf("cpu%d/proxy", world), g)
+	if b.cfg.CPUPermille != nil {
+		s.scale = b.cfg.CPUPermille(world)
+	}
 	b.srvs = append(b.srvs, s)
 	return s
 }
