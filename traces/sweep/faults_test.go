@@ -19,7 +19,8 @@ func tinyTrace(t *testing.T, ep, tokens int) *traces.Trace {
 	return tr
 }
 
-// A replay with 0.1% loss on every link completes, every request packet
+// A replay with 0.1% loss on every link (and 0.05% corruption on the
+// host links) completes, every request packet
 // is taken by its responder exactly once (as many as without loss), and
 // the report counts what RC did about it: the lost packets, the
 // go-back-N retransmissions after sequence NAKs or ACK timeouts, and a
@@ -28,7 +29,7 @@ func tinyTrace(t *testing.T, ep, tokens int) *traces.Trace {
 func TestReplayLossDeliversOnce(t *testing.T) {
 	tr := tinyTrace(t, 16, 16)
 	clean, _ := machine.Preset("h100-ib")
-	lossy, err := SetFields(clean, Field{"loss", ScalarNode("0.1%")})
+	lossy, err := SetFields(clean, Field{"loss", ScalarNode("0.1%")}, Field{"faults.corrupt.host", ScalarNode("0.05%")})
 	require.NoError(t, err)
 	for _, backend := range []string{moe.BackendGDAKI, moe.BackendProxy} {
 		t.Run(backend, func(t *testing.T) {
@@ -44,6 +45,7 @@ func TestReplayLossDeliversOnce(t *testing.T) {
 			t.Logf("%s: lossless %.1f / %.1f us; 0.1%% loss %.1f / %.1f us, %+v", backend, a.DispatchUS, a.CombineUS,
 				b.DispatchUS, b.CombineUS, tb)
 			require.Positive(t, tb.Lost)
+			require.Positive(t, tb.Corrupted, "corrupted packets dropped by the ICRC check")
 			require.Positive(t, tb.Retransmits)
 			require.Positive(t, tb.SeqNAKs+tb.Timeouts)
 			assert.Equal(t, a.Transport.InOrder, tb.InOrder, "request packets executed")
