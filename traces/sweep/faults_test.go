@@ -27,7 +27,7 @@ func tinyTrace(t *testing.T, ep, tokens int) *traces.Trace {
 // longer tail. The IB preset is lossless: without injected loss nothing is
 // retransmitted.
 func TestReplayLossDeliversOnce(t *testing.T) {
-	tr := tinyTrace(t, 16, 16)
+	tr := tinyTrace(t, 16, 8)
 	clean, _ := machine.Preset("h100-ib")
 	lossy, err := SetFields(clean, Field{"loss", ScalarNode("0.1%")}, Field{"faults.corrupt.host", ScalarNode("0.05%")})
 	require.NoError(t, err)
