@@ -126,7 +126,8 @@ type Result struct {
 }
 
 // Run runs the study's points of opt.Shard that the output does not hold
-// yet (a rerun resumes), each one replay, opt.Jobs at a time, and writes
+// yet (a rerun resumes; a point is known by its configuration's id, so a
+// study grown by more values reuses the rows it has), each one replay, opt.Jobs at a time, and writes
 // every row of the shard to opt.Prefix.csv and .jsonl in point order. Rows
 // do not depend on Jobs. A point whose replay fails gets a row with its
 // error and counts in Result.Failed.
@@ -145,7 +146,10 @@ func Run(st *Study, opt Options) (*Result, error) {
 	rows := make([]*Row, len(pts))
 	var todo []int
 	for i, p := range pts {
-		if r, ok := have[p.ID]; ok && r.Index == p.Index {
+		if r, ok := have[p.ID]; ok {
+			// The same configuration: its result stands, wherever the
+			// study now places it.
+			r.Study, r.Index, r.Axes = st.Name, p.Index, p.Values
 			rows[i] = &r
 			res.Skipped++
 			continue
