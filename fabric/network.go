@@ -536,6 +536,32 @@ func (n *Network) SetLinkDown(l LinkID, at, up sim.Time) {
 	}
 }
 
+// SetLinkRate changes the rate of both directions of link l: a degraded
+// link (a port that trained at a lower speed or lost lanes). Call it
+// before traffic: packets already queued keep the times they were given.
+// A switch egress's buffer and ECN thresholds keep their sizes in bytes.
+func (n *Network) SetLinkRate(l LinkID, r sim.BitRate) error {
+	if r <= 0 {
+		return fmt.Errorf("fabric: link rate %v must be positive", r)
+	}
+	ab, ba := n.LinkPorts(l)
+	for _, pi := range []PortID{ab, ba} {
+		pt := &n.ports[pi]
+		pt.psPerByte = 0
+		if perByte := 8 * int64(sim.Second); perByte%int64(r) == 0 {
+			pt.psPerByte = sim.Duration(perByte / int64(r))
+		}
+		if sw := n.nodes[pt.from].sw; sw >= 0 {
+			pt.bufTime = r.TxTime(n.sws[sw].cfg.PortBuffer)
+			if pt.ecn {
+				pt.kminTime, pt.kmaxTime = r.TxTime(pt.kmin), r.TxTime(pt.kmax)
+			}
+		}
+		pt.rate = r
+	}
+	return nil
+}
+
 // LinkUp reports whether link l is up now.
 func (n *Network) LinkUp(l LinkID) bool { return !n.ports[2*l].down }
 

@@ -399,3 +399,40 @@ func TestLinkDown(t *testing.T) {
 		t.Fatal("link 1 still down")
 	}
 }
+
+// TestSetLinkRate degrades ep1's link to a quarter of the rate: the switch
+// egress towards ep1 then serialises every packet at 100 Gb/s, so the
+// stream drains at that rate, while the sender's own link is unchanged.
+func TestSetLinkRate(t *testing.T) {
+	s := sim.New(sim.Config{})
+	n := NewSingleSwitch(s, 2, 400*sim.Gbps, 0)
+	k := bindSinks(n)
+	if err := n.SetLinkRate(1, 100*sim.Gbps); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SetLinkRate(1, 0); err == nil {
+		t.Fatal("SetLinkRate accepted a zero rate")
+	}
+	if got := n.LinkRate(1); got != 100*sim.Gbps {
+		t.Fatalf("LinkRate(1) = %v after degrading it", got)
+	}
+	const N = 50
+	var last sim.Time
+	for i := range N {
+		last = n.Send(mtuPacket(n, 0, 1, 1, uint64(i)))
+	}
+	w := mtuPacket(n, 0, 1, 1, 0).WireLen(false)
+	if want := sim.Time(N * int64(w) * 20); last != want {
+		t.Fatalf("sender's link: last bit leaves at %v, want %v (400 Gb/s)", last, want)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := k[1].got
+	if len(got) != N {
+		t.Fatalf("received %d packets, want %d", len(got), N)
+	}
+	if gap, want := got[N-1].at.Sub(got[N-2].at), (100 * sim.Gbps).TxTime(w); gap != want {
+		t.Fatalf("arrivals %v apart, want %v (100 Gb/s)", gap, want)
+	}
+}

@@ -36,6 +36,8 @@ type propCounts struct {
 	lost          uint64 // packets the links lost
 	dups          uint64 // duplicate requests answered
 	retrans       uint64
+	naks          uint64 // PSN sequence NAKs sent
+	timeouts      uint64 // ACK timeouts that rewound a QP
 	arrived       uint64
 	queued        uint64 // READs/atomics that waited for a responder resource
 	reordered     uint64 // packets that arrived after a packet of their QP sent later
@@ -90,14 +92,16 @@ func faultProperty(t *testing.T, f fabric.Faults, maxDest, seeds int) {
 		tot.lost += c.lost
 		tot.dups += c.dups
 		tot.retrans += c.retrans
+		tot.naks += c.naks
+		tot.timeouts += c.timeouts
 		tot.reordered += c.reordered
 		tot.arrived += c.arrived
 		tot.queued += c.queued
 		tot.fenced += c.fenced
 	}
-	t.Logf("%d seeds (1000..%d): WRITE %d READ %d FETCH_ADD %d CMP_SWAP %d (fenced %d); links lost %d; corrupt arrivals %d = ICRC drops %d; duplicate requests answered %d; packets arrived %d, reordered %d; retransmitted packets %d; READ/atomic queued at responder %d",
-		seeds, 1000+seeds-1, tot.ops[WRWrite], tot.ops[WRRead], tot.ops[WRFetchAdd], tot.ops[WRCmpSwap], tot.fenced, tot.lost, tot.corrupt, tot.icrc, tot.dups, tot.arrived, tot.reordered, tot.retrans, tot.queued)
-	if tot.icrc == 0 || tot.lost == 0 || tot.dups == 0 || tot.reordered == 0 || tot.retrans == 0 || maxDest > 0 && tot.queued == 0 {
+	t.Logf("%d seeds (1000..%d): WRITE %d READ %d FETCH_ADD %d CMP_SWAP %d (fenced %d); links lost %d; corrupt arrivals %d = ICRC drops %d; duplicate requests answered %d; packets arrived %d, reordered %d; retransmitted packets %d (sequence NAKs %d, timeouts %d); READ/atomic queued at responder %d",
+		seeds, 1000+seeds-1, tot.ops[WRWrite], tot.ops[WRRead], tot.ops[WRFetchAdd], tot.ops[WRCmpSwap], tot.fenced, tot.lost, tot.corrupt, tot.icrc, tot.dups, tot.arrived, tot.reordered, tot.retrans, tot.naks, tot.timeouts, tot.queued)
+	if tot.icrc == 0 || tot.lost == 0 || tot.dups == 0 || tot.reordered == 0 || tot.retrans == 0 || tot.naks == 0 || tot.timeouts == 0 || maxDest > 0 && tot.queued == 0 {
 		t.Errorf("a fault kind was never exercised: %+v", tot)
 	}
 }
@@ -301,6 +305,8 @@ func runFaultProperty(t *testing.T, f fabric.Faults, maxDest int, seed uint64) p
 		cnt.icrc += st.ICRCErrors
 		cnt.dups += st.DupRequests
 		cnt.retrans += st.Retransmits
+		cnt.naks += st.SeqNAKs
+		cnt.timeouts += st.Timeouts
 		cnt.queued += st.RdAtomicQueued
 	}
 	for p := range net.Ports() {

@@ -377,6 +377,9 @@ type Stats struct {
 	RateIncreases  uint64 // DCQCN rate-increase events
 	RdAtomicQueued uint64 // incoming READ/atomic requests held back by the MaxDestRdAtomic limit
 	CQOverruns     uint64 // CQs that overran and went to the error state
+	Timeouts       uint64 // local ACK timeouts that rewound a QP (go-back-N from the oldest unacknowledged PSN)
+	SeqNAKs        uint64 // PSN sequence error NAKs this NIC's responders sent (a request packet arrived after a gap)
+	InOrder        uint64 // request packets responders took at the expected PSN: each is executed exactly once
 }
 
 // Stats returns the NIC's counters.

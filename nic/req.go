@@ -634,6 +634,7 @@ func (qp *QP) timerFired() {
 		return
 	}
 	qp.retries--
+	qp.n.stats.Timeouts++
 	qp.timerAt = now.Add(qp.timeout)
 	qp.schedTimer()
 	qp.rewind(psn)

@@ -96,11 +96,13 @@ func (qp *QP) handleRequest(p *fabric.Packet) {
 	case d > 0:
 		if !qp.nakSent {
 			qp.nakSent = true
+			n.stats.SeqNAKs++
 			qp.pushAck(roce.NakSyndrome(roce.NakPSNSeqError), qp.epsn)
 		}
 		n.net.Free(p)
 		return
 	}
+	n.stats.InOrder++
 	switch op := h.Opcode; {
 	case op.IsWrite():
 		qp.recvWrite(p)

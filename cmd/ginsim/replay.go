@@ -11,10 +11,12 @@ import (
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/moe"
 	"github.com/ginsim/ginsim/traces/pcap"
+	"github.com/ginsim/ginsim/traces/sweep"
 	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -32,6 +34,9 @@ type replayFlags struct {
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
 	pcapRanks              []int
+	loss, corrupt          string
+	faults                 []string
+	ibTimeout              uint8
 }
 
 func newReplayCmd() *cobra.Command {
@@ -77,7 +82,34 @@ Output files are written only when the run succeeds.`,
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
+	fl.StringVar(&f.corrupt, "corrupt", "", "corrupt packets on every link with probability `P` (the receiver's ICRC check drops them)")
+	fl.Uint8Var(&f.ibTimeout, "ib-timeout", sweep.DefaultIBTimeout, "the QPs' local ACK timeout code, NCCL_IB_TIMEOUT: 4.096us × 2^`N` (GDAKI and Proxy), what a lost tail waits before go-back-N")
+	fl.StringArrayVar(&f.faults, "fault", nil, "set a field of the cluster's faults section, `PATH=VALUE` (down.link=rank3, down.at=20us, straggler.rank=5, straggler.factor=2, ...); repeatable")
 	return c
+}
+
+// applyFaultFlags sets the cluster faults that replay's flags ask for.
+func applyFaultFlags(spec machine.Spec, f *replayFlags) (machine.Spec, error) {
+	var fields []sweep.Field
+	if f.loss != "" {
+		fields = append(fields, sweep.Field{Path: "loss", Value: sweep.ScalarNode(f.loss)})
+	}
+	if f.corrupt != "" {
+		fields = append(fields, sweep.Field{Path: "corrupt", Value: sweep.ScalarNode(f.corrupt)})
+	}
+	for _, kv := range f.faults {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return spec, Usagef("--fault %q: want PATH=VALUE, such as down.link=rank3", kv)
+		}
+		fields = append(fields, sweep.Field{Path: "faults." + strings.TrimPrefix(k, "faults."), Value: sweep.ScalarNode(v)})
+	}
+	s, err := sweep.SetFields(spec, fields...)
+	if err != nil {
+		return spec, Usagef("faults: %v", err)
+	}
+	return s, nil
 }
 
 // ginBackends builds the GIN backends a communicator may select.
@@ -106,6 +138,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.jobs < 0 {
 		return Usagef("--jobs %d must not be negative", f.jobs)
 	}
+	if f.ibTimeout > 31 {
+		return Usagef("--ib-timeout %d out of range [0, 31]", f.ibTimeout)
+	}
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
@@ -127,6 +162,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
+	if spec, err = applyFaultFlags(spec, f); err != nil {
+		return err
+	}
 	name := defaultReplayTrace
 	var tr *traces.Trace
 	if len(args) == 0 {
@@ -145,7 +183,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		return err
 	}
 	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: ginBackends}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: sweep.Backends(spec, f.ibTimeout)}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

@@ -36,9 +36,10 @@ type Machine struct {
 // Build wires spec into models on s for the given node count: the memory
 // system, the network, one PCIe tree per node (a PCIe switch per GPU
 // holding the GPU and its NICs, as in HGX H100), one NVLink domain per node,
-// and the GPUs, NICs and gin ranks (world rank = node*GPUsPerNode + local).
+// and the GPUs, NICs and gin ranks (world rank = node*GPUsPerNode + local),
+// with the spec's faults installed (faults.go).
 func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
-	if err := spec.Validate(); err != nil {
+	if err := spec.validate(); err != nil {
 		return nil, err
 	}
 	if nodes < 1 || nodes > MaxNodes {
@@ -75,6 +76,9 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machine: cluster %s: %w", spec.Name, err)
 	}
+	if err := applyFaults(cl, &spec, nodes*g); err != nil {
+		return nil, err
+	}
 	m := &Machine{Sim: s, Spec: spec, Profile: prof, Nodes: nodes, Mem: mem.NewSystem(s), Net: cl.Net, Topo: cl}
 	for n := range nodes {
 		bus, nvl := cl.PCIe(n), cl.NVLink(n)
@@ -83,7 +87,7 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 		for l := range g {
 			world := n*g + l
 			name := "n" + strconv.Itoa(n) + "g" + strconv.Itoa(l)
-			gp := gpu.New(s, prof.GPU, name, n, l, m.Mem, bus, cl.GPUDev(n, l), nvl)
+			gp := gpu.New(s, spec.Faults.gpuConfig(prof.GPU, world), name, n, l, m.Mem, bus, cl.GPUDev(n, l), nvl)
 			m.GPUs = append(m.GPUs, gp)
 			r := &gin.Rank{World: world, Node: n, Local: l, GPU: gp, Host: bus.Host()}
 			for j := range k {

@@ -7,6 +7,11 @@
 // the memory system, the packet network, per-node PCIe trees and NVLink
 // domains, GPUs, NICs and the gin.Rank of every GPU.
 //
+// A Spec's optional faults section (Faults) injects what-if impairments when
+// it is built: loss and corruption per link class, a link down and back up,
+// a degraded link, a straggler GPU and a slow proxy CPU, drawn from the
+// run's seeded streams.
+//
 // A Spec is data and is validated without building anything; a Profile is the
 // set of documented timing constants that the Spec's profile name selects.
 package machine

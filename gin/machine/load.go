@@ -100,7 +100,7 @@ func ParseSpec(data []byte, name string) (Spec, error) {
 	if err := decodeStruct(root, reflect.ValueOf(&spec).Elem(), "", name, pos, true); err != nil {
 		return Spec{}, err
 	}
-	if err := spec.Validate(); err != nil {
+	if err := spec.validate(); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			se := &SpecError{File: name, Field: fe.Field, Msg: fe.Msg}

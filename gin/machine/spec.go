@@ -48,6 +48,8 @@ type Spec struct {
 	NVLink NVLinkSpec `yaml:"nvlink"`
 	// Topology describes the switched fabric between NIC ports.
 	Topology Topology `yaml:"topology"`
+	// Faults are what-if impairments (faults.go); zero: none.
+	Faults Faults `yaml:"faults,omitempty"`
 }
 
 // NVLinkSpec is the scale-up domain of one node.

@@ -77,7 +77,7 @@ func TestParseSpecErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown field", "base: h100-ib\nname: x\ngpus_per_nod: 4\n",
-			`c.yaml:3:1: field "gpus_per_nod": unknown field (have name, description, profile, nodes, gpus_per_node, nics_per_gpu, link_rate, nvlink, topology, base)`},
+			`c.yaml:3:1: field "gpus_per_nod": unknown field (have name, description, profile, nodes, gpus_per_node, nics_per_gpu, link_rate, nvlink, topology, faults, base)`},
 		{"bad type", "base: h100-ib\nnodes: many\n", `c.yaml:2:8: field "nodes": cannot unmarshal !!str ` + "`many`" + ` into int`},
 		{"bad rate", "base: h100-ib\nlink_rate: 400 furlongs\n", `c.yaml:2:12: field "link_rate": rate "400 furlongs": want a number with a unit such as 400Gb/s or 50GB/s`},
 		{"nested bad duration", "base: h100-ib\ntopology:\n  switch_latency: soon\n",

@@ -57,6 +57,17 @@ type Config struct {
 	// YieldCost is std::this_thread::yield() between passes: a
 	// sched_yield system call with nothing else runnable (~150 ns).
 	YieldCost sim.Duration
+
+	// AckTimeout is the QPs' IBTA local ACK timeout code
+	// (NCCL_IB_TIMEOUT, default 20: 4.096 us × 2^20 ≈ 4.3 s): how long a
+	// lost tail waits before go-back-N. 0 keeps 20.
+	AckTimeout uint8
+
+	// CPUPermille, when set, scales every CPU cost above for the thread of
+	// world rank w, in per mille (1000: as listed; 2500: 2.5 times
+	// slower): a slow or contended core, for fault injection. nil, or a
+	// value not above 0: as listed.
+	CPUPermille func(world int) int64
 }
 
 // DefaultConfig returns costs for a current x86 server CPU.
@@ -91,6 +102,8 @@ func (c Config) Validate() error {
 		c.InlineCopyCost < 0 || c.PostSendBase < 0 || c.PostSendPerWR < 0 || c.DoorbellIssue < 0 ||
 		c.PollCQCost < 0 || c.CQEReadCost < 0 || c.GDRStoreIssue < 0 || c.YieldCost < 0:
 		return fmt.Errorf("proxy: negative CPU cost")
+	case c.AckTimeout > 31:
+		return fmt.Errorf("proxy: AckTimeout %d out of range [0, 31]", c.AckTimeout)
 	case c.PassCost+c.YieldCost <= 0:
 		return fmt.Errorf("proxy: an idle pass must take time (PassCost+YieldCost > 0)")
 	}

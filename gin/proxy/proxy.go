@@ -279,7 +279,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 				if err != nil {
 					return err
 				}
-				if err := connect(a, z); err != nil {
+				if err := connect(a, z, b.cfg.AckTimeout); err != nil {
 					return err
 				}
 			}
@@ -304,6 +304,9 @@ func (b *Backend) server(world int, g *gpu.GPU) *Server {
 		}
 	}
 	s := newServer(b, fmt.Sprintf("cpu%d/proxy", world), g)
+	if b.cfg.CPUPermille != nil {
+		s.scale = b.cfg.CPUPermille(world)
+	}
 	b.srvs = append(b.srvs, s)
 	return s
 }
@@ -336,8 +339,12 @@ func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
 }
 
 // connect brings the two ends of an RC connection to RTS (NCCL's IB
-// defaults: MTU 4096, timeout 20, retry 7, RNR retry 7).
-func connect(a, z *channel) error {
+// defaults: MTU 4096, timeout 20 unless Config.AckTimeout says, retry 7,
+// RNR retry 7).
+func connect(a, z *channel, timeout uint8) error {
+	if timeout == 0 {
+		timeout = 20
+	}
 	for _, x := range [2][2]*channel{{a, z}, {z, a}} {
 		me, peer := x[0], x[1]
 		ep := peer.nic.Endpoint()
@@ -348,7 +355,7 @@ func connect(a, z *channel) error {
 			MinRNRTimer: 12}); err != nil {
 			return fmt.Errorf("proxy: %s: %w", me.name, err)
 		}
-		if err := me.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: 20, RetryCnt: 7, RNRRetry: 7}); err != nil {
+		if err := me.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: timeout, RetryCnt: 7, RNRRetry: 7}); err != nil {
 			return fmt.Errorf("proxy: %s: %w", me.name, err)
 		}
 	}

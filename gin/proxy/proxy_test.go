@@ -261,3 +261,41 @@ func TestPutValueBytes(t *testing.T) {
 		}
 	}
 }
+
+// A slowed CPU thread (Config.CPUPermille) takes proportionally longer to
+// post the same puts: rank 0's thread at 3000 per mille spends three times
+// the busy CPU time, and the last put lands later, while rank 1's thread
+// is as fast as before.
+func TestSlowCPU(t *testing.T) {
+	run := func(permille int64) (busy0, busy1 sim.Duration, end sim.Time) {
+		pc := proxy.DefaultConfig()
+		if permille > 0 {
+			pc.CPUPermille = func(world int) int64 {
+				if world == 0 {
+					return permille
+				}
+				return 0
+			}
+		}
+		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 3, Proxy: &pc})
+		require.NoError(t, err)
+		e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 0)
+			for i := range 16 {
+				g.Put(e.Dev.World(0), 1, e.Win, uint64(i)*4096, e.Win, 0, 4096, nil, nil)
+			}
+			g.Flush()
+			end = tg.Now()
+		})
+		require.NoError(t, e.Sim.Run())
+		srv := e.Proxy.Servers()
+		require.Len(t, srv, 2)
+		return srv[0].Stats().Busy, srv[1].Stats().Busy, end
+	}
+	b0, b1, end := run(0)
+	s0, s1, slowEnd := run(3000)
+	require.Positive(t, b0)
+	require.Equal(t, 3*b0, s0, "rank 0's busy CPU time")
+	require.Equal(t, b1, s1, "rank 1's busy CPU time")
+	require.Greater(t, slowEnd, end)
+}

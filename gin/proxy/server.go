@@ -22,6 +22,7 @@ type Server struct {
 	conns []connRef
 
 	start   sim.Time
+	scale   int64        // per mille of the listed CPU costs (Config.CPUPermille); 0: as listed
 	busy    sim.Duration // CPU time on steps that did work
 	poll    sim.Duration // CPU time polling without finding anything
 	passes  uint64
@@ -95,13 +96,23 @@ func (s *Server) Stats() ServerStats {
 func (s *Server) add(cs *commState, rank int) { s.conns = append(s.conns, connRef{cs, rank}) }
 
 func (s *Server) work(d sim.Duration) {
+	d = s.scaled(d)
 	s.busy += d
 	s.p.Sleep(d)
 }
 
 func (s *Server) spin(d sim.Duration) {
+	d = s.scaled(d)
 	s.poll += d
 	s.p.Sleep(d)
+}
+
+// scaled applies the thread's CPU slowdown to a listed cost.
+func (s *Server) scaled(d sim.Duration) sim.Duration {
+	if s.scale <= 0 || s.scale == 1000 {
+		return d
+	}
+	return d * sim.Duration(s.scale) / 1000
 }
 
 func (s *Server) tracef(format string, args ...any) {

@@ -348,7 +348,8 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err := e.run(); err != nil {
 		return stepOut{}, err
 	}
-	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.result(&e.disp), Combine: e.result(&e.comb)}
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.result(&e.disp), Combine: e.result(&e.comb),
+		Transport: transportOf(m)}
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.ep, iter: st.iter, layer: st.layer, disp: e.disp, comb: e.comb}

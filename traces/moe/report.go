@@ -43,6 +43,10 @@ type Report struct {
 
 	// Breakdown is the mean over layers of each phase's critical path.
 	Breakdown PhaseBreakdowns `json:"breakdown"`
+	// Transport sums the layers' loss and retransmission counters;
+	// RecvTail is the spread of the ranks' receive-done times.
+	Transport Transport  `json:"transport"`
+	RecvTail  PhaseTails `json:"recv_tail"`
 	// BandwidthDefinition says how the GB/s figures are computed.
 	BandwidthDefinition string `json:"bandwidth_definition"`
 	// Events is the number of simulation events fired, all layers.
@@ -58,6 +62,8 @@ type LayerReport struct {
 
 	Dispatch PhaseReport `json:"dispatch"`
 	Combine  PhaseReport `json:"combine"`
+	// Transport counts the step's losses and retransmissions.
+	Transport Transport `json:"transport"`
 }
 
 // PhaseReport is one dispatch or combine phase.
@@ -201,6 +207,7 @@ func (r *Report) finish() {
 		*b = Breakdown{round3(b.GPUIssueUS), round3(b.ProxyQueueUS), round3(b.DoorbellPCIeUS), round3(b.NICUS),
 			round3(b.WireSwitchUS), round3(b.RemoteWriteUS), round3(b.SignalVisibilityUS), round3(b.TotalUS)}
 	}
+	r.finishTransport()
 }
 
 // WriteJSON writes r as one indented JSON object.
@@ -258,6 +265,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nnccl, iter %d layer %d:\n  dispatch: %v\n  combine:  %v\n", l.Iter, l.Layer, l.Dispatch.NCCL,
 			l.Combine.NCCL)
 	}
+	r.writeTransport(w)
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

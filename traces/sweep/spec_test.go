@@ -1,0 +1,111 @@
+package sweep
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const tinyStudy = `name: tiny
+base:
+  model: deepseek-v3
+  tokens: 4
+  cluster: h100-ib
+list:
+  - {nics_per_gpu: 1}
+  - {nics_per_gpu: 2, link_rate: 200Gb/s}
+grid:
+  backend: [gdaki, proxy]
+  ep: [8, 16]
+`
+
+func TestParseExpands(t *testing.T) {
+	st, err := Parse([]byte(tinyStudy), "tiny.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "tiny", st.Name)
+	assert.Equal(t, []string{"nics_per_gpu", "link_rate", "backend", "ep"}, st.Axes)
+	require.Len(t, st.Points, 8)
+	// List entries outermost, then the grid with its last key fastest.
+	var got [][3]any
+	ids := map[string]bool{}
+	for i, p := range st.Points {
+		assert.Equal(t, i, p.Index)
+		got = append(got, [3]any{p.Cluster.NICsPerGPU, p.Settings.Backend, p.Settings.EP})
+		ids[p.ID] = true
+	}
+	assert.Equal(t, [][3]any{{1, "gdaki", 8}, {1, "gdaki", 16}, {1, "proxy", 8}, {1, "proxy", 16},
+		{2, "gdaki", 8}, {2, "gdaki", 16}, {2, "proxy", 8}, {2, "proxy", 16}}, got)
+	assert.Len(t, ids, 8, "point ids are distinct")
+	assert.Equal(t, "200Gb/s", st.Points[4].Cluster.LinkRate.String())
+	assert.Equal(t, map[string]string{"nics_per_gpu": "2", "link_rate": "200Gb/s", "backend": "gdaki", "ep": "8"},
+		st.Points[4].Values)
+	assert.Equal(t, 4, st.Points[0].Settings.Tokens)
+	// Ids depend on the configuration only: the same study parses to the
+	// same ids; a changed base changes them.
+	again, err := Parse([]byte(tinyStudy), "elsewhere.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, st.Points[3].ID, again.Points[3].ID)
+	other, err := Parse([]byte(tinyStudy+"  seed: [2]\n"), "tiny.yaml")
+	require.NoError(t, err)
+	assert.NotEqual(t, st.Points[3].ID, other.Points[3].ID)
+}
+
+func TestParseFaultAxes(t *testing.T) {
+	st, err := Parse([]byte("grid:\n  loss: [0, 0.1%]\n  faults.straggler.rank: [3]\n  faults.straggler.factor: [2]\n"), "f.yaml")
+	require.NoError(t, err)
+	require.Len(t, st.Points, 2)
+	f := st.Points[1].Cluster.Faults
+	assert.InDelta(t, 0.001, float64(f.Loss.Host), 1e-12)
+	assert.InDelta(t, 0.001, float64(f.Loss.Fabric), 1e-12)
+	assert.Equal(t, 3, f.Straggler.Rank)
+	assert.Zero(t, st.Points[0].Cluster.Faults.Loss.Host)
+	assert.Equal(t, "f", st.Name)
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"grid:\n  backend: [gdaki, gpu]\n", `s.yaml:2:20: field "backend": "gpu": want one of [gdaki proxy nccl]`},
+		{"grid:\n  ep: [8, x]\n", `s.yaml:2:11: field "ep": "x": want a whole number in [1, 4096]`},
+		{"base:\n  nics_per_gpu: 9\n", `s.yaml:2:17: field "nics_per_gpu": cluster field "nics_per_gpu": 9 out of range [1, 8]`},
+		{"grid:\n  topology.kind: [torus]\n", `s.yaml:2:19: field "topology.kind": cluster field "topology.kind": unknown kind "torus" (have [single-switch rail-optimized leaf-spine])`},
+		{"grid:\n  loss: [0, 2]\n", `s.yaml:2:13: field "loss": cluster field "faults.loss.host": probability 2 out of range [0, 1]`},
+		{"grid:\n  faults.loss.core: [0.1]\n", `s.yaml:2:22: field "faults.loss.core": cluster field "faults.loss.core": unknown field (have host, fabric)`},
+		{"base:\n  cluster: nosuch\n", `s.yaml:2:12: field "cluster": "nosuch" is neither a preset (h100-ib h200-nvl h800-cx7) nor a file`},
+		{"base:\n  model: gpt-9\n", `s.yaml:2:10: field "model": traces: unknown model "gpt-9"`},
+		{"gird:\n  ep: [8]\n", `s.yaml:1:1: field "gird": unknown field (have name, description, base, grid, list)`},
+		{"grid:\n  ep: []\n", `s.yaml:2:7: field "grid.ep": no values`},
+		{"list:\n  - {ep: 8}\ngrid:\n  ep: [16]\n", `s.yaml:4:8: field "grid.ep": set by both grid and list`},
+		{"grid:\n  ep: [8, 8]\n", `s.yaml: points 0 and 1 are the same configuration`},
+		{"base:\n  cluster: h200-nvl\n  ep: 16\n", `s.yaml: field "ep": EP 16 on cluster h200-nvl: machine: field "nodes": cluster "h200-nvl" has 1 nodes; EP 16 needs 2`},
+		{"base: [1\n", `s.yaml:1: did not find expected ',' or ']'`},
+		{"- 1\n", `s.yaml:1:1: want a mapping with name, base, grid and/or list`},
+		{"", `s.yaml: empty file`},
+	} {
+		_, err := Parse([]byte(c.yaml), "s.yaml")
+		require.Error(t, err, c.yaml)
+		assert.True(t, strings.HasPrefix(err.Error(), c.want), "got  %s\nwant %s", err, c.want)
+		assert.True(t, errors.Is(err, ErrInvalid), c.yaml)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(tinyStudy))
+	f.Add([]byte("grid:\n  loss: [0, 0.1%]\n"))
+	f.Add([]byte("list:\n  - {ep: 8, backend: proxy}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parse(b, "f.yaml", 64)
+		if err != nil {
+			return
+		}
+		ids := map[string]bool{}
+		for i, p := range st.Points {
+			if p.Index != i || ids[p.ID] {
+				t.Fatalf("point %d: index %d, id %s repeated %v", i, p.Index, p.ID, ids[p.ID])
+			}
+			ids[p.ID] = true
+		}
+	})
+}
