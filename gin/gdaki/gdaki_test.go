@@ -227,3 +227,5 @@ func TestFlushThenMatchesFlush(t *testing.T) {
 		require.Equal(t, wantEnd, gotEnd, "get=%v", get)
 	}
 }
+
+func TestLoopback(t *testing.T) { backendtest.Loopback(t, backend) }

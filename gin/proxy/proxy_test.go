@@ -261,3 +261,5 @@ func TestPutValueBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestLoopback(t *testing.T) { backendtest.Loopback(t, backend) }
