@@ -93,6 +93,7 @@ type DevComm struct {
 
 	track     map[trackKey]*tracker
 	waits     map[*gpu.Group]*waitDesc
+	own       map[ownKey]ResetStore // resets whose store a group issued and has not seen land
 	peerCache [][]int
 	hook      Hook
 }

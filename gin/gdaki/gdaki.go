@@ -489,9 +489,9 @@ func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 }
 
 // ResetSignal implements gin.Backend: a GPU store of 0.
-func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	r, off := b.SignalWord(dc, rank, ctx, id)
-	t.Store64(r, off, 0)
+	return gin.ResetStore{Landed: t.Store64(r, off, 0)}
 }
 
 // SignalOffset implements gin.Backend: GDAKI resets by storing 0.

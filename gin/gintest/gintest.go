@@ -161,13 +161,14 @@ func (f *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 }
 
 // ResetSignal implements gin.Backend.
-func (f *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (f *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	r, off := f.SignalWord(dc, rank, ctx, id)
 	if f.OffsetReset {
-		f.offsets[rank][ctx*dc.SignalCount()+id] = r.Load64(off)
-		return
+		v := r.Load64(off)
+		f.offsets[rank][ctx*dc.SignalCount()+id] = v
+		return gin.ResetStore{Landed: t.Now(), Offset: true, Value: v}
 	}
-	t.Store64(r, off, 0)
+	return gin.ResetStore{Landed: t.Store64(r, off, 0)}
 }
 
 // SignalOffset implements gin.Backend.

@@ -436,16 +436,15 @@ func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 
 // ResetSignal implements gin.Backend: 2.30 (backend v2) records the current
 // value in signalOffsets; 2.28 stores 0.
-func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	cs := b.state(dc)
 	rs := &cs.ranks[rank]
 	off := 8 * uint64(id)
 	if cs.resetByOff {
 		v := t.Load64(rs.sig[ctx], off)
-		t.Store64(rs.sigOff[ctx], off, v)
-		return
+		return gin.ResetStore{Landed: t.Store64(rs.sigOff[ctx], off, v), Offset: true, Value: v}
 	}
-	t.Store64(rs.sig[ctx], off, 0)
+	return gin.ResetStore{Landed: t.Store64(rs.sig[ctx], off, 0)}
 }
 
 // SignalOffset implements gin.Backend.

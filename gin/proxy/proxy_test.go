@@ -263,3 +263,9 @@ func TestPutValueBytes(t *testing.T) {
 }
 
 func TestLoopback(t *testing.T) { backendtest.Loopback(t, backend) }
+
+func TestResetThenWait(t *testing.T) {
+	for _, v := range []gin.Version{gin.V2_28, gin.V2_30} {
+		t.Run(v.String(), func(t *testing.T) { backendtest.ResetThenWait(t, backend, v) })
+	}
+}

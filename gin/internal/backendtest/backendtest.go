@@ -334,3 +334,39 @@ func Loopback(t *testing.T, backend string) {
 	assert.Equal(t, pattern, got, "self put's bytes once its signal is seen")
 	assert.Equal(t, []bool{true, true}, left, "both ranks left the Put and Put|Get fenced barriers")
 }
+
+// ResetThenWait (spec 2.2 resetSignal): rank 1 signals rank 0 five times;
+// rank 0 waits for 5, resets, and at once waits for 1. A group sees its own
+// reset store even while it is in flight, so the wait returns 1 only after
+// rank 1's sixth signal, sent 50 us later, and that update (legal: issued
+// after the reset) is not reported as racing with the reset (which the
+// Proxy's 2.30 reset-by-offset did).
+func ResetThenWait(t *testing.T, backend string, v gin.Version) {
+	t.Helper()
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Version: v})
+	require.NoError(t, err)
+	const late = 50 * sim.Microsecond
+	var got, read uint64
+	var at sim.Time
+	e.Ranks[0].GPU.Launch("recv", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 0, 0)
+		g.WaitSignal(0, 5, 64)
+		g.ResetSignal(0)
+		got = g.WaitSignal(0, 1, 64)
+		at = tg.Now()
+		g.ResetSignal(0)
+		read = g.ReadSignal(0, 64)
+	})
+	e.Ranks[1].GPU.Launch("send", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 1, 0)
+		for range 5 {
+			g.Signal(e.Dev.World(1), 0, gin.SignalInc{Signal: 0})
+		}
+		tg.Sleep(late)
+		g.Signal(e.Dev.World(1), 0, gin.SignalInc{Signal: 0})
+	})
+	require.NoError(t, e.Sim.Run())
+	assert.Equal(t, uint64(0), read, "readSignal right after the second resetSignal")
+	assert.Equal(t, uint64(1), got, "waitSignal(1) after the reset")
+	assert.GreaterOrEqual(t, at, sim.Time(0).Add(late), "waitSignal(1) returned before the post-reset signal was sent")
+}
