@@ -132,6 +132,9 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		if req.WorldGinBarrierCount > 0 {
 			return nil, errors.New("gin: ncclDevCommCreate: worldGinBarrierCount does not exist in 2.28")
 		}
+		if req.GinQueueDepth > 0 {
+			return nil, errors.New("gin: ncclDevCommCreate: ginQueueDepth does not exist in 2.28")
+		}
 		nodes := c.ranks[len(c.ranks)-1].Node != c.ranks[0].Node
 		dc.gin = nodes || ginRes
 		conn = ConnFull
@@ -157,26 +160,31 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		}
 		return 1
 	}
+	// 2.30: the hybrid barrier's sets come first ([0, barrierCount)), the
+	// user's after them; 2.28: one shared set of max(barrierCount, x), and
+	// no world GIN barriers.
 	nRail := req.BarrierCount + req.RailGinBarrierCount
-	if !dc.gin {
-		nRail = 0
-	}
-	dc.railGin = barrierSet{base: dc.signals, count: nRail, width: width(rail), rail: true}
-	dc.signals += nRail * dc.railGin.width
 	nWorld := req.WorldGinBarrierCount
 	if conn != ConnRail {
 		nWorld += req.BarrierCount
 	}
-	if !dc.gin {
+	dc.lsaBarriers = req.BarrierCount + req.LSABarrierCount
+	if !p.HybridBarrierSets {
+		nRail = max(req.BarrierCount, req.RailGinBarrierCount)
 		nWorld = 0
+		dc.lsaBarriers = max(req.BarrierCount, req.LSABarrierCount)
 	}
+	if !dc.gin {
+		nRail, nWorld = 0, 0
+	}
+	dc.railGin = barrierSet{base: dc.signals, count: nRail, width: width(rail), rail: true}
+	dc.signals += nRail * dc.railGin.width
 	dc.worldGin = barrierSet{base: dc.signals, count: nWorld, width: width(n)}
 	dc.signals += nWorld * dc.worldGin.width
 	if !dc.gin {
 		dc.signals, dc.counters = 0, 0
 	}
 	// LSA barriers: unicast inboxes in each rank's resource buffer.
-	dc.lsaBarriers = req.BarrierCount + req.LSABarrierCount
 	if dc.lsaBarriers > 0 {
 		dc.lsaInbox = make([]*mem.Region, n)
 		dc.lsaEpoch = make([]uint64, n*dc.lsaBarriers)
@@ -344,6 +352,16 @@ func (dc *DevComm) WorldGinBarrierSignals() (base, width, count int) {
 
 // LSABarrierCount returns the LSA barriers (hybrid ones first).
 func (dc *DevComm) LSABarrierCount() int { return dc.lsaBarriers }
+
+// UserBarrierBase returns where the user's barriers start in the LSA and
+// GIN barrier sets: after the hybrid barrier's barrierCount in 2.30, at 0
+// in 2.28 (shared).
+func (dc *DevComm) UserBarrierBase() int {
+	if dc.c.prof.HybridBarrierSets {
+		return dc.req.BarrierCount
+	}
+	return 0
+}
 
 // LSAInbox returns rank's LSA barrier inbox region and the offset of the
 // word of barrier b written by LSA peer from.

@@ -692,7 +692,9 @@ func (g *Gin) WaitSignalFollowShadow(id int, leastDelta uint64, bits int) (befor
 	sh := &g.dc.shadows[g.rank][g.ctx*g.dc.signals+id]
 	before = *sh
 	v := g.waitSignal(id, before+leastDelta, bits)
-	*sh = v
+	if g.dc.c.prof.FollowShadowStores {
+		*sh = v
+	}
 	return before, (v - before) & mask(bits)
 }
 

@@ -139,7 +139,11 @@ func goProgram(w *world, v gin.Version) {
 				g.Wait(q)
 			}
 			g.Flush()
-			g.GinBarrier(gin.BarrierRailGin, 1, false).Sync(gin.OrderAcqRel, gin.FencePut)
+			fence := gin.FencePut // 2.28 has the Relaxed fence level only
+			if v == gin.V2_28 {
+				fence = gin.FenceNone
+			}
+			g.GinBarrier(gin.BarrierRailGin, 0, false).Sync(gin.OrderAcqRel, fence)
 			l := lsa.New(dc, t, r)
 			l.CopyFrom(1-dc.LSA(r).Rank, w.buf, 40960, w.buf, 0, 2048)
 			l.Store(1-dc.LSA(r).Rank, w.flg, 512, 7)
