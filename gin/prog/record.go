@@ -157,6 +157,9 @@ func (r *Recorder) Call(t *gpu.Group, rank, ctx int, c *gin.Call) {
 		if b.Fence&gin.FenceGet != 0 {
 			op.Fence = append(op.Fence, "get")
 		}
+		if b.Fence == gin.FenceNone && c.Op == gin.CallBarrier {
+			op.Fence = []string{"none"} // absent is NCCL's default
+		}
 	case gin.CallCompute:
 		op.Op, op.Ps = "compute", int64(c.Duration)
 	case gin.CallSleep:

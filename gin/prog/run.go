@@ -126,12 +126,18 @@ func order(s string) gin.MemoryOrder {
 	return gin.MemoryOrder(slices.Index(orders, s))
 }
 
-func fence(fs []string) gin.FenceLevel {
+// fence is the barrier fence of fs; none given is NCCL's default, Put|Get
+// where fence levels exist (2.30, gin_barrier.h@230 L70-71).
+func (r *runner) fence(fs []string) gin.FenceLevel {
+	if fs == nil && r.dc.Profile().HasBarrierFences {
+		return gin.FencePut | gin.FenceGet
+	}
 	var f gin.FenceLevel
 	for _, s := range fs {
-		if s == "put" {
+		switch s {
+		case "put":
 			f |= gin.FencePut
-		} else {
+		case "get":
 			f |= gin.FenceGet
 		}
 	}
@@ -213,15 +219,15 @@ func (r *runner) run(t *gpu.Group) {
 		case "barrier":
 			switch op.Kind {
 			case "rail_gin":
-				g.GinBarrier(gin.BarrierRailGin, op.Index, op.All).Sync(order(op.Order), fence(op.Fence))
+				g.GinBarrier(gin.BarrierRailGin, op.Index, op.All).Sync(order(op.Order), r.fence(op.Fence))
 			case "world_gin":
-				g.GinBarrier(gin.BarrierWorldGin, op.Index, op.All).Sync(order(op.Order), fence(op.Fence))
+				g.GinBarrier(gin.BarrierWorldGin, op.Index, op.All).Sync(order(op.Order), r.fence(op.Fence))
 			case "lsa":
 				if b := lsa.New(dc, t, rank).Barrier(op.Index); b != nil {
 					b.Sync(order(op.Order))
 				}
 			case "hybrid":
-				lsa.NewSession(dc, t, rank, op.Ctx, op.Index).Sync(order(op.Order), fence(op.Fence))
+				lsa.NewSession(dc, t, rank, op.Ctx, op.Index).Sync(order(op.Order), r.fence(op.Fence))
 			}
 		case "sleep":
 			t.Sleep(sim.Duration(op.Ps))
