@@ -138,7 +138,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 	t := g.t
 	ctxs := []int{g.ctx}
 	if b.all {
-		ctxs = make([]int, dc.nCtx)
+		ctxs = make([]int, dc.nReq) // ginContextCount: the request (M5)
 		for i := range ctxs {
 			ctxs[i] = i
 		}

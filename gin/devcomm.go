@@ -80,6 +80,7 @@ type DevComm struct {
 	gin     bool
 
 	nConn, perConn, nCtx   int
+	nReq                   int // ginContextCount as NCCL reports it (the request in 2.30)
 	userSignals, signals   int
 	userCounters, counters int
 
@@ -249,7 +250,7 @@ func (dc *DevComm) sizeContexts() {
 			n = 4
 		}
 		dc.nCtx = min(4, n)
-		dc.nConn, dc.perConn = dc.nCtx, 1
+		dc.nConn, dc.perConn, dc.nReq = dc.nCtx, 1, dc.nCtx
 		return
 	}
 	conn := c.cfg.NConnections
@@ -268,6 +269,7 @@ func (dc *DevComm) sizeContexts() {
 	dc.nConn = conn
 	dc.perConn = (hint + conn - 1) / conn
 	dc.nCtx = dc.perConn * conn
+	dc.nReq = hint
 }
 
 // Comm returns the communicator.
@@ -288,8 +290,13 @@ func (dc *DevComm) Backend() Backend { return dc.backend }
 // HasGin reports whether GIN is connected.
 func (dc *DevComm) HasGin() bool { return dc.gin }
 
-// ContextCount returns devComm.ginContextCount.
-func (dc *DevComm) ContextCount() int { return dc.nCtx }
+// ContextCount returns devComm.ginContextCount: in 2.30 the requested
+// count (gin_host.cc@230 L210-222), which CreatedContexts rounds up.
+func (dc *DevComm) ContextCount() int { return dc.nReq }
+
+// CreatedContexts returns the contexts the backend creates: 2.30 rounds
+// the request up to a multiple of the connections.
+func (dc *DevComm) CreatedContexts() int { return dc.nCtx }
 
 // Connections returns the GIN connections per rank.
 func (dc *DevComm) Connections() int { return dc.nConn }

@@ -67,8 +67,8 @@ func (dc *DevComm) GinShared(t *gpu.Group, rank, ctx int, mode Sharing) *Gin {
 	switch {
 	case !dc.gin:
 		g.fail("ncclGin", ErrNoGin, "")
-	case ctx < 0 || ctx >= dc.nCtx:
-		g.fail("ncclGin", ErrContext, fmt.Sprintf("context %d of %d", ctx, dc.nCtx))
+	case ctx < 0 || ctx >= dc.nReq:
+		g.fail("ncclGin", ErrContext, fmt.Sprintf("context %d of %d", ctx, dc.nReq))
 	case mode != SharingGPU && !dc.c.prof.HasSharingModes:
 		g.fail("ncclGin", ErrUnsupported, "resource-sharing modes")
 	}

@@ -92,3 +92,25 @@ func TestHybridBarrierSetsSeparateFrom230(t *testing.T) {
 		require.NoError(t, cl.s.Run())
 	}
 }
+
+// gin-semantics-review M5: 2.30 sets devComm.ginContextCount to the
+// requested count and creates ROUNDUP(count, nConnections) contexts
+// (gin_host.cc@230 L210-222): ContextCount reports the request, the
+// backend gets the rounded count, and an AllContexts barrier signals the
+// requested contexts only.
+func TestContextCountIsRequested(t *testing.T) {
+	for _, hint := range []int{1, 3} {
+		cl := newCluster(t, 2, 1, V2_30)
+		comm, err := NewComm(cl.ranks, CommConfig{Version: V2_30, NConnections: 2, Backends: map[Type]Backend{TypeProxy: cl.fb}})
+		require.NoError(t, err)
+		dc, err := comm.DevCommCreate(Requirements{GinContextCount: hint, WorldGinBarrierCount: 1, ConnectionType: ConnFull})
+		require.NoError(t, err)
+		require.Equal(t, hint, dc.ContextCount(), "ginContextCount")
+		require.Equal(t, (hint+1)/2*2, dc.CreatedContexts(), "contexts created")
+		cl.launch("b", 32, func(t *gpu.Group, rank int) {
+			dc.Gin(t, rank, 0).GinBarrier(BarrierWorldGin, 0, true).Sync(OrderAcqRel, FenceNone)
+		})
+		require.NoError(t, cl.s.Run())
+		require.Equal(t, uint64(2*hint), cl.fb.Stats().Ops, "hint %d: one signal per rank and requested context", hint)
+	}
+}

@@ -187,7 +187,7 @@ func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 // and CQ rings in GPU memory, and with counters a loopback companion pair.
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1),
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1),
 		nsig: dc.SignalCount(), nctr: dc.CounterCount(), depth: b.cfg.QueueDepth}
 	if q := dc.QueueDepth(); q > 0 {
 		if q&(q-1) != 0 {

@@ -53,7 +53,7 @@ func (f *Backend) Name() string { return "gintest" }
 func (f *Backend) Connect(dc *gin.DevComm) error {
 	f.dc = dc
 	c := dc.Comm()
-	n, nc := c.Size(), dc.ContextCount()
+	n, nc := c.Size(), dc.CreatedContexts()
 	for i := 0; i < n; i++ {
 		g := c.Rank(i).GPU
 		f.sig = append(f.sig, g.Alloc(fmt.Sprintf("gintest/sig/r%d", i), sim.Bytes(8*max(1, nc*dc.SignalCount())), false))

@@ -222,7 +222,7 @@ func (cs *commState) ch(rank, ctx, peer int) *channel {
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
 	prof := dc.Profile()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
 		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset, b: b}
 	if prof.GFDSize == 128 {
 		cs.ver = GFDv2
