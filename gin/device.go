@@ -380,6 +380,9 @@ func (g *Gin) PutValue(team Team, peer int, dst *Window, dstOff uint64, value ui
 	g.record(Call{Op: CallPutValue, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Value: value, Size: size, Remote: remote, Opts: g.op})
 	g.op = Op{Kind: OpPutValue, Peer: w, Dst: dst, DstOff: dstOff, Value: value, ValueSize: size, Remote: remote,
 		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	if g.dc.c.cfg.Mutations&MutPutValueWide != 0 {
+		g.op.ValueSize = 8
+	}
 	g.issue()
 }
 
@@ -543,6 +546,18 @@ func (g *Gin) Wait(r Request) {
 	g.t.Sync()
 }
 
+// lessEq is the waits' compare: RollingLessEq, or a mutant's.
+func (dc *DevComm) lessEq(a, b uint64, bits int) bool {
+	if m := dc.c.cfg.Mutations; m&(MutWaitStrict|MutWaitNoRolling) != 0 {
+		a, b = a&mask(bits), b&mask(bits)
+		if m&MutWaitStrict != 0 {
+			return RollingLessEq(a+1, b, bits)
+		}
+		return a <= b
+	}
+	return RollingLessEq(a, b, bits)
+}
+
 // signalWord returns the word of signal id of this context and its offset.
 func (g *Gin) signalWord(id int) (*mem.Region, uint64, uint64) {
 	r, off := g.dc.backend.SignalWord(g.dc, g.rank, g.ctx, id)
@@ -634,7 +649,7 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	}
 	d := g.dc.wait(g, what, id, least, bits, o, r, off)
 	k := ownKey{g.t, g.ctx, id, false}
-	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return RollingLessEq(least+o, g.seenRaw(k, v), bits) })
+	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
 	d.active = false
 	g.t.Sync()
@@ -711,6 +726,9 @@ func (g *Gin) ResetSignal(id int) {
 	g.record(Call{Op: CallResetSignal, Signal: id})
 	g.dc.shadows[g.rank][g.ctx*g.dc.signals+id] = 0
 	tr := g.dc.beginReset(g, op, false, id)
+	if g.dc.c.cfg.Mutations&MutResetNoStore != 0 {
+		return
+	}
 	s := g.dc.backend.ResetSignal(g.t, g.dc, g.rank, g.ctx, id)
 	g.noteOwnReset(ownKey{g.t, g.ctx, id, false}, s)
 	r, off, o := g.signalWord(id)
@@ -748,7 +766,7 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	r, off := g.counterWord(id)
 	d := g.dc.wait(g, "counter", id, least, cb, 0, r, off)
 	k := ownKey{g.t, g.ctx, id, true}
-	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return RollingLessEq(least, g.seenRaw(k, v), cb) })
+	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
 	d.active = false
 	g.t.Sync()

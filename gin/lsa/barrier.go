@@ -39,7 +39,7 @@ func (b *Barrier) Arrive(ord gin.MemoryOrder) {
 	l := b.l
 	t := l.t
 	t.Sync()
-	if ord == gin.OrderRelease || ord == gin.OrderAcqRel {
+	if (ord == gin.OrderRelease || ord == gin.OrderAcqRel) && l.dc.Comm().Config().Mutations&gin.MutLSABarrierNoFence == 0 {
 		t.Fence(gpu.ScopeSystem)
 	}
 	n := l.team.NRanks

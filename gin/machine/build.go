@@ -38,6 +38,13 @@ type Machine struct {
 // holding the GPU and its NICs, as in HGX H100), one NVLink domain per node,
 // and the GPUs, NICs and gin ranks (world rank = node*GPUsPerNode + local).
 func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
+	return BuildTuned(s, spec, nodes, nil)
+}
+
+// BuildTuned is Build with tune (nil: none) applied to the hardware
+// profile first: schedule exploration perturbs timing and switches
+// mutants through it.
+func BuildTuned(s *sim.Sim, spec Spec, nodes int, tune func(*Profile)) (*Machine, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -49,6 +56,9 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 			spec.Name, spec.Nodes, nodes)}
 	}
 	prof, _ := profileByName(spec.Profile)
+	if tune != nil {
+		tune(&prof)
+	}
 	prof.NVLink.PortRate = sim.BitRate(spec.NVLink.Bandwidth)
 	prof.NVLink.Latency = sim.Duration(spec.NVLink.Latency)
 	if err := prof.NVLink.Validate(); err != nil {
