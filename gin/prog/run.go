@@ -200,7 +200,7 @@ func (r *runner) run(t *gpu.Group) {
 		var b []byte
 		w := func(name string) *gin.Window { return r.wins[name] }
 		var g *gin.Gin
-		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
+		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && op.Op != "read" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
 			g = h(op.Ctx)
 			if op.Release != nil {
 				g.SetRelease(scope(op.Release[0]), scope(op.Release[1]))

@@ -27,6 +27,8 @@ func (k Kind) String() string {
 		return "rule"
 	case NonGuarantee:
 		return "non-guarantee"
+	case programKind:
+		return "program"
 	}
 	return "guarantee"
 }

@@ -184,6 +184,12 @@ func (r *Runner) runOne(t *Test, b string, v gin.Version) Result {
 	res := Result{Name: t.Name, Guarantee: t.Spec, Kind: t.Kind.String(), Backend: b, NCCL: v.String()}
 	f := t.Program(v, b)
 	var first *Outcome
+	if t.Kind == programKind && r.opt.Schedule != nil {
+		// A replayed race compares with the unperturbed schedule.
+		if o := r.exec(t, f, b, v, Explore(0)); o.Err == nil {
+			first = o
+		}
+	}
 	for _, s := range r.schedules() {
 		if res.Schedules > 0 && r.stop() {
 			break
@@ -196,11 +202,12 @@ func (r *Runner) runOne(t *Test, b string, v gin.Version) Result {
 				first = o
 			} else if err := sameOutcome(f, first, o); err != nil {
 				vd.bad = fmt.Errorf("the outcome depends on the schedule (a race on what GIN does not order): %v (schedule %v vs %v)", err, Explore(0), s)
+				// Shrinking compares with schedule 0; keep it first.
 			}
 		}
 		switch {
 		case vd.bad != nil:
-			s, f2 := r.shrink(t, f, b, v, s)
+			s, f2 := r.shrink(t, f, b, v, s, class(vd.bad))
 			res.Failure = vd.bad.Error()
 			res.Replay = r.replay(t, b, v, s)
 			if len(opsOf(f2)) < len(opsOf(f)) {
@@ -237,30 +244,53 @@ func (r *Runner) replay(t *Test, b string, v gin.Version, s Schedule) string {
 	return cmd
 }
 
-// fails reports whether schedule s of program f still breaks t.
-func (r *Runner) fails(t *Test, f *prog.File, b string, v gin.Version, s Schedule) bool {
+// errRace classes a schedule-dependent outcome.
+var errRace = errors.New("race")
+
+// class is what shrinking must preserve of a failure: the gin error kind,
+// a deadlock, a race, or any other failure.
+func class(err error) error {
+	var ge *gin.Error
+	var de *gin.DeadlockError
+	switch {
+	case errors.As(err, &ge):
+		return ge.Kind
+	case errors.As(err, &de):
+		return gin.ErrDeadlock
+	case strings.Contains(err.Error(), "depends on the schedule"):
+		return errRace
+	}
+	return nil
+}
+
+// fails reports whether schedule s of program f still breaks t the same
+// way (class want).
+func (r *Runner) fails(t *Test, f *prog.File, b string, v gin.Version, s Schedule, want error) bool {
 	o := r.exec(t, f, b, v, s)
 	vd := r.judge(t, o)
-	if vd.bad != nil {
-		return true
+	if t.Kind != programKind {
+		return vd.bad != nil
 	}
-	if t.Kind == programKind {
+	if want == errRace {
+		if o.Err != nil {
+			return false
+		}
 		base := r.exec(t, f, b, v, Explore(0))
 		return base.Err == nil && sameOutcome(f, base, o) != nil
 	}
-	return false
+	return vd.bad != nil && class(vd.bad) == want
 }
 
 // shrink makes a failure smaller: fewer schedule perturbations, then (for
 // user programs) fewer ops, as long as it still fails.
-func (r *Runner) shrink(t *Test, f *prog.File, b string, v gin.Version, s Schedule) (Schedule, *prog.File) {
+func (r *Runner) shrink(t *Test, f *prog.File, b string, v gin.Version, s Schedule, want error) (Schedule, *prog.File) {
 	if r.opt.Schedule != nil {
 		return s, f
 	}
 	for again := true; again; {
 		again = false
 		for _, c := range s.simpler() {
-			if r.fails(t, f, b, v, c) {
+			if r.fails(t, f, b, v, c, want) {
 				s, again = c, true
 				break
 			}
@@ -275,7 +305,7 @@ func (r *Runner) shrink(t *Test, f *prog.File, b string, v gin.Version, s Schedu
 			for oi := range f.Programs[pi].Ops {
 				tries++
 				g := withoutOp(f, pi, oi)
-				if r.fails(t, g, b, v, s) {
+				if r.fails(t, g, b, v, s, want) {
 					f, removed = g, true
 					break
 				}
@@ -305,10 +335,6 @@ func withoutOp(f *prog.File, pi, oi int) *prog.File {
 	g.Programs[pi].Ops = slices.Delete(slices.Clone(f.Programs[pi].Ops), oi, oi+1)
 	return &g
 }
-
-// simLimit bounds a run's simulated time: the fabric faults make RC
-// retransmissions wait for their timeouts.
-const simLimit = sim.Time(60 * sim.Second)
 
 // exec runs program f of test t once.
 func (r *Runner) exec(t *Test, f *prog.File, b string, v gin.Version, s Schedule) *Outcome {
@@ -367,7 +393,7 @@ func (r *Runner) exec(t *Test, f *prog.File, b string, v gin.Version, s Schedule
 		o.Err = err
 		return o
 	}
-	if err := e.Sim.RunUntil(simLimit); err != nil {
+	if err := e.Sim.Run(); err != nil {
 		o.Err = err
 		return o
 	}
