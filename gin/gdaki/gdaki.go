@@ -546,7 +546,11 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 		_, _, hasSig := gin.SignalOf(op.Remote)
 		_, _, _, hasVA := gin.VASignalOf(op.Remote)
 		if op.Bytes == 0 && (hasSig || hasVA) {
-			break // a zero-byte put with a signal is the signal alone
+			// DOCA's put_signal with no data posts a NOP WQE, then the
+			// ATOMIC (doca_gpunetio_dev_verbs_onesided.cuh as vendored
+			// by NCCL; gin-semantics-review M8): 2 WQEs, 2 CQEs.
+			ch.addWR(nic.WRNop)
+			break
 		}
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
