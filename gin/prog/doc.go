@@ -1,7 +1,7 @@
 // Package prog is the serialisable form of GIN device programs: one
 // Program per (rank, thread group), a flat list of op-level instructions
 // (put, put_value, signal, get, flush, flush_async, wait, wait_signal,
-// wait_counter, read/reset of signals and counters, barrier, sleep,
+// wait_counter, read/reset of signals and counters, read/wait of VA signals, barrier, sleep,
 // compute, lsa_store, and read: a copy of this rank's window bytes, for
 // checking payloads) in versioned JSON. It is deliberately small and
 // explicit, with no expressions or loops, so that a GPU-side interpreter on

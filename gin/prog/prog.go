@@ -110,6 +110,8 @@ var fields = map[string]struct{ need, may []string }{
 	"increase_shadow":  {nil, []string{"ctx", "id", "value"}},
 	"wait_meet_shadow": {nil, []string{"ctx", "id", "bits"}},
 	"read":             {[]string{"src"}, []string{"src_off", "bytes"}},
+	"read_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "bits"}},
+	"wait_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "least", "bits"}},
 }
 
 var (

@@ -250,6 +250,10 @@ func (r *runner) run(t *gpu.Group) {
 			g.IncreaseSignalShadow(op.ID, op.Value)
 		case "wait_meet_shadow":
 			v = g.WaitSignalMeetShadow(op.ID, bits(op.Bits, 64))
+		case "read_va_signal":
+			v = g.ReadVASignal(w(op.Dst), op.DstOff, bits(op.Bits, 64))
+		case "wait_va_signal":
+			v = g.WaitVASignal(w(op.Dst), op.DstOff, op.Least, bits(op.Bits, 64))
 		case "read":
 			b = make([]byte, op.Bytes)
 			t.Read(w(op.Src).Region(rank), op.SrcOff, b)

@@ -405,6 +405,88 @@ func Suite() []Test {
 				return nil
 			},
 		},
+		{
+			Name: "put-after-store", Kind: Guarantee, Backends: ib, Versions: both,
+			Spec: "2.4.5: with the default scopes a put carries the issuing thread's earlier stores to its source (Proxy: system fence; GDAKI: WQE publication's release)",
+			Program: func(v gin.Version, _ string) *prog.File {
+				return file(v, []prog.Op{lsaStore(0, 64, 0x5151515151515151), put(1, 0, dstOff, 4096, inc(0))},
+					[]prog.Op{waitSig(0, 1), read(dstOff+64, 8)})
+			},
+			Allowed: func(o *Outcome) error {
+				return eq(binary.LittleEndian.Uint64(o.B(1, 1)), 0x5151515151515151, "word stored just before the put")
+			},
+		},
+		{
+			Name: "signal-shadow", Kind: Guarantee, Backends: ib, Versions: both,
+			Spec: "2.2 increaseSignalShadow/waitSignalMeetShadow: waits until the signal reaches its shadow",
+			Program: func(v gin.Version, _ string) *prog.File {
+				var p0 []prog.Op
+				for range 3 {
+					p0 = append(p0, put(1, 0, dstOff, 4096, inc(1)))
+				}
+				return file(v, p0, []prog.Op{{Op: "increase_shadow", ID: 1, Value: 3}, {Op: "wait_meet_shadow", ID: 1}, read(dstOff, 4096)})
+			},
+			Allowed: func(o *Outcome) error {
+				if err := eq(o.V(1, 1), 3, "signal when it met its shadow of 3"); err != nil {
+					return err
+				}
+				return same(o, o.B(1, 2), 0, 0, "payload after the shadow was met")
+			},
+		},
+		{
+			Name: "weak-signal-bundled-put", Kind: Guarantee, Backends: ib, Versions: v230,
+			Spec: "2.4.1: a weak signal implies its bundled put is settled",
+			Program: func(v gin.Version, _ string) *prog.File {
+				return file(v, []prog.Op{put(1, 0, dstOff, 256<<10, &prog.Action{Kind: "inc", ID: 2, Weak: true})},
+					[]prog.Op{waitSig(2, 1), read(dstOff, 256<<10)})
+			},
+			Allowed: func(o *Outcome) error { return same(o, o.B(1, 1), 0, 0, "bundled payload after a weak signal") },
+		},
+		{
+			Name: "va-signal-payload", Kind: Guarantee, Backends: ib, Versions: v230,
+			Spec: "2.3 VA signals: a signal on a STRICT_ORDERING window word covers its put like an indexed one",
+			Program: func(v gin.Version, _ string) *prog.File {
+				return file(v, []prog.Op{put(1, 0, dstOff, 256<<10, &prog.Action{Kind: "va_add", Win: "flag", Off: 64, Value: 5})},
+					[]prog.Op{{Op: "wait_va_signal", Dst: "flag", DstOff: 64, Least: 5}, read(dstOff, 256<<10), {Op: "read_va_signal", Dst: "flag", DstOff: 64}})
+			},
+			Allowed: func(o *Outcome) error {
+				if err := eq(o.V(1, 2), 5, "VA signal"); err != nil {
+					return err
+				}
+				return same(o, o.B(1, 1), 0, 0, "payload after a VA signal")
+			},
+		},
+		{
+			Name: "aggregate-doorbell", Kind: Guarantee, Backends: ib, Versions: v230,
+			Spec: "6.4.4: AggregateRequests defers the doorbell to the next non-aggregated call; every op still executes once, in order",
+			Program: func(v gin.Version, _ string) *prog.File {
+				a, b := put(1, 0, dstOff, 64<<10, nil), put(1, 64<<10, dstOff+64<<10, 64<<10, nil)
+				a.Flags, b.Flags = []string{"aggregate"}, []string{"aggregate"}
+				return file(v, []prog.Op{a, b, put(1, 128<<10, dstOff+128<<10, 64<<10, inc(3))},
+					[]prog.Op{waitSig(3, 1), read(dstOff, 192<<10)})
+			},
+			Allowed: func(o *Outcome) error { return same(o, o.B(1, 1), 0, 0, "aggregated puts after the closing signal") },
+		},
+		{
+			Name: "barrier-all-contexts", Kind: Guarantee, Backends: ib, Versions: v230, Setup: Setup{Contexts: 2, WorldGinBarrier: true},
+			Spec: "6.4.1, 2.9: an ncclGinAllContexts barrier with the Put fence makes puts on every context visible",
+			Program: func(v gin.Version, _ string) *prog.File {
+				bar := prog.Op{Op: "barrier", Kind: "world_gin", All: true, Fence: []string{"put"}}
+				return file(v, []prog.Op{putCtx(1, 1, 0, dstOff, big, nil), bar},
+					[]prog.Op{bar, read(dstOff, big)})
+			},
+			Allowed: func(o *Outcome) error { return same(o, o.B(1, 1), 0, 0, "ctx-1 payload after an all-contexts barrier") },
+		},
+		{
+			Name: "barrier-one-context", Kind: NonGuarantee, Backends: ib, Versions: v230, Setup: Setup{Contexts: 2, WorldGinBarrier: true},
+			Spec: "2.4.2, 4.1: a barrier's Put fence covers its own context only: another context's put may still be in flight",
+			Program: func(v gin.Version, _ string) *prog.File {
+				bar := prog.Op{Op: "barrier", Kind: "world_gin", Fence: []string{"put"}}
+				return file(v, []prog.Op{putCtx(1, 1, 0, dstOff, big, nil), bar},
+					[]prog.Op{bar, read(dstOff, big)})
+			},
+			Allowed: func(o *Outcome) error { return same(o, o.B(1, 1), 0, 0, "ctx-1 payload after a ctx-0 barrier") },
+		},
 		// Usage rules: the front end reports the violation.
 		{
 			Name: "rule-inc-add-mix", Kind: Rule, Backends: ib, Versions: both, Expect: gin.ErrMixedSignalOps,
