@@ -43,6 +43,11 @@ type EnvConfig struct {
 	// Tune, when set, adjusts the hardware profile before the machine is
 	// built (timing perturbation, mutants).
 	Tune func(*machine.Profile)
+	// FourRanks makes the GIN communicator two nodes of two GPUs (ranks
+	// 0-3) instead of one GPU on each of two nodes.
+	FourRanks bool
+	// BarrierCount is the devComm's barrierCount (hybrid barriers).
+	BarrierCount int
 	// Mutations are the gin front end's mutants (gin/verify).
 	Mutations gin.Mutations
 	// Strict registers a second 4 KiB window "flag" with
@@ -98,6 +103,9 @@ func NewEnv(c EnvConfig) (*Env, error) {
 	}
 	e := &Env{Sim: s, Machine: m}
 	pick := []int{0, 2} // one GPU on each node
+	if c.FourRanks && c.Backend != "lsa" {
+		pick = []int{0, 1, 2, 3} // two nodes of two GPUs: LSA teams {0,1}, {2,3}
+	}
 	if c.Backend == "lsa" {
 		pick = []int{0, 1}
 	}
@@ -144,7 +152,7 @@ func NewEnv(c EnvConfig) (*Env, error) {
 	}
 	req := gin.Requirements{GinContextCount: max(c.Contexts, 1), GinSignalCount: max(c.Signals, 4),
 		GinCounterCount: counters, GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ,
-		WorldGinBarrierCount: c.WorldGinBarriers, RailGinBarrierCount: c.RailGinBarriers}
+		WorldGinBarrierCount: c.WorldGinBarriers, RailGinBarrierCount: c.RailGinBarriers, BarrierCount: c.BarrierCount}
 	if e.Dev, err = e.Comm.DevCommCreate(req); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

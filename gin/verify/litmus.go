@@ -63,6 +63,11 @@ type Setup struct {
 	RailGinBarriers int
 	WorldGinBarrier bool // 2.30 only
 	LSABarriers     int
+	// FourRanks runs on two nodes of two GPUs (GIN backends): LSA teams
+	// {0,1} and {2,3}, rail teams {0,2} and {1,3}.
+	FourRanks bool
+	// Barriers is barrierCount (hybrid barriers).
+	Barriers int
 }
 
 // Outcome is what one run of a test's program produced.
@@ -114,6 +119,14 @@ func file(v gin.Version, p0, p1 []prog.Op) *prog.File {
 		f.Programs = append(f.Programs, prog.Program{Rank: 1, Group: "r1", Threads: 32, Ops: p1})
 	}
 	return f
+}
+
+// files builds a file of one program per (rank, group, ops).
+func files(v gin.Version, ps ...prog.Program) *prog.File {
+	for i := range ps {
+		ps[i].Threads = 32
+	}
+	return &prog.File{Format: prog.FormatVersion, NCCL: v.String(), Programs: ps}
 }
 
 func inc(id int) *prog.Action { return &prog.Action{Kind: "inc", ID: id} }
@@ -486,6 +499,60 @@ func Suite() []Test {
 					[]prog.Op{bar, read(dstOff, big)})
 			},
 			Allowed: func(o *Outcome) error { return same(o, o.B(1, 1), 0, 0, "ctx-1 payload after a ctx-0 barrier") },
+		},
+		{
+			Name: "hybrid-barrier-put-fence", Kind: Guarantee, Backends: ib, Versions: v230, Setup: Setup{FourRanks: true, Barriers: 1},
+			Spec: "4.3, 2.9: the hybrid (LSA + GIN) barrier with the default Put|Get fence makes every member's earlier puts to me visible",
+			Program: func(v gin.Version, _ string) *prog.File {
+				var ps []prog.Program
+				for r := range 4 {
+					ps = append(ps, prog.Program{Rank: r, Group: fmt.Sprintf("r%d", r), Ops: []prog.Op{
+						put((r+2)%4, 0, dstOff, 256<<10, nil), {Op: "barrier", Kind: "hybrid"}, read(dstOff, 256<<10)}})
+				}
+				return files(v, ps...)
+			},
+			Allowed: func(o *Outcome) error {
+				for r := range 4 {
+					if err := same(o, o.B(r, 2), (r+2)%4, 0, fmt.Sprintf("rank %d: rail peer's put after the hybrid barrier", r)); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "hybrid-barrier-own-sets", Kind: Guarantee, Backends: ib, Versions: both, Setup: Setup{FourRanks: true, Barriers: 1, RailGinBarriers: 1},
+			Spec: "4.3, 1.4: nobody leaves a hybrid barrier before every member entered it, even while a user GIN barrier of the same index runs (2.30: separate sets)",
+			Program: func(v gin.Version, _ string) *prog.File {
+				hyb := prog.Op{Op: "barrier", Kind: "hybrid", Fence: []string{"none"}}
+				user := prog.Op{Op: "barrier", Kind: "rail_gin", Fence: []string{"none"}}
+				ps := []prog.Program{
+					{Rank: 0, Group: "a", Ops: []prog.Op{hyb, {Op: "read_signal", ID: 3}}},
+					{Rank: 1, Group: "a", Ops: []prog.Op{hyb}},
+					{Rank: 2, Group: "a", Ops: []prog.Op{sleep(100), {Op: "signal", Team: "world", Peer: 0, Remote: inc(3)}, hyb}},
+					{Rank: 3, Group: "a", Ops: []prog.Op{hyb}},
+				}
+				if v == gin.V2_30 { // 2.28 shares the sets: a user barrier there would race by design
+					ps = append(ps, prog.Program{Rank: 0, Group: "b", Ops: []prog.Op{user}}, prog.Program{Rank: 2, Group: "b", Ops: []prog.Op{user}})
+				}
+				return files(v, ps...)
+			},
+			Allowed: func(o *Outcome) error {
+				return eq(o.V(0, 1), 1, "rank 2's signal sent before it entered the hybrid barrier, read by rank 0 after it")
+			},
+		},
+		{
+			Name: "no-order-across-peers", Kind: NonGuarantee, Backends: ib, Versions: both, Setup: Setup{FourRanks: true},
+			Spec: "2.4.2: no ordering across peers: rank 0's signal to rank 3, relayed to rank 2, can beat rank 0's earlier put to rank 2",
+			Program: func(v gin.Version, _ string) *prog.File {
+				return files(v,
+					prog.Program{Rank: 0, Group: "a", Ops: []prog.Op{put(2, 0, dstOff, big, nil), {Op: "signal", Team: "world", Peer: 3, Remote: inc(0)}}},
+					prog.Program{Rank: 3, Group: "a", Ops: []prog.Op{waitSig(0, 1), {Op: "signal", Team: "world", Peer: 2, Remote: inc(1)}}},
+					prog.Program{Rank: 2, Group: "a", Ops: []prog.Op{waitSig(1, 1), read(dstOff, big)}})
+			},
+			Allowed: func(o *Outcome) error {
+				return same(o, o.B(2, 1), 0, 0, "rank 0's put, read after a relayed later signal")
+			},
 		},
 		// Usage rules: the front end reports the violation.
 		{

@@ -341,7 +341,7 @@ func (r *Runner) exec(t *Test, f *prog.File, b string, v gin.Version, s Schedule
 	o := &Outcome{Pattern: r.pattern}
 	cfg := bench.EnvConfig{Backend: b, Version: v, Seed: s.Seed, Contexts: max(1, t.Setup.Contexts), Signals: 8, Counters: 4,
 		WindowBytes: winLen, Backed: true, RailGinBarriers: t.Setup.RailGinBarriers, LSABarriers: t.Setup.LSABarriers,
-		Strict: b != "lsa" && v == gin.V2_30}
+		Strict: b != "lsa" && v == gin.V2_30, FourRanks: t.Setup.FourRanks, BarrierCount: t.Setup.Barriers}
 	if t.Setup.WorldGinBarrier && v == gin.V2_30 {
 		cfg.WorldGinBarriers = 1
 	}
