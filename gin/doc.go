@@ -32,8 +32,7 @@
 // L849-859), so one devComm's flush also waits for another's operations
 // on the same context index; here each DevComm builds its own (M6: no
 // credit, order or flush coupling between devComms of a 2.28
-// communicator; programs with one DevComm are unaffected). The Proxy's
-// extra get-flush GFD (M7) is described in gin/proxy.
+// communicator; programs with one DevComm are unaffected).
 //
 // Nothing here is safe for concurrent use: one sim.Sim drives it all.
 package gin

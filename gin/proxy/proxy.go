@@ -91,6 +91,8 @@ type rankState struct {
 	win     [][]*nic.MR   // per NIC, by window ID
 	chans   []*channel    // [ctx*nranks+peer]
 	lastGet []uint64
+	visGet  []uint64        // lastGet values a self Flush GFD made visible
+	flushMR map[int]*nic.MR // per NIC index: the 8-byte target of Flush GFDs' READs
 }
 
 type commState struct {
@@ -270,6 +272,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
 		rs.lastGet = make([]uint64, cs.nctx*cs.nranks)
+		rs.visGet = make([]uint64, cs.nctx*cs.nranks)
 		rs.srv = b.server(rk.World, g)
 	}
 	for ctx := range cs.nctx {
@@ -336,6 +339,18 @@ func (b *Backend) selfChannel(cs *commState, rank, ctx int) (*channel, error) {
 	cs.ranks[rank].chans[ctx*cs.nranks+rank] = a
 	if err := connect(a, z); err != nil {
 		return nil, err
+	}
+	rs := &cs.ranks[rank]
+	if rs.flushMR[a.nk] == nil { // the target of Flush GFDs' READs (2.30 get flush)
+		r := rs.gpu.AllocHost(fmt.Sprintf("proxy/r%d/n%d/flush", rank, a.nk), 8, true)
+		mr, err := a.nic.RegMR(r, 0, 8, ibwin.VA(r), nic.AccessLocalWrite|nic.AccessRemoteRead, rs.gpu.Bus().Host(), false)
+		if err != nil {
+			return nil, err
+		}
+		if rs.flushMR == nil {
+			rs.flushMR = map[int]*nic.MR{}
+		}
+		rs.flushMR[a.nk] = mr
 	}
 	if s := cs.ranks[rank].srv; s.parked {
 		s.watch(a.ring, 0)

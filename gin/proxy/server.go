@@ -267,6 +267,10 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 		return m
 	}
 	switch {
+	case g.Op&GFDFlush != 0:
+		f := rs.flushMR[ch.nk]
+		pp.wrs[0] = nic.WR{Op: nic.WRRead, Local: nic.SGE{MR: rs.sinkMR[ch.nk], Len: 8}, RemoteVA: f.VA, RKey: f.RKey}
+		pp.n = 1
 	case g.Op&GFDGet != 0:
 		l, r := mr(ch.rank, g.SrcHandle), mr(ch.peer, g.DstHandle)
 		pp.wrs[0] = nic.WR{Op: nic.WRRead, Local: nic.SGE{MR: l, Off: g.SrcOff, Len: g.Size}, RemoteVA: r.VA + g.DstOff,
