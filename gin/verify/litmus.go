@@ -543,12 +543,12 @@ func Suite() []Test {
 		},
 		{
 			Name: "no-order-across-peers", Kind: NonGuarantee, Backends: ib, Versions: both, Setup: Setup{FourRanks: true},
-			Spec: "2.4.2: no ordering across peers: rank 0's signal to rank 3, relayed to rank 2, can beat rank 0's earlier put to rank 2",
+			Spec: "2.4.2: no ordering across peers: rank 0's signal to rank 3, relayed to rank 2, can beat rank 0's earlier (2 MiB) put to rank 2",
 			Program: func(v gin.Version, _ string) *prog.File {
 				return files(v,
-					prog.Program{Rank: 0, Group: "a", Ops: []prog.Op{put(2, 0, dstOff, big, nil), {Op: "signal", Team: "world", Peer: 3, Remote: inc(0)}}},
+					prog.Program{Rank: 0, Group: "a", Ops: []prog.Op{put(2, 0, dstOff, 2*big-4096, nil), {Op: "signal", Team: "world", Peer: 3, Remote: inc(0)}}},
 					prog.Program{Rank: 3, Group: "a", Ops: []prog.Op{waitSig(0, 1), {Op: "signal", Team: "world", Peer: 2, Remote: inc(1)}}},
-					prog.Program{Rank: 2, Group: "a", Ops: []prog.Op{waitSig(1, 1), read(dstOff, big)}})
+					prog.Program{Rank: 2, Group: "a", Ops: []prog.Op{waitSig(1, 1), read(dstOff, 2*big-4096)}})
 			},
 			Allowed: func(o *Outcome) error {
 				return same(o, o.B(2, 1), 0, 0, "rank 0's put, read after a relayed later signal")
