@@ -59,6 +59,7 @@ type GinBarrier struct {
 	team  Team
 	set   barrierSet
 	slot  int // index into the 2.28 epochs
+	abs   int // the barrier's position in its set (hybrid ones first)
 }
 
 // GinBarrier opens a GIN barrier session on g's coop: kind is
@@ -66,27 +67,64 @@ type GinBarrier struct {
 // allContexts the ncclGinAllContexts variant.
 func (g *Gin) GinBarrier(kind BarrierKind, index int, allContexts bool) *GinBarrier {
 	dc := g.dc
-	b := &GinBarrier{g: g, kind: kind, index: index, all: allContexts}
+	if allContexts && !dc.c.prof.HasAllContexts {
+		g.fail("gin_barrier", ErrUnsupported, "ncclGinAllContexts (2.30)")
+	}
+	user := dc.UserBarrierBase()
+	n := 0
+	switch {
+	case kind == BarrierRailGin && user > 0:
+		n = dc.req.RailGinBarrierCount
+	case kind == BarrierWorldGin && user > 0:
+		n = dc.req.WorldGinBarrierCount
+	}
+	if user == 0 || (kind == BarrierWorldGin && dc.req.ConnectionType == ConnRail) {
+		user, n = 0, -1 // the whole set
+	}
+	return g.ginBarrier(kind, index, user, n, allContexts)
+}
+
+// HybridGinBarrier opens the GIN barrier half of hybrid barrier index
+// (ncclBarrierSession): its own set in 2.30, the shared one in 2.28.
+func (g *Gin) HybridGinBarrier(kind BarrierKind, index int) *GinBarrier {
+	return g.ginBarrier(kind, index, 0, -1, false)
+}
+
+// ginBarrier opens barrier base+index of kind's set, checking index
+// against n (n < 0: the set's count).
+func (g *Gin) ginBarrier(kind BarrierKind, index, base, n int, allContexts bool) *GinBarrier {
+	dc := g.dc
+	b := &GinBarrier{g: g, kind: kind, index: index, abs: base + index, all: allContexts}
 	switch kind {
 	case BarrierRailGin:
-		b.team, b.set, b.slot = dc.Rail(g.rank), dc.railGin, index
+		b.team, b.set, b.slot = dc.Rail(g.rank), dc.railGin, base+index
 	case BarrierWorldGin:
-		b.team, b.set, b.slot = dc.World(g.rank), dc.worldGin, dc.railGin.count+index
+		b.team, b.set, b.slot = dc.World(g.rank), dc.worldGin, dc.railGin.count+base+index
 	default:
 		g.failf("gin_barrier", ErrInvalid, "barrier kind %v is not a GIN barrier", kind)
 		return b
 	}
-	if index < 0 || index >= b.set.count {
-		g.failf("gin_barrier", ErrInvalid, "%v barrier %d of %d", kind, index, b.set.count)
+	if n < 0 {
+		n = b.set.count - base
+	}
+	if index < 0 || index >= n {
+		g.failf("gin_barrier", ErrInvalid, "%v barrier %d of %d", kind, index, n)
 	}
 	return b
 }
+
+// firstSignal is the signal id of the barrier's first slot.
+func (b *GinBarrier) firstSignal() int { return b.set.base + b.abs*b.set.width }
 
 // Sync is ncclGinBarrierSession::sync (spec 4.1). fence is ignored by the
 // 2.28 algorithm (Relaxed only).
 func (b *GinBarrier) Sync(ord MemoryOrder, fence FenceLevel) {
 	g := b.g
 	g.record(Call{Op: CallBarrier, Barrier: BarrierCall{Kind: b.kind, Index: b.index, AllContexts: b.all, Order: ord, Fence: fence}})
+	if fence != FenceNone && !g.dc.c.prof.HasBarrierFences {
+		g.fail("gin_barrier", ErrUnsupported, "GIN barrier fence levels other than Relaxed (2.30)")
+		return
+	}
 	b.sync(ord, fence)
 }
 
@@ -100,7 +138,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 	t := g.t
 	ctxs := []int{g.ctx}
 	if b.all {
-		ctxs = make([]int, dc.nCtx)
+		ctxs = make([]int, dc.nReq) // ginContextCount: the request (M5)
 		for i := range ctxs {
 			ctxs[i] = i
 		}
@@ -119,7 +157,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 		if fence&FencePut != 0 {
 			nPeer = n
 		}
-		base := b.set.base + b.index*b.set.width
+		base := b.set.base + b.abs*b.set.width
 		t.Parallel(nPeer*len(ctxs), func(th *gpu.Group, i int) {
 			ctx := ctxs[i/nPeer]
 			peer := (b.team.Rank + 1 + i%nPeer) % n
@@ -127,7 +165,9 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 			h.Signal(b.team, peer, SignalInc{Signal: base + b.team.Rank})
 			sh := &dc.shadows[g.rank][ctx*dc.signals+base+peer]
 			*sh = (*sh + 1) & mask(32)
-			h.waitSignal(base+peer, *sh, 32)
+			if dc.c.cfg.Mutations&MutBarrierNoWait == 0 {
+				h.waitSignal(base+peer, *sh, 32)
+			}
 		})
 		if fence&FenceGet != 0 {
 			for _, ctx := range ctxs {
@@ -138,7 +178,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 	} else {
 		// 2.28: one signal per barrier, SignalInc to every other member,
 		// epoch += n-1, wait signal >= epoch (32 bits), per context.
-		sig := b.set.base + b.index
+		sig := b.set.base + b.abs
 		for _, ctx := range ctxs {
 			h := &Gin{dc: dc, t: t, rank: g.rank, ctx: ctx, sharing: g.sharing, internal: true, given: given, required: gpu.ScopeDevice}
 			t.Parallel(n-1, func(th *gpu.Group, i int) {

@@ -40,7 +40,23 @@ type CommConfig struct {
 	// LSASize is NCCL_LSA_TEAM_SIZE: ranks per LSA team; 0 means the ranks
 	// of one node.
 	LSASize int
+	// Mutations break documented guarantees on purpose, for the mutants
+	// of the conformance suite (gin/verify); zero in every real run.
+	Mutations Mutations
 }
+
+// Mutations are deliberately broken front-end behaviours (bit flags).
+type Mutations uint32
+
+// The front end's mutants.
+const (
+	MutWaitStrict        Mutations = 1 << iota // waits treat >= least as > least
+	MutWaitNoRolling                           // waits compare plainly, not modulo 2^bits
+	MutPutValueWide                            // putValue writes 8 bytes whatever its size
+	MutResetNoStore                            // resetSignal changes nothing
+	MutBarrierNoWait                           // the 2.30 GIN barrier signals but does not wait
+	MutLSABarrierNoFence                       // the LSA barrier arrives without its release fence
+)
 
 // Comm is a communicator over ranks.
 type Comm struct {

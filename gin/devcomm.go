@@ -80,6 +80,7 @@ type DevComm struct {
 	gin     bool
 
 	nConn, perConn, nCtx   int
+	nReq                   int // ginContextCount as NCCL reports it (the request in 2.30)
 	userSignals, signals   int
 	userCounters, counters int
 
@@ -93,6 +94,7 @@ type DevComm struct {
 
 	track     map[trackKey]*tracker
 	waits     map[*gpu.Group]*waitDesc
+	own       map[ownKey]ResetStore // resets whose store a group issued and has not seen land
 	peerCache [][]int
 	hook      Hook
 }
@@ -131,6 +133,9 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		if req.WorldGinBarrierCount > 0 {
 			return nil, errors.New("gin: ncclDevCommCreate: worldGinBarrierCount does not exist in 2.28")
 		}
+		if req.GinQueueDepth > 0 {
+			return nil, errors.New("gin: ncclDevCommCreate: ginQueueDepth does not exist in 2.28")
+		}
 		nodes := c.ranks[len(c.ranks)-1].Node != c.ranks[0].Node
 		dc.gin = nodes || ginRes
 		conn = ConnFull
@@ -156,26 +161,31 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		}
 		return 1
 	}
+	// 2.30: the hybrid barrier's sets come first ([0, barrierCount)), the
+	// user's after them; 2.28: one shared set of max(barrierCount, x), and
+	// no world GIN barriers.
 	nRail := req.BarrierCount + req.RailGinBarrierCount
-	if !dc.gin {
-		nRail = 0
-	}
-	dc.railGin = barrierSet{base: dc.signals, count: nRail, width: width(rail), rail: true}
-	dc.signals += nRail * dc.railGin.width
 	nWorld := req.WorldGinBarrierCount
 	if conn != ConnRail {
 		nWorld += req.BarrierCount
 	}
-	if !dc.gin {
+	dc.lsaBarriers = req.BarrierCount + req.LSABarrierCount
+	if !p.HybridBarrierSets {
+		nRail = max(req.BarrierCount, req.RailGinBarrierCount)
 		nWorld = 0
+		dc.lsaBarriers = max(req.BarrierCount, req.LSABarrierCount)
 	}
+	if !dc.gin {
+		nRail, nWorld = 0, 0
+	}
+	dc.railGin = barrierSet{base: dc.signals, count: nRail, width: width(rail), rail: true}
+	dc.signals += nRail * dc.railGin.width
 	dc.worldGin = barrierSet{base: dc.signals, count: nWorld, width: width(n)}
 	dc.signals += nWorld * dc.worldGin.width
 	if !dc.gin {
 		dc.signals, dc.counters = 0, 0
 	}
 	// LSA barriers: unicast inboxes in each rank's resource buffer.
-	dc.lsaBarriers = req.BarrierCount + req.LSABarrierCount
 	if dc.lsaBarriers > 0 {
 		dc.lsaInbox = make([]*mem.Region, n)
 		dc.lsaEpoch = make([]uint64, n*dc.lsaBarriers)
@@ -240,7 +250,7 @@ func (dc *DevComm) sizeContexts() {
 			n = 4
 		}
 		dc.nCtx = min(4, n)
-		dc.nConn, dc.perConn = dc.nCtx, 1
+		dc.nConn, dc.perConn, dc.nReq = dc.nCtx, 1, dc.nCtx
 		return
 	}
 	conn := c.cfg.NConnections
@@ -259,6 +269,7 @@ func (dc *DevComm) sizeContexts() {
 	dc.nConn = conn
 	dc.perConn = (hint + conn - 1) / conn
 	dc.nCtx = dc.perConn * conn
+	dc.nReq = hint
 }
 
 // Comm returns the communicator.
@@ -279,8 +290,13 @@ func (dc *DevComm) Backend() Backend { return dc.backend }
 // HasGin reports whether GIN is connected.
 func (dc *DevComm) HasGin() bool { return dc.gin }
 
-// ContextCount returns devComm.ginContextCount.
-func (dc *DevComm) ContextCount() int { return dc.nCtx }
+// ContextCount returns devComm.ginContextCount: in 2.30 the requested
+// count (gin_host.cc@230 L210-222), which CreatedContexts rounds up.
+func (dc *DevComm) ContextCount() int { return dc.nReq }
+
+// CreatedContexts returns the contexts the backend creates: 2.30 rounds
+// the request up to a multiple of the connections.
+func (dc *DevComm) CreatedContexts() int { return dc.nCtx }
 
 // Connections returns the GIN connections per rank.
 func (dc *DevComm) Connections() int { return dc.nConn }
@@ -343,6 +359,16 @@ func (dc *DevComm) WorldGinBarrierSignals() (base, width, count int) {
 
 // LSABarrierCount returns the LSA barriers (hybrid ones first).
 func (dc *DevComm) LSABarrierCount() int { return dc.lsaBarriers }
+
+// UserBarrierBase returns where the user's barriers start in the LSA and
+// GIN barrier sets: after the hybrid barrier's barrierCount in 2.30, at 0
+// in 2.28 (shared).
+func (dc *DevComm) UserBarrierBase() int {
+	if dc.c.prof.HybridBarrierSets {
+		return dc.req.BarrierCount
+	}
+	return 0
+}
 
 // LSAInbox returns rank's LSA barrier inbox region and the offset of the
 // word of barrier b written by LSA peer from.

@@ -67,8 +67,8 @@ func (dc *DevComm) GinShared(t *gpu.Group, rank, ctx int, mode Sharing) *Gin {
 	switch {
 	case !dc.gin:
 		g.fail("ncclGin", ErrNoGin, "")
-	case ctx < 0 || ctx >= dc.nCtx:
-		g.fail("ncclGin", ErrContext, fmt.Sprintf("context %d of %d", ctx, dc.nCtx))
+	case ctx < 0 || ctx >= dc.nReq:
+		g.fail("ncclGin", ErrContext, fmt.Sprintf("context %d of %d", ctx, dc.nReq))
 	case mode != SharingGPU && !dc.c.prof.HasSharingModes:
 		g.fail("ncclGin", ErrUnsupported, "resource-sharing modes")
 	}
@@ -380,6 +380,9 @@ func (g *Gin) PutValue(team Team, peer int, dst *Window, dstOff uint64, value ui
 	g.record(Call{Op: CallPutValue, Team: team, Peer: peer, Dst: dst, DstOff: dstOff, Value: value, Size: size, Remote: remote, Opts: g.op})
 	g.op = Op{Kind: OpPutValue, Peer: w, Dst: dst, DstOff: dstOff, Value: value, ValueSize: size, Remote: remote,
 		Flags: g.op.Flags, GivenRelease: g.op.GivenRelease, RequiredRelease: g.op.RequiredRelease}
+	if g.dc.c.cfg.Mutations&MutPutValueWide != 0 {
+		g.op.ValueSize = 8
+	}
 	g.issue()
 }
 
@@ -543,10 +546,68 @@ func (g *Gin) Wait(r Request) {
 	g.t.Sync()
 }
 
+// lessEq is the waits' compare: RollingLessEq, or a mutant's.
+func (dc *DevComm) lessEq(a, b uint64, bits int) bool {
+	if m := dc.c.cfg.Mutations; m&(MutWaitStrict|MutWaitNoRolling) != 0 {
+		a, b = a&mask(bits), b&mask(bits)
+		if m&MutWaitStrict != 0 {
+			return RollingLessEq(a+1, b, bits)
+		}
+		return a <= b
+	}
+	return RollingLessEq(a, b, bits)
+}
+
 // signalWord returns the word of signal id of this context and its offset.
 func (g *Gin) signalWord(id int) (*mem.Region, uint64, uint64) {
 	r, off := g.dc.backend.SignalWord(g.dc, g.rank, g.ctx, id)
-	return r, off, g.dc.backend.SignalOffset(g.dc, g.rank, g.ctx, id)
+	o := g.dc.backend.SignalOffset(g.dc, g.rank, g.ctx, id)
+	if s, ok := g.ownReset(ownKey{g.t, g.ctx, id, false}); ok && s.Offset {
+		o = s.Value
+	}
+	return r, off, o
+}
+
+// ownKey names a signal or counter reset by a group.
+type ownKey struct {
+	t       *gpu.Group
+	ctx, id int
+	counter bool
+}
+
+// ownReset returns the group's reset store of k if it has not landed yet:
+// a thread sees its own store in program order (spec 2.2, resetSignal),
+// before it reaches memory.
+func (g *Gin) ownReset(k ownKey) (ResetStore, bool) {
+	if len(g.dc.own) == 0 {
+		return ResetStore{}, false
+	}
+	s, ok := g.dc.own[k]
+	if ok && g.t.Now() >= s.Landed {
+		delete(g.dc.own, k)
+		return ResetStore{}, false
+	}
+	return s, ok
+}
+
+// noteOwnReset remembers a reset store of k that has not landed yet.
+func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
+	if s.Landed <= g.t.Now() {
+		return
+	}
+	if g.dc.own == nil {
+		g.dc.own = map[ownKey]ResetStore{}
+	}
+	g.dc.own[k] = s
+}
+
+// seenRaw is the raw word the group sees: 0 while its own reset store of
+// 0 into the word is in flight.
+func (g *Gin) seenRaw(k ownKey, v uint64) uint64 {
+	if s, ok := g.ownReset(k); ok && !s.Offset {
+		return 0
+	}
+	return v
 }
 
 // ReadSignal is ncclGin::readSignal: (raw - offset) & mask(bits).
@@ -561,7 +622,7 @@ func (g *Gin) ReadSignal(id int, bits int) uint64 {
 	}
 	g.record(Call{Op: CallReadSignal, Signal: id, Bits: bits})
 	r, off, o := g.signalWord(id)
-	return (g.t.Load64(r, off) - o) & mask(bits)
+	return (g.seenRaw(ownKey{g.t, g.ctx, id, false}, g.t.Load64(r, off)) - o) & mask(bits)
 }
 
 // WaitSignal is ncclGin::waitSignal: thread 0 spins until
@@ -587,7 +648,9 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 		what = "barrier signal"
 	}
 	d := g.dc.wait(g, what, id, least, bits, o, r, off)
-	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return RollingLessEq(least+o, v, bits) })
+	k := ownKey{g.t, g.ctx, id, false}
+	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
+	v = g.seenRaw(k, v)
 	d.active = false
 	g.t.Sync()
 	return (v - o) & mask(bits)
@@ -644,7 +707,9 @@ func (g *Gin) WaitSignalFollowShadow(id int, leastDelta uint64, bits int) (befor
 	sh := &g.dc.shadows[g.rank][g.ctx*g.dc.signals+id]
 	before = *sh
 	v := g.waitSignal(id, before+leastDelta, bits)
-	*sh = v
+	if g.dc.c.prof.FollowShadowStores {
+		*sh = v
+	}
 	return before, (v - before) & mask(bits)
 }
 
@@ -661,7 +726,11 @@ func (g *Gin) ResetSignal(id int) {
 	g.record(Call{Op: CallResetSignal, Signal: id})
 	g.dc.shadows[g.rank][g.ctx*g.dc.signals+id] = 0
 	tr := g.dc.beginReset(g, op, false, id)
-	g.dc.backend.ResetSignal(g.t, g.dc, g.rank, g.ctx, id)
+	if g.dc.c.cfg.Mutations&MutResetNoStore != 0 {
+		return
+	}
+	s := g.dc.backend.ResetSignal(g.t, g.dc, g.rank, g.ctx, id)
+	g.noteOwnReset(ownKey{g.t, g.ctx, id, false}, s)
 	r, off, o := g.signalWord(id)
 	g.dc.endReset(tr, r, off, o)
 }
@@ -679,7 +748,7 @@ func (g *Gin) ReadCounter(id int, bits int) uint64 {
 	}
 	g.record(Call{Op: CallReadCounter, Counter: id, Bits: bits})
 	r, off := g.counterWord(id)
-	return g.t.Load64(r, off) & mask(bits)
+	return g.seenRaw(ownKey{g.t, g.ctx, id, true}, g.t.Load64(r, off)) & mask(bits)
 }
 
 // WaitCounter is ncclGin::waitCounter: spin until the counter reaches least
@@ -696,7 +765,9 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	}
 	r, off := g.counterWord(id)
 	d := g.dc.wait(g, "counter", id, least, cb, 0, r, off)
-	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return RollingLessEq(least, v, cb) })
+	k := ownKey{g.t, g.ctx, id, true}
+	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
+	v = g.seenRaw(k, v)
 	d.active = false
 	g.t.Sync()
 	return v & mask(bits)
@@ -712,7 +783,7 @@ func (g *Gin) ResetCounter(id int) {
 	g.record(Call{Op: CallResetCounter, Counter: id})
 	tr := g.dc.beginReset(g, op, true, id)
 	r, off := g.counterWord(id)
-	g.t.Store64(r, off, 0)
+	g.noteOwnReset(ownKey{g.t, g.ctx, id, true}, ResetStore{Landed: g.t.Store64(r, off, 0)})
 	g.dc.endReset(tr, r, off, 0)
 }
 

@@ -26,5 +26,13 @@
 // records, costs and events as Put, Signal and Flush, then a
 // continuation.
 //
+// Deliberate differences from NCCL (gin-semantics-review): in 2.28 NCCL's
+// GIN contexts (QPs, GFD rings, credits) belong to the communicator and
+// are shared by all its device communicators (dev_runtime.cc@228
+// L849-859), so one devComm's flush also waits for another's operations
+// on the same context index; here each DevComm builds its own (M6: no
+// credit, order or flush coupling between devComms of a 2.28
+// communicator; programs with one DevComm are unaffected).
+//
 // Nothing here is safe for concurrent use: one sim.Sim drives it all.
 package gin

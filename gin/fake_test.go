@@ -121,13 +121,14 @@ func (f *fakeBackend) CounterWord(dc *DevComm, rank, ctx, id int) (*mem.Region, 
 	return f.ctr[rank], uint64(8 * (ctx*dc.CounterCount() + id))
 }
 
-func (f *fakeBackend) ResetSignal(t *gpu.Group, dc *DevComm, rank, ctx, id int) {
+func (f *fakeBackend) ResetSignal(t *gpu.Group, dc *DevComm, rank, ctx, id int) ResetStore {
 	r, off := f.SignalWord(dc, rank, ctx, id)
 	if f.offsetReset {
-		f.offsets[rank][ctx*dc.SignalCount()+id] = r.Load64(off)
-		return
+		v := r.Load64(off)
+		f.offsets[rank][ctx*dc.SignalCount()+id] = v
+		return ResetStore{Landed: t.Now(), Offset: true, Value: v}
 	}
-	t.Store64(r, off, 0)
+	return ResetStore{Landed: t.Store64(r, off, 0)}
 }
 
 func (f *fakeBackend) SignalOffset(dc *DevComm, rank, ctx, id int) uint64 {

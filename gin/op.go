@@ -204,11 +204,22 @@ type Backend interface {
 	SignalWord(dc *DevComm, rank, ctx, id int) (*mem.Region, uint64)
 	CounterWord(dc *DevComm, rank, ctx, id int) (*mem.Region, uint64)
 	// ResetSignal: GDAKI and proxy v1 store 0; proxy v2 (2.30) records
-	// the current value as an offset (SignalOffset returns it).
-	ResetSignal(t *gpu.Group, dc *DevComm, rank, ctx, id int)
+	// the current value as an offset (SignalOffset returns it). It says
+	// what it stored and when the store lands: the resetting group sees
+	// its own store before it lands.
+	ResetSignal(t *gpu.Group, dc *DevComm, rank, ctx, id int) ResetStore
 	SignalOffset(dc *DevComm, rank, ctx, id int) uint64
 	// Stats returns the backend's accounting.
 	Stats() BackendStats
+}
+
+// ResetStore is the store a backend's ResetSignal made: of 0 into the
+// signal word, or (Offset) of Value into the signal's offset; it lands at
+// Landed.
+type ResetStore struct {
+	Landed sim.Time
+	Offset bool
+	Value  uint64
 }
 
 // ThenBackend is a Backend that can also issue for a group without a

@@ -47,6 +47,18 @@ type Profile struct {
 	// HasConnectionType: ginConnectionType exists (2.29.7+); 2.28 connects
 	// GIN whenever the comm spans nodes or asks for signals/counters.
 	HasConnectionType bool
+	// HasBarrierFences, HasAllContexts, HasQueueDepth: GIN barrier fence
+	// levels beyond Relaxed, ncclGinAllContexts and ginQueueDepth (2.30;
+	// gin_barrier.h@228 L17-33 has none of them).
+	HasBarrierFences, HasAllContexts, HasQueueDepth bool
+	// HybridBarrierSets: the hybrid barrier has its own LSA, rail and world
+	// GIN barrier sets, separate from the user's (2.30,
+	// dev_runtime.cc@230 L1194-1217); 2.28 shares them and sizes each as
+	// max(barrierCount, xCount) (dev_runtime.cc@228 L771-777).
+	HybridBarrierSets bool
+	// FollowShadowStores: waitSignalFollowShadow stores the value seen
+	// into the shadow (2.29.2+; gin__funcs.h@228 L368-389 does not).
+	FollowShadowStores bool
 }
 
 // ProfileOf returns the profile of version v.
@@ -57,7 +69,8 @@ func ProfileOf(v Version) (Profile, error) {
 	case V2_30:
 		return Profile{Version: v, GFDSize: 128, HasGet: true, HasFlushAsync: true, HasVASignals: true,
 			HasWeakSignals: true, HasOptFlags: true, HasSharingModes: true, SignalResetByOffset: true,
-			BarrierPerPeerSlots: true, HasConnectionType: true}, nil
+			BarrierPerPeerSlots: true, HasConnectionType: true, HasBarrierFences: true, HasAllContexts: true,
+			HasQueueDepth: true, HybridBarrierSets: true, FollowShadowStores: true}, nil
 	}
 	return Profile{}, fmt.Errorf("gin: unsupported version %v (want 2.28 or 2.30)", v)
 }

@@ -35,6 +35,14 @@ func (s Scope) String() string {
 // runs on two machines (validate/gpumicro/measured):
 // `ginsim validate gpu` prints them next to the model's.
 type Config struct {
+	// Mutations break the model on purpose (the mutants of gin/verify,
+	// the GIN conformance suite); zero in every real run.
+	Mutations Mutations
+	// WriteJitter, for schedule exploration only (0 in every profile),
+	// delays each posted write to a peer GPU by a seeded draw from
+	// [0, WriteJitter), so that writes no fence orders may land out of
+	// order, as they may on hardware.
+	WriteJitter sim.Duration
 	// SMs is the number of streaming multiprocessors (H100 SXM5: 132).
 	SMs int
 	// Clock is the SM clock in Hz (H100 SXM5 boost: 1.98 GHz); Cycles
@@ -185,3 +193,16 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Mutations are deliberately broken GPU behaviours (bit flags).
+type Mutations uint32
+
+// The GPU mutants.
+const (
+	// MutFenceNoWait: a system-scope fence neither waits for the group's
+	// posted writes to land nor costs anything.
+	MutFenceNoWait Mutations = 1 << iota
+	// MutParallelDropLast: a coop's Parallel fan-out of n > 1 items skips
+	// the last item.
+	MutParallelDropLast
+)

@@ -34,6 +34,7 @@ type GPU struct {
 	pend    []pending // deferred writes (landing in the future), pooled
 	free    []int32
 	poll    *rand.Rand // spin-loop phases (pollPhase), made on first use
+	jit     *rand.Rand // WriteJitter draws, made on first use
 }
 
 // pollPhase returns how long after a change of a polled word the next poll
@@ -49,6 +50,14 @@ func (g *GPU) pollPhase(per sim.Duration) sim.Duration {
 		g.poll = g.s.Rand("gpu/" + g.name + "/poll")
 	}
 	return sim.Duration(g.poll.Int64N(int64(per)))
+}
+
+// writeJitter draws the exploration delay of a peer write (WriteJitter).
+func (g *GPU) writeJitter() sim.Duration {
+	if g.jit == nil {
+		g.jit = g.s.Rand("gpu/" + g.name + "/write-jitter")
+	}
+	return sim.Duration(g.jit.Int64N(int64(g.cfg.WriteJitter)))
 }
 
 // pending is one write in flight: applied to its region when it lands.

@@ -226,6 +226,9 @@ func (t *Group) fenceTime(scope Scope) sim.Duration {
 	case ScopeDevice:
 		return max(t.Now().Add(c.FenceGPU), t.acked).Sub(t.Now())
 	default:
+		if c.Mutations&MutFenceNoWait != 0 {
+			return 0
+		}
 		return max(t.Now().Add(c.FenceSys), t.posted, t.acked).Sub(t.Now())
 	}
 }
@@ -311,6 +314,9 @@ func (t *Group) store64(r *mem.Region, off uint64, v uint64) sim.Time {
 		t.noteLocal(landed)
 	case peer:
 		landed = g.nvl.Write(now, g.local, r.Loc().GPU, 8)
+		if g.cfg.WriteJitter > 0 {
+			landed = landed.Add(g.writeJitter())
+		}
 		t.noteposted(g.nvl.Acked(landed))
 	default:
 		landed = g.bus.Write(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host(), 8)
@@ -351,6 +357,9 @@ func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.T
 		landed = g.nvl.Write(now, g.local, r.Loc().GPU, n)
 		if lo := now.Add(issue + g.nvl.Config().Latency + g.nvl.Config().WriteLatency); landed < lo {
 			landed = lo
+		}
+		if g.cfg.WriteJitter > 0 {
+			landed = landed.Add(g.writeJitter())
 		}
 		t.noteposted(g.nvl.Acked(landed))
 	default:
@@ -638,6 +647,9 @@ func (t *Group) WordChanged(r *mem.Region, off uint64) {
 // or one item it runs inline. Children's SM time is not added to the
 // GPU's busy time: the parent is charged the elapsed time instead.
 func (t *Group) Parallel(n int, body func(th *Group, i int)) {
+	if n > 1 && t.g.cfg.Mutations&MutParallelDropLast != 0 {
+		n--
+	}
 	if n <= 0 {
 		return
 	}

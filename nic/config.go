@@ -23,6 +23,9 @@ const (
 // latency or occupancy of one hardware step; DefaultConfig documents the
 // fact each default stands for.
 type Config struct {
+	// Mutations break the model on purpose (the mutants of gin/verify,
+	// the GIN conformance suite); zero in every real run.
+	Mutations Mutations
 	// DoorbellCost is the time from a doorbell MMIO arriving at the NIC to
 	// its first WQE fetch being issued (doorbell FIFO, QP context lookup).
 	DoorbellCost sim.Duration
@@ -164,3 +167,17 @@ var rnrTimerTable = [32]sim.Duration{
 // RNRTimer returns the IBTA minimum RNR NAK timer for the 5-bit code
 // (code 0 is 655.36 ms, code 1 is 0.01 ms, ... code 31 is 491.52 ms).
 func RNRTimer(code uint8) sim.Duration { return rnrTimerTable[code&31] }
+
+// Mutations are deliberately broken NIC behaviours (bit flags).
+type Mutations uint32
+
+// The NIC mutants.
+const (
+	// MutAckAhead: the responder acknowledges an out-of-order request's
+	// PSN (the packets before it not yet received) instead of NAKing the
+	// gap, so the requester never resends them.
+	MutAckAhead Mutations = 1 << iota
+	// MutDupAtomic: the responder executes a duplicate atomic request
+	// again instead of replaying its saved result.
+	MutDupAtomic
+)

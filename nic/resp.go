@@ -93,6 +93,10 @@ func (qp *QP) handleRequest(p *fabric.Packet) {
 	case d < 0:
 		qp.duplicate(p)
 		return
+	case d > 0 && n.cfg.Mutations&MutAckAhead != 0:
+		qp.pushAck(roce.AckSyndrome(roce.CreditsUnlimited), h.PSN)
+		n.net.Free(p)
+		return
 	case d > 0:
 		if !qp.nakSent {
 			qp.nakSent = true
@@ -400,6 +404,12 @@ func (qp *QP) duplicate(p *fabric.Packet) {
 			n.activate(qp)
 		}
 	case op.IsAtomic():
+		if n.cfg.Mutations&MutDupAtomic != 0 {
+			mr := n.lookupRKey(h.RKey)
+			if off, ok := mr.remote(h.VA, 8, AccessRemoteAtomic); ok && h.Opcode != roce.OpCmpSwap {
+				mr.Region.FetchAdd64(off, h.SwapAdd, "mutant")
+			}
+		}
 		if a := qp.atomFind(h.PSN); a != nil && a.done {
 			qp.pushRdAtomic(respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN,
 				msn: qp.msn, orig: a.orig, applied: true})

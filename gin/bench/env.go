@@ -34,9 +34,25 @@ type EnvConfig struct {
 	// WorldGinBarriers is the devComm's worldGinBarrierCount (GIN
 	// backends, 2.30).
 	WorldGinBarriers int
+	// RailGinBarriers and LSABarriers are railGinBarrierCount (GIN
+	// backends) and lsaBarrierCount (LSA).
+	RailGinBarriers, LSABarriers int
 	// GDAKI and Proxy are the backends' configurations (zero: defaults).
 	GDAKI *gdaki.Config
 	Proxy *proxy.Config
+	// Tune, when set, adjusts the hardware profile before the machine is
+	// built (timing perturbation, mutants).
+	Tune func(*machine.Profile)
+	// FourRanks makes the GIN communicator two nodes of two GPUs (ranks
+	// 0-3) instead of one GPU on each of two nodes.
+	FourRanks bool
+	// BarrierCount is the devComm's barrierCount (hybrid barriers).
+	BarrierCount int
+	// Mutations are the gin front end's mutants (gin/verify).
+	Mutations gin.Mutations
+	// Strict registers a second 4 KiB window "flag" with
+	// NCCL_WIN_STRICT_ORDERING (VA signals; GIN backends).
+	Strict bool
 }
 
 // Env is a built two-rank communicator: ranks 0 and 1 on two nodes (GDAKI,
@@ -52,7 +68,8 @@ type Env struct {
 	Backend gin.Backend // nil for LSA
 	Ranks   []*gin.Rank
 	// Flag is the LSA backend's window of 8-byte flag words (the signals
-	// of LSA puts); nil for GIN backends.
+	// of LSA puts); for GIN backends the strictly ordered window of
+	// EnvConfig.Strict, else nil.
 	Flag *gin.Window
 }
 
@@ -80,12 +97,15 @@ func NewEnv(c EnvConfig) (*Env, error) {
 		nodes = 1
 	}
 	s := sim.New(sim.Config{Seed: c.Seed})
-	m, err := machine.Build(s, spec, nodes)
+	m, err := machine.BuildTuned(s, spec, nodes, c.Tune)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	e := &Env{Sim: s, Machine: m}
 	pick := []int{0, 2} // one GPU on each node
+	if c.FourRanks && c.Backend != "lsa" {
+		pick = []int{0, 1, 2, 3} // two nodes of two GPUs: LSA teams {0,1}, {2,3}
+	}
 	if c.Backend == "lsa" {
 		pick = []int{0, 1}
 	}
@@ -94,7 +114,7 @@ func NewEnv(c EnvConfig) (*Env, error) {
 		r.World = i
 		e.Ranks = append(e.Ranks, &r)
 	}
-	cfg := gin.CommConfig{Version: c.Version, Backends: map[gin.Type]gin.Backend{}}
+	cfg := gin.CommConfig{Version: c.Version, Backends: map[gin.Type]gin.Backend{}, Mutations: c.Mutations}
 	typ := gin.TypeNone
 	switch c.Backend {
 	case "gdaki", "":
@@ -132,12 +152,17 @@ func NewEnv(c EnvConfig) (*Env, error) {
 	}
 	req := gin.Requirements{GinContextCount: max(c.Contexts, 1), GinSignalCount: max(c.Signals, 4),
 		GinCounterCount: counters, GinQueueDepth: c.QueueDepth, ConnectionType: gin.ConnFull, Type: typ,
-		WorldGinBarrierCount: c.WorldGinBarriers}
+		WorldGinBarrierCount: c.WorldGinBarriers, RailGinBarrierCount: c.RailGinBarriers, BarrierCount: c.BarrierCount}
 	if e.Dev, err = e.Comm.DevCommCreate(req); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if e.Win, err = e.Comm.WindowRegister("buf", sim.Bytes(c.WindowBytes), gin.WinDefault, c.Backed); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if c.Strict {
+		if e.Flag, err = e.Comm.WindowRegister("flag", 4096, gin.WinStrictOrdering, true); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 	return e, nil
 }
@@ -146,13 +171,13 @@ func NewEnv(c EnvConfig) (*Env, error) {
 // window and a flag window the ranks store into over NVLink.
 func (e *Env) lsaComm(c EnvConfig) (*Env, error) {
 	var err error
-	if e.Comm, err = gin.NewComm(e.Ranks, gin.CommConfig{Version: c.Version}); err != nil {
+	if e.Comm, err = gin.NewComm(e.Ranks, gin.CommConfig{Version: c.Version, Mutations: c.Mutations}); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if e.Comm.LSASize() != len(e.Ranks) {
 		return nil, fmt.Errorf("bench: backend lsa: LSA team of %d ranks, want %d", e.Comm.LSASize(), len(e.Ranks))
 	}
-	if e.Dev, err = e.Comm.DevCommCreate(gin.Requirements{ConnectionType: gin.ConnNone}); err != nil {
+	if e.Dev, err = e.Comm.DevCommCreate(gin.Requirements{ConnectionType: gin.ConnNone, LSABarrierCount: c.LSABarriers}); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if e.Win, err = e.Comm.WindowRegister("buf", sim.Bytes(c.WindowBytes), gin.WinDefault, c.Backed); err != nil {

@@ -5,6 +5,9 @@ import "fmt"
 // Config holds the GDAKI backend's parameters. GPU instruction costs come
 // from gpu.Config; the fields here are the GDAKI-specific ones.
 type Config struct {
+	// Mutations break documented guarantees on purpose (gin/verify's
+	// mutants); zero in every real run.
+	Mutations Mutations
 	// QueueDepth is the SQ depth in WQEs of every QP when
 	// Requirements.GinQueueDepth is 0: NCCL_GIN_GDAKI_QP_DEPTH's default,
 	// 128.
@@ -62,3 +65,16 @@ func (c Config) Validate() error {
 // maxWQEBytes is the largest transfer of one WQE (DOCA: 2^30 bytes); NCCL
 // splits larger puts and gets into 1-GiB WQEs.
 const maxWQEBytes = 1 << 30
+
+// Mutations are deliberately broken GDAKI behaviours (bit flags).
+type Mutations uint32
+
+// The GDAKI mutants.
+const (
+	// MutFlushEarly: flush waits for the CQE before the last WQE of its
+	// snapshot, not the last.
+	MutFlushEarly Mutations = 1 << iota
+	// MutCounterNoWait: the counter companion omits its WAIT, so the
+	// counter counts at post time, not at completion.
+	MutCounterNoWait
+)

@@ -65,7 +65,7 @@ type rankState struct {
 	ctrMR  []*nic.MR
 	sinkMR []*nic.MR   // per NIC
 	win    [][]*nic.MR // per NIC, by window ID: this rank's registration of its region
-	chans  []*channel  // [ctx*nranks+peer]; nil for peer == rank
+	chans  []*channel  // [ctx*nranks+peer]; peer == rank: the self-loop, built on first use
 }
 
 // sink returns the sink MR (atomic results nobody reads) on context ctx's
@@ -169,6 +169,12 @@ func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 		}
 	}
 	c := cs.ranks[rank].chans[ctx*cs.nranks+peer]
+	if c == nil && peer == rank && ctx < cs.built && cs.dc.Connected(rank, rank) {
+		var err error
+		if c, err = b.selfChannel(cs, rank, ctx); err != nil {
+			panic(fmt.Sprintf("gdaki: building the self-loop of rank %d on context %d: %v", rank, ctx, err))
+		}
+	}
 	if c == nil {
 		panic(fmt.Sprintf("gdaki: no channel from rank %d to peer %d on context %d", rank, peer, ctx))
 	}
@@ -181,7 +187,7 @@ func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 // and CQ rings in GPU memory, and with counters a loopback companion pair.
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1),
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1),
 		nsig: dc.SignalCount(), nctr: dc.CounterCount(), depth: b.cfg.QueueDepth}
 	if q := dc.QueueDepth(); q > 0 {
 		if q&(q-1) != 0 {
@@ -358,6 +364,44 @@ func (b *Backend) buildCtx(cs *commState, ctx int) error {
 	return nil
 }
 
+// selfChannel builds rank's loop-back channel on context ctx: a QP
+// connected to a responder QP on the same NIC (NCCL's self-loop peer,
+// gin_host_gdaki.cc@230 L474-483, L690-705), so self traffic goes through
+// the NIC with the QP's credit, order and CQE behaviour, and with counters
+// its companion pair. It is built on the first self operation, not at
+// Connect, so that runs without self traffic keep their QP numbers and
+// memory layout.
+func (b *Backend) selfChannel(cs *commState, rank, ctx int) (*channel, error) {
+	n, _ := cs.ranks[rank].nic(cs, ctx)
+	a, err := b.newChannel(cs, rank, ctx, rank, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	z, err := b.newChannel(cs, rank, ctx, rank, "selfloop", 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.connect(a, n, z, n); err != nil {
+		return nil, err
+	}
+	if cs.nctr > 0 {
+		comp, err := b.newChannel(cs, rank, ctx, rank, "comp", 0)
+		if err != nil {
+			return nil, err
+		}
+		back, err := b.newChannel(cs, rank, ctx, rank, "loop", 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.connect(comp, n, back, n); err != nil {
+			return nil, err
+		}
+		a.comp = comp
+	}
+	cs.ranks[rank].chans[ctx*cs.nranks+rank] = a
+	return a, nil
+}
+
 func (b *Backend) newChannel(cs *commState, r, ctx, p int, kind string, qpn uint32) (*channel, error) {
 	rs := &cs.ranks[r]
 	name := fmt.Sprintf("gdaki/r%d/c%d/p%d", r, ctx, p)
@@ -445,9 +489,9 @@ func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 }
 
 // ResetSignal implements gin.Backend: a GPU store of 0.
-func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	r, off := b.SignalWord(dc, rank, ctx, id)
-	t.Store64(r, off, 0)
+	return gin.ResetStore{Landed: t.Store64(r, off, 0)}
 }
 
 // SignalOffset implements gin.Backend: GDAKI resets by storing 0.
@@ -502,7 +546,11 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 		_, _, hasSig := gin.SignalOf(op.Remote)
 		_, _, _, hasVA := gin.VASignalOf(op.Remote)
 		if op.Bytes == 0 && (hasSig || hasVA) {
-			break // a zero-byte put with a signal is the signal alone
+			// DOCA's put_signal with no data posts a NOP WQE, then the
+			// ATOMIC (doca_gpunetio_dev_verbs_onesided.cuh as vendored
+			// by NCCL; gin-semantics-review M8): 2 WQEs, 2 CQEs.
+			ch.addWR(nic.WRNop)
+			break
 		}
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
@@ -582,8 +630,8 @@ func sharingScope(s gin.Sharing) gpu.Scope {
 // (DOCA's DUMP WQE) when gets are outstanding and wait for its CQE.
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
 	cs := b.state(dc)
-	if peer == rank || ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
-		return gin.Request{Ctx: ctx, Peer: peer} // nothing is ever posted to an unconnected peer
+	if ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		return gin.Request{Ctx: ctx, Peer: peer} // nothing was ever posted to this peer
 	}
 	ch := b.ch(cs, rank, ctx, peer)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
@@ -600,7 +648,7 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 // returned.
 func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, h sim.Handler, arg uint64) {
 	cs := b.state(dc)
-	if peer == rank || ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+	if ctx >= cs.built || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
 		h.Handle(t.GPU().Sim(), arg) // no ticket: Wait returns at once
 		return
 	}

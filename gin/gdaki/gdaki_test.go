@@ -227,3 +227,32 @@ func TestFlushThenMatchesFlush(t *testing.T) {
 		require.Equal(t, wantEnd, gotEnd, "get=%v", get)
 	}
 }
+
+func TestLoopback(t *testing.T) { backendtest.Loopback(t, backend) }
+
+func TestResetThenWait(t *testing.T) {
+	for _, v := range []gin.Version{gin.V2_28, gin.V2_30} {
+		t.Run(v.String(), func(t *testing.T) { backendtest.ResetThenWait(t, backend, v) })
+	}
+}
+
+// gin-semantics-review M8: DOCA's put_signal with 0 bytes posts a NOP WQE
+// and the ATOMIC (doca_gpunetio_dev_verbs_onesided.cuh); signal() alone is
+// the ATOMIC only.
+func TestZeroBytePutSignalIsNopAndAtomic(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body func(e *bench.Env, g *gin.Gin)
+		wqes uint64
+	}{
+		{"put0+signal", func(e *bench.Env, g *gin.Gin) {
+			g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 0, gin.SignalInc{Signal: 0}, nil)
+		}, 2},
+		{"signal", func(e *bench.Env, g *gin.Gin) { g.Signal(e.Dev.World(0), 1, gin.SignalInc{Signal: 0}) }, 1},
+	} {
+		e, _ := backendtest.Run(t, backend, bench.EnvConfig{}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) { c.body(e, g) })
+		if got := e.Backend.Stats().WQEs; got != c.wqes {
+			t.Errorf("%s: %d WQEs, want %d", c.name, got, c.wqes)
+		}
+	}
+}

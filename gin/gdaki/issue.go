@@ -151,8 +151,11 @@ func (m *issuer) step() {
 				cmr := rs.ctrMR[op.Ctx]
 				comp := ch.comp
 				comp.wrs = comp.wrs[:0]
-				w := comp.addWR(nic.WRWait)
-				w.WaitCQ, w.WaitIndex = ch.cq, m.last+1
+				var w *nic.WR
+				if b.cfg.Mutations&MutCounterNoWait == 0 {
+					w = comp.addWR(nic.WRWait)
+					w.WaitCQ, w.WaitIndex = ch.cq, m.last+1
+				}
 				w = comp.addWR(nic.WRFetchAdd)
 				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
@@ -327,7 +330,11 @@ func (m *issuer) step() {
 			m.ticket = m.last + 1
 			m.ring(m.ch, m.last+1, stEnd)
 		case stWait:
-			m.poll(m.ch, m.ticket-1, "gdaki flush", stWaitDone)
+			idx := m.ticket - 1
+			if b.cfg.Mutations&MutFlushEarly != 0 && idx > 0 {
+				idx--
+			}
+			m.poll(m.ch, idx, "gdaki flush", stWaitDone)
 		case stWaitDone:
 			ch := m.ch
 			if g := ch.ctrl.Load64(offIssuedGet); g <= m.ticket && g > ch.ctrl.Load64(offVisGet) {

@@ -53,7 +53,7 @@ func (f *Backend) Name() string { return "gintest" }
 func (f *Backend) Connect(dc *gin.DevComm) error {
 	f.dc = dc
 	c := dc.Comm()
-	n, nc := c.Size(), dc.ContextCount()
+	n, nc := c.Size(), dc.CreatedContexts()
 	for i := 0; i < n; i++ {
 		g := c.Rank(i).GPU
 		f.sig = append(f.sig, g.Alloc(fmt.Sprintf("gintest/sig/r%d", i), sim.Bytes(8*max(1, nc*dc.SignalCount())), false))
@@ -161,13 +161,14 @@ func (f *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 }
 
 // ResetSignal implements gin.Backend.
-func (f *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (f *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	r, off := f.SignalWord(dc, rank, ctx, id)
 	if f.OffsetReset {
-		f.offsets[rank][ctx*dc.SignalCount()+id] = r.Load64(off)
-		return
+		v := r.Load64(off)
+		f.offsets[rank][ctx*dc.SignalCount()+id] = v
+		return gin.ResetStore{Landed: t.Now(), Offset: true, Value: v}
 	}
-	t.Store64(r, off, 0)
+	return gin.ResetStore{Landed: t.Store64(r, off, 0)}
 }
 
 // SignalOffset implements gin.Backend.

@@ -18,10 +18,17 @@ type Barrier struct {
 // Barrier opens LSA barrier session index (hybrid barriers use indices
 // [0, barrierCount), then the lsaBarrierCount ones).
 func (l *LSA) Barrier(index int) *Barrier {
-	if index < 0 || index >= l.dc.LSABarrierCount() {
-		l.fail("lsa_barrier", gin.ErrInvalid, "LSA barrier %d of %d", index, l.dc.LSABarrierCount())
+	base := l.dc.UserBarrierBase()
+	if n := l.dc.LSABarrierCount() - base; index < 0 || index >= n {
+		l.fail("lsa_barrier", gin.ErrInvalid, "LSA barrier %d of %d", index, n)
 		return nil
 	}
+	return l.barrier(base + index)
+}
+
+// barrier opens the barrier at index of the whole LSA set (the hybrid
+// barrier's come first).
+func (l *LSA) barrier(index int) *Barrier {
 	return &Barrier{l: l, index: index, epoch: *l.dc.LSAEpoch(l.rank, index)}
 }
 
@@ -32,7 +39,7 @@ func (b *Barrier) Arrive(ord gin.MemoryOrder) {
 	l := b.l
 	t := l.t
 	t.Sync()
-	if ord == gin.OrderRelease || ord == gin.OrderAcqRel {
+	if (ord == gin.OrderRelease || ord == gin.OrderAcqRel) && l.dc.Comm().Config().Mutations&gin.MutLSABarrierNoFence == 0 {
 		t.Fence(gpu.ScopeSystem)
 	}
 	n := l.team.NRanks
@@ -105,7 +112,7 @@ func (s *Session) Sync(ord gin.MemoryOrder, fence gin.FenceLevel) {
 	}
 	_, _, worlds := dc.WorldGinBarrierSignals()
 	if fence&gin.FencePut != 0 && dc.ConnectionType() != gin.ConnRail && worlds > 0 && dc.Profile().BarrierPerPeerSlots {
-		dc.Gin(s.t, s.rank, s.ctx).GinBarrier(gin.BarrierWorldGin, s.index, false).Run(ord, fence)
+		dc.Gin(s.t, s.rank, s.ctx).HybridGinBarrier(gin.BarrierWorldGin, s.index).Run(ord, fence)
 		return
 	}
 	rel, acq := gin.OrderRelaxed, gin.OrderRelaxed
@@ -116,11 +123,11 @@ func (s *Session) Sync(ord gin.MemoryOrder, fence gin.FenceLevel) {
 		acq = gin.OrderAcquire
 	}
 	if s.l.team.NRanks > 1 {
-		b := s.l.Barrier(s.index)
+		b := s.l.barrier(s.index)
 		b.Arrive(rel)
 		b.Wait(rel)
 	}
 	if dc.Rail(s.rank).NRanks > 1 && dc.HasGin() {
-		dc.Gin(s.t, s.rank, s.ctx).GinBarrier(gin.BarrierRailGin, s.index, false).Run(acq, fence)
+		dc.Gin(s.t, s.rank, s.ctx).HybridGinBarrier(gin.BarrierRailGin, s.index).Run(acq, fence)
 	}
 }

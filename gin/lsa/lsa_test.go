@@ -151,7 +151,7 @@ func TestReleaseOrdersData(t *testing.T) {
 
 // A rank that never arrives is named in the deadlock report.
 func TestBarrierDeadlock(t *testing.T) {
-	got := runCase(t, 3, []string{"0: barrier 1", "1: barrier 1", "2: sleep 10"})
+	got := runCase(t, 3, []string{"0: barrier 0", "1: barrier 0", "2: sleep 10"})
 	require.Contains(t, got, `gin: deadlock at t=`)
 	require.Contains(t, got, `rank 0 coop "k/t1" waits lsa barrier 1 inbox of lsa rank 2 >= 1`)
 }

@@ -39,6 +39,13 @@ type Machine struct {
 // and the GPUs, NICs and gin ranks (world rank = node*GPUsPerNode + local),
 // with the spec's faults installed (faults.go).
 func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
+	return BuildTuned(s, spec, nodes, nil)
+}
+
+// BuildTuned is Build with tune (nil: none) applied to the hardware
+// profile first: schedule exploration perturbs timing and switches
+// mutants through it.
+func BuildTuned(s *sim.Sim, spec Spec, nodes int, tune func(*Profile)) (*Machine, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
@@ -50,6 +57,9 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 			spec.Name, spec.Nodes, nodes)}
 	}
 	prof, _ := profileByName(spec.Profile)
+	if tune != nil {
+		tune(&prof)
+	}
 	prof.NVLink.PortRate = sim.BitRate(spec.NVLink.Bandwidth)
 	prof.NVLink.Latency = sim.Duration(spec.NVLink.Latency)
 	if err := prof.NVLink.Validate(); err != nil {

@@ -65,7 +65,9 @@ type Op struct {
 	// Req is the request slot of flush_async (written) and wait (read).
 	Req int `json:"req,omitempty"`
 	// Barrier ops: kind "rail_gin", "world_gin", "lsa", "hybrid"; index;
-	// all contexts; order; fence levels "put", "get".
+	// all contexts; order; fence levels "put", "get", or "none". Without
+	// fence a barrier takes NCCL's default: Put|Get in 2.30, none (Relaxed,
+	// the only level) in 2.28.
 	Kind  string   `json:"kind,omitempty"`
 	Index int      `json:"index,omitempty"`
 	All   bool     `json:"all,omitempty"`
@@ -107,6 +109,9 @@ var fields = map[string]struct{ need, may []string }{
 	"lsa_store":        {[]string{"dst"}, []string{"peer", "dst_off", "src", "src_off", "bytes", "value", "size"}},
 	"increase_shadow":  {nil, []string{"ctx", "id", "value"}},
 	"wait_meet_shadow": {nil, []string{"ctx", "id", "bits"}},
+	"read":             {[]string{"src"}, []string{"src_off", "bytes"}},
+	"read_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "bits"}},
+	"wait_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "least", "bits"}},
 }
 
 var (
@@ -116,7 +121,7 @@ var (
 	scopes   = []string{"system", "device", "block", "thread"}
 	kinds    = []string{"rail_gin", "world_gin", "lsa", "hybrid"}
 	orders   = []string{"relaxed", "acquire", "release", "acq_rel"}
-	fences   = []string{"put", "get"}
+	fences   = []string{"put", "get", "none"}
 )
 
 // Error is a decoding error at an op (Op < 0: at the program or file).
@@ -345,6 +350,9 @@ func (op *Op) check() *Error {
 		for _, f := range op.Fence {
 			if e := enum("fence", f, fences); e != nil {
 				return e
+			}
+			if f == "none" && len(op.Fence) > 1 {
+				return &Error{Field: "fence", Msg: "\"none\" goes alone"}
 			}
 		}
 	}

@@ -139,7 +139,11 @@ func goProgram(w *world, v gin.Version) {
 				g.Wait(q)
 			}
 			g.Flush()
-			g.GinBarrier(gin.BarrierRailGin, 1, false).Sync(gin.OrderAcqRel, gin.FencePut)
+			fence := gin.FencePut // 2.28 has the Relaxed fence level only
+			if v == gin.V2_28 {
+				fence = gin.FenceNone
+			}
+			g.GinBarrier(gin.BarrierRailGin, 0, false).Sync(gin.OrderAcqRel, fence)
 			l := lsa.New(dc, t, r)
 			l.CopyFrom(1-dc.LSA(r).Rank, w.buf, 40960, w.buf, 0, 2048)
 			l.Store(1-dc.LSA(r).Rank, w.flg, 512, 7)
@@ -194,4 +198,44 @@ func TestLaunchErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, w.cl.Sim.Run(), gin.ErrSignalRange)
 	w.cl.Sim.Shutdown()
+}
+
+// A barrier op without "fence" takes NCCL's default: Put|Get in 2.30
+// (gin_barrier.h@230 L70-71), Relaxed in 2.28 (the only level); "none" is
+// no fence. With the Put fence a 2.30 world GIN barrier also signals self
+// (4 signals per rank of 4, not 3) and the Get fence flushes.
+func TestBarrierDefaultFence(t *testing.T) {
+	for _, c := range []struct {
+		v     gin.Version
+		fence []string
+		ops   uint64
+	}{
+		{gin.V2_30, nil, 16},
+		{gin.V2_30, []string{"none"}, 12},
+		{gin.V2_30, []string{"put"}, 16},
+		{gin.V2_28, nil, 12},
+	} {
+		cl, err := gintest.NewCluster(2, 2, c.v)
+		require.NoError(t, err)
+		req := gin.Requirements{GinSignalCount: 1, RailGinBarrierCount: 1, ConnectionType: gin.ConnFull}
+		kind := "rail_gin"
+		if c.v == gin.V2_30 {
+			req = gin.Requirements{GinSignalCount: 1, WorldGinBarrierCount: 1, ConnectionType: gin.ConnFull}
+			kind = "world_gin"
+		}
+		dc, err := cl.Comm.DevCommCreate(req)
+		require.NoError(t, err)
+		f := &File{Format: 1, NCCL: c.v.String()}
+		for r := range 4 {
+			f.Programs = append(f.Programs, Program{Rank: r, Group: "b", Threads: 32, Ops: []Op{{Op: "barrier", Kind: kind, Fence: c.fence}}})
+		}
+		_, err = Launch(dc, f)
+		require.NoError(t, err)
+		require.NoError(t, cl.Sim.Run())
+		want := c.ops
+		if c.v == gin.V2_28 {
+			want = 4 // a rail barrier of 2: one signal per rank
+		}
+		require.Equal(t, want, cl.Backend.Stats().Ops, "%v fence %v", c.v, c.fence)
+	}
 }

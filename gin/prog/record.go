@@ -144,6 +144,10 @@ func (r *Recorder) Call(t *gpu.Group, rank, ctx int, c *gin.Call) {
 		op.Op, op.ID, op.Least, op.Bits = "wait_counter", c.Counter, c.Value, c.Bits
 	case gin.CallResetCounter:
 		op.Op, op.ID = "reset_counter", c.Counter
+	case gin.CallReadVASignal:
+		op.Op, op.Dst, op.DstOff, op.Bits = "read_va_signal", winName(c.Dst), c.DstOff, c.Bits
+	case gin.CallWaitVASignal:
+		op.Op, op.Dst, op.DstOff, op.Least, op.Bits = "wait_va_signal", winName(c.Dst), c.DstOff, c.Value, c.Bits
 	case gin.CallIncreaseShadow:
 		op.Op, op.ID, op.Value = "increase_shadow", c.Signal, c.Value
 	case gin.CallWaitMeetShadow:
@@ -156,6 +160,9 @@ func (r *Recorder) Call(t *gpu.Group, rank, ctx int, c *gin.Call) {
 		}
 		if b.Fence&gin.FenceGet != 0 {
 			op.Fence = append(op.Fence, "get")
+		}
+		if b.Fence == gin.FenceNone && c.Op == gin.CallBarrier {
+			op.Fence = []string{"none"} // absent is NCCL's default
 		}
 	case gin.CallCompute:
 		op.Op, op.Ps = "compute", int64(c.Duration)

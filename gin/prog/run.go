@@ -15,6 +15,37 @@ import (
 // what can be checked before the run (version, ranks, window names); the
 // gin front end reports the rest while the programs run.
 func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
+	g, _, err := LaunchResults(dc, f)
+	return g, err
+}
+
+// Results are what the ops of a run returned, by program and op index.
+type Results struct {
+	Ops [][]Result
+}
+
+// Result is one op's outcome: whether it returned and when, the value of
+// reads and waits (signals, counters, the follow-shadow delta), and the
+// bytes of a read.
+type Result struct {
+	Done  bool
+	At    sim.Time
+	Value uint64
+	Bytes []byte
+}
+
+// LaunchResults is Launch that also records every op's Result as the
+// programs run.
+func LaunchResults(dc *gin.DevComm, f *File) ([]*gpu.Group, *Results, error) {
+	res := &Results{Ops: make([][]Result, len(f.Programs))}
+	for pi := range f.Programs {
+		res.Ops[pi] = make([]Result, len(f.Programs[pi].Ops))
+	}
+	g, err := launch(dc, f, res)
+	return g, res, err
+}
+
+func launch(dc *gin.DevComm, f *File, res *Results) ([]*gpu.Group, error) {
 	c := dc.Comm()
 	if want := c.Profile().Version.String(); f.NCCL != want {
 		return nil, fmt.Errorf("prog: programs for NCCL %s on a %s communicator", f.NCCL, want)
@@ -31,7 +62,7 @@ func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
 		if p.Rank >= c.Size() {
 			return nil, &Error{Program: pi, Op: -1, Field: "rank", Msg: fmt.Sprintf("rank %d of %d", p.Rank, c.Size())}
 		}
-		r := &runner{dc: dc, p: p, wins: wins}
+		r := &runner{dc: dc, p: p, wins: wins, res: res.Ops[pi]}
 		for oi := range p.Ops {
 			if err := r.resolve(oi); err != nil {
 				err.Program = pi
@@ -44,6 +75,7 @@ func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
 }
 
 type runner struct {
+	res  []Result
 	dc   *gin.DevComm
 	p    *Program
 	wins map[string]*gin.Window
@@ -126,12 +158,18 @@ func order(s string) gin.MemoryOrder {
 	return gin.MemoryOrder(slices.Index(orders, s))
 }
 
-func fence(fs []string) gin.FenceLevel {
+// fence is the barrier fence of fs; none given is NCCL's default, Put|Get
+// where fence levels exist (2.30, gin_barrier.h@230 L70-71).
+func (r *runner) fence(fs []string) gin.FenceLevel {
+	if fs == nil && r.dc.Profile().HasBarrierFences {
+		return gin.FencePut | gin.FenceGet
+	}
 	var f gin.FenceLevel
 	for _, s := range fs {
-		if s == "put" {
+		switch s {
+		case "put":
 			f |= gin.FencePut
-		} else {
+		case "get":
 			f |= gin.FenceGet
 		}
 	}
@@ -158,9 +196,11 @@ func (r *runner) run(t *gpu.Group) {
 	}
 	for i := range r.p.Ops {
 		op := &r.p.Ops[i]
+		var v uint64
+		var b []byte
 		w := func(name string) *gin.Window { return r.wins[name] }
 		var g *gin.Gin
-		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
+		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && op.Op != "read" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
 			g = h(op.Ctx)
 			if op.Release != nil {
 				g.SetRelease(scope(op.Release[0]), scope(op.Release[1]))
@@ -195,33 +235,40 @@ func (r *runner) run(t *gpu.Group) {
 			}
 			g.Wait(q)
 		case "read_signal":
-			g.ReadSignal(op.ID, bits(op.Bits, 64))
+			v = g.ReadSignal(op.ID, bits(op.Bits, 64))
 		case "wait_signal":
-			g.WaitSignal(op.ID, op.Least, bits(op.Bits, 64))
+			v = g.WaitSignal(op.ID, op.Least, bits(op.Bits, 64))
 		case "reset_signal":
 			g.ResetSignal(op.ID)
 		case "read_counter":
-			g.ReadCounter(op.ID, bits(op.Bits, 56))
+			v = g.ReadCounter(op.ID, bits(op.Bits, 56))
 		case "wait_counter":
-			g.WaitCounter(op.ID, op.Least, bits(op.Bits, 56))
+			v = g.WaitCounter(op.ID, op.Least, bits(op.Bits, 56))
 		case "reset_counter":
 			g.ResetCounter(op.ID)
 		case "increase_shadow":
 			g.IncreaseSignalShadow(op.ID, op.Value)
 		case "wait_meet_shadow":
-			g.WaitSignalMeetShadow(op.ID, bits(op.Bits, 64))
+			v = g.WaitSignalMeetShadow(op.ID, bits(op.Bits, 64))
+		case "read_va_signal":
+			v = g.ReadVASignal(w(op.Dst), op.DstOff, bits(op.Bits, 64))
+		case "wait_va_signal":
+			v = g.WaitVASignal(w(op.Dst), op.DstOff, op.Least, bits(op.Bits, 64))
+		case "read":
+			b = make([]byte, op.Bytes)
+			t.Read(w(op.Src).Region(rank), op.SrcOff, b)
 		case "barrier":
 			switch op.Kind {
 			case "rail_gin":
-				g.GinBarrier(gin.BarrierRailGin, op.Index, op.All).Sync(order(op.Order), fence(op.Fence))
+				g.GinBarrier(gin.BarrierRailGin, op.Index, op.All).Sync(order(op.Order), r.fence(op.Fence))
 			case "world_gin":
-				g.GinBarrier(gin.BarrierWorldGin, op.Index, op.All).Sync(order(op.Order), fence(op.Fence))
+				g.GinBarrier(gin.BarrierWorldGin, op.Index, op.All).Sync(order(op.Order), r.fence(op.Fence))
 			case "lsa":
 				if b := lsa.New(dc, t, rank).Barrier(op.Index); b != nil {
 					b.Sync(order(op.Order))
 				}
 			case "hybrid":
-				lsa.NewSession(dc, t, rank, op.Ctx, op.Index).Sync(order(op.Order), fence(op.Fence))
+				lsa.NewSession(dc, t, rank, op.Ctx, op.Index).Sync(order(op.Order), r.fence(op.Fence))
 			}
 		case "sleep":
 			t.Sleep(sim.Duration(op.Ps))
@@ -237,6 +284,9 @@ func (r *runner) run(t *gpu.Group) {
 			default:
 				l.Copy(op.Peer, w(op.Dst), op.DstOff, nil, sim.Bytes(op.Bytes))
 			}
+		}
+		if r.res != nil {
+			r.res[i] = Result{Done: true, At: t.Now(), Value: v, Bytes: b}
 		}
 	}
 }

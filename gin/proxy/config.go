@@ -10,6 +10,9 @@ import (
 // descriptor build work and the CPU thread's cost of every step of its
 // loop.
 type Config struct {
+	// Mutations break documented guarantees on purpose (gin/verify's
+	// mutants); zero in every real run.
+	Mutations Mutations
 	// QueueSize is the GFD ring size per (context, peer): 256, NCCL's cap
 	// from the IB verbs request pool (NCCL_NET_MAX_REQUESTS).
 	QueueSize int
@@ -109,3 +112,18 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Mutations are deliberately broken proxy behaviours (bit flags).
+type Mutations uint32
+
+// The proxy mutants.
+const (
+	// MutCIAtPost: the CPU marks a GFD done (advancing ci, so flush
+	// returns) when it posts it, not when its CQE arrives.
+	MutCIAtPost Mutations = 1 << iota
+	// MutCounterAtPost: the CPU bumps a counter when it posts the GFD.
+	MutCounterAtPost
+	// MutAtomicFirst: the signal's ATOMIC is posted before the put's
+	// WRITE in the chain.
+	MutAtomicFirst
+)

@@ -29,9 +29,12 @@
 // the change, so time and results equal a busy poll with no event per
 // idle pass. Stats report the thread's work time against its running time.
 //
-// Not modelled: the gpuFlush loopback READ that makes get data visible
-// (the NIC model lands READ data before the READ's CQE, so waiting for the
-// CQE suffices) and the CPU_PROXY doorbell mode of GDAKI.
+// A 2.30 wait or flush that covers gets not yet made visible writes one
+// more GFD, a Flush on the rank's own queue, which the CPU posts as an
+// 8-byte READ on the loop-back connection, and waits for it
+// (gin_proxy.h@230 L328, gin_host_proxy.cc@230 L266-277).
+//
+// Not modelled: the CPU_PROXY doorbell mode of GDAKI.
 //
 // Not safe for concurrent use.
 package proxy

@@ -41,6 +41,9 @@ const (
 	stTicketed
 	stWait
 	stWaitDone
+	stSelfFlush
+	stSelfWait
+	stSelfDone
 	stEnd
 )
 
@@ -60,6 +63,8 @@ type issuer struct {
 
 	ctx, peer int    // Wait's (context, peer)
 	ticket    uint64 // Wait's target for cis[peer]
+	getMark   uint64 // the gets a self Flush GFD makes visible (lastGet)
+	flushing  bool   // writing that Flush GFD
 
 	submit.Run // t, the continuation, and the run's end
 }
@@ -154,6 +159,10 @@ func (m *issuer) step() {
 			m.i++
 			m.pc = stClaim
 		case stIssued:
+			if m.flushing {
+				m.pc = stSelfWait
+				continue
+			}
 			if op := m.op; op.Kind == gin.OpGet {
 				rs := &m.cs.ranks[m.rank]
 				rs.lastGet[op.Ctx*m.cs.nranks+op.Peer] = rs.pis[op.Ctx].Load64(8 * uint64(op.Peer))
@@ -177,6 +186,34 @@ func (m *issuer) step() {
 			t.WaitWordThen(cis, off, "proxy flush", func(v uint64) bool { return v >= tk }, m, 0)
 			return
 		case stWaitDone:
+			m.pc = stEnd
+			// 2.30: gets covered by the wait and not yet made visible
+			// need a Flush GFD on the rank's own queue (gin_proxy.h@230
+			// L328; gin-semantics-review M7).
+			if k := m.ctx*m.cs.nranks + m.peer; m.cs.ver == GFDv2 && m.peer != m.rank {
+				rs := &m.cs.ranks[m.rank]
+				if g := rs.lastGet[k]; g > rs.visGet[k] && g <= m.ticket {
+					m.getMark, m.pc = g, stSelfFlush
+				}
+			}
+		case stSelfFlush:
+			m.ch = m.cs.ch(m.rank, m.ctx, m.rank)
+			m.gfds = append(m.gfds[:0], GFD{Op: GFDFlush})
+			m.i, m.flushing = 0, true
+			m.pc = stClaim
+		case stSelfWait:
+			m.pc = stSelfDone
+			cis, off, tk := m.cs.ranks[m.rank].cis[m.ctx], 8*uint64(m.rank), m.idx+1
+			if cis.Load64(off) >= tk {
+				t.Load64Then(cis, off, m, 0)
+				return
+			}
+			t.WaitWordThen(cis, off, "proxy get flush", func(v uint64) bool { return v >= tk }, m, 0)
+			return
+		case stSelfDone:
+			k := m.ctx*m.cs.nranks + m.peer
+			rs := &m.cs.ranks[m.rank]
+			rs.visGet[k] = max(rs.visGet[k], m.getMark)
 			m.pc = stEnd
 
 		case stEnd:

@@ -91,6 +91,8 @@ type rankState struct {
 	win     [][]*nic.MR   // per NIC, by window ID
 	chans   []*channel    // [ctx*nranks+peer]
 	lastGet []uint64
+	visGet  []uint64        // lastGet values a self Flush GFD made visible
+	flushMR map[int]*nic.MR // per NIC index: the 8-byte target of Flush GFDs' READs
 }
 
 type commState struct {
@@ -100,6 +102,7 @@ type commState struct {
 	nsig, nctr   int
 	ver          GFDVersion
 	resetByOff   bool
+	b            *Backend
 	ranks        []rankState
 }
 
@@ -202,6 +205,12 @@ func (b *Backend) state(dc *gin.DevComm) *commState {
 
 func (cs *commState) ch(rank, ctx, peer int) *channel {
 	c := cs.ranks[rank].chans[ctx*cs.nranks+peer]
+	if c == nil && peer == rank && cs.dc.Connected(rank, rank) {
+		var err error
+		if c, err = cs.b.selfChannel(cs, rank, ctx); err != nil {
+			panic(fmt.Sprintf("proxy: building the self connection of rank %d on context %d: %v", rank, ctx, err))
+		}
+	}
 	if c == nil {
 		panic(fmt.Sprintf("proxy: no channel from rank %d to peer %d on context %d", rank, peer, ctx))
 	}
@@ -215,8 +224,8 @@ func (cs *commState) ch(rank, ctx, peer int) *channel {
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
 	prof := dc.Profile()
-	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.ContextCount(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
-		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset}
+	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
+		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset, b: b}
 	if prof.GFDSize == 128 {
 		cs.ver = GFDv2
 	}
@@ -263,6 +272,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		}
 		rs.chans = make([]*channel, cs.nctx*cs.nranks)
 		rs.lastGet = make([]uint64, cs.nctx*cs.nranks)
+		rs.visGet = make([]uint64, cs.nctx*cs.nranks)
 		rs.srv = b.server(rk.World, g)
 	}
 	for ctx := range cs.nctx {
@@ -309,6 +319,46 @@ func (b *Backend) server(world int, g *gpu.GPU) *Server {
 	}
 	b.srvs = append(b.srvs, s)
 	return s
+}
+
+// selfChannel builds rank's loop-back connection on context ctx: a ring
+// and an RC QP connected to a responder QP on the same NIC (NCCL's IB
+// proxy connects fullSendComm[rank] to itself, net_ib/gin.cc@230
+// L399-414), so self traffic goes through the NIC. It is built on the
+// first self operation, not at Connect, so that runs without self traffic
+// keep their QP numbers, memory layout and progress-pass costs. A parked
+// progress thread is told to watch the new ring.
+func (b *Backend) selfChannel(cs *commState, rank, ctx int) (*channel, error) {
+	a, err := b.newChannel(cs, rank, ctx, rank)
+	if err != nil {
+		return nil, err
+	}
+	cs.ranks[rank].chans[ctx*cs.nranks+rank] = nil
+	z, err := b.newChannel(cs, rank, ctx, rank)
+	if err != nil {
+		return nil, err
+	}
+	z.name += "/selfloop"
+	cs.ranks[rank].chans[ctx*cs.nranks+rank] = a
+	if err := connect(a, z, b.cfg.AckTimeout); err != nil {
+		return nil, err
+	}
+	rs := &cs.ranks[rank]
+	if rs.flushMR[a.nk] == nil { // the target of Flush GFDs' READs (2.30 get flush)
+		r := rs.gpu.AllocHost(fmt.Sprintf("proxy/r%d/n%d/flush", rank, a.nk), 8, true)
+		mr, err := a.nic.RegMR(r, 0, 8, ibwin.VA(r), nic.AccessLocalWrite|nic.AccessRemoteRead, rs.gpu.Bus().Host(), false)
+		if err != nil {
+			return nil, err
+		}
+		if rs.flushMR == nil {
+			rs.flushMR = map[int]*nic.MR{}
+		}
+		rs.flushMR[a.nk] = mr
+	}
+	if s := cs.ranks[rank].srv; s.parked {
+		s.watch(a.ring, 0)
+	}
+	return a, nil
 }
 
 func (b *Backend) newChannel(cs *commState, r, ctx, p int) (*channel, error) {
@@ -408,16 +458,15 @@ func (b *Backend) CounterWord(dc *gin.DevComm, rank, ctx, id int) (*mem.Region, 
 
 // ResetSignal implements gin.Backend: 2.30 (backend v2) records the current
 // value in signalOffsets; 2.28 stores 0.
-func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) {
+func (b *Backend) ResetSignal(t *gpu.Group, dc *gin.DevComm, rank, ctx, id int) gin.ResetStore {
 	cs := b.state(dc)
 	rs := &cs.ranks[rank]
 	off := 8 * uint64(id)
 	if cs.resetByOff {
 		v := t.Load64(rs.sig[ctx], off)
-		t.Store64(rs.sigOff[ctx], off, v)
-		return
+		return gin.ResetStore{Landed: t.Store64(rs.sigOff[ctx], off, v), Offset: true, Value: v}
 	}
-	t.Store64(rs.sig[ctx], off, 0)
+	return gin.ResetStore{Landed: t.Store64(rs.sig[ctx], off, 0)}
 }
 
 // SignalOffset implements gin.Backend.
@@ -459,8 +508,8 @@ const maxGFDBytes = 1 << 30
 // FlushAsync implements gin.Backend: snapshot pis[peer].
 func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int) gin.Request {
 	cs := b.state(dc)
-	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
-		return gin.Request{Ctx: ctx, Peer: peer} // nothing is ever posted to an unconnected peer
+	if cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+		return gin.Request{Ctx: ctx, Peer: peer} // nothing was ever posted to this peer
 	}
 	ch := cs.ch(rank, ctx, peer)
 	v := t.Load64(cs.ranks[rank].pis[ctx], 8*uint64(ch.peer))
@@ -483,7 +532,7 @@ func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, 
 	m := b.newIssuer(t, cs, rank)
 	m.ctx, m.peer, m.K, m.KArg = ctx, peer, h, arg
 	m.pc = stTicket
-	if peer == rank || cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
+	if cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
 		m.pc = stWait // nothing is ever posted to it: FlushAsync's ticket is 0
 	}
 	m.step()

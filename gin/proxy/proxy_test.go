@@ -299,3 +299,36 @@ func TestSlowCPU(t *testing.T) {
 	require.Equal(t, b1, s1, "rank 1's busy CPU time")
 	require.Greater(t, slowEnd, end)
 }
+
+func TestLoopback(t *testing.T) { backendtest.Loopback(t, backend) }
+
+func TestResetThenWait(t *testing.T) {
+	for _, v := range []gin.Version{gin.V2_28, gin.V2_30} {
+		t.Run(v.String(), func(t *testing.T) { backendtest.ResetThenWait(t, backend, v) })
+	}
+}
+
+// gin-semantics-review M7: with a get outstanding, NCCL 2.30's flush (and
+// wait) writes one more GFD, a Flush to the rank's own queue whose READ on
+// the loop-back connection orders the get's data (gin_proxy.h@230 L328,
+// gin_host_proxy.cc@230 L266-277); a flush with no get writes none.
+func TestGetFlushPostsSelfFlushGFD(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		get  bool
+		gfds uint64
+	}{{"get+flush", true, 2}, {"put+flush", false, 1}} {
+		e, _ := backendtest.Run(t, backend, bench.EnvConfig{}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) {
+			if c.get {
+				g.Get(e.Dev.World(0), 1, e.Win, 0, e.Win, 4096, 8)
+			} else {
+				g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 4096, 8, nil, nil)
+			}
+			g.Flush()
+			g.Flush() // the get is visible now: no second Flush GFD
+		})
+		if got := e.Backend.Stats().GFDs; got != c.gfds {
+			t.Errorf("%s: %d GFDs, want %d", c.name, got, c.gfds)
+		}
+	}
+}

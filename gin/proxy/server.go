@@ -166,7 +166,8 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 					worked = true
 				}
 			}
-			if st.done && st.op&GFDWithCounter != 0 && !st.counted {
+			early := s.b.cfg.Mutations&MutCounterAtPost != 0 && st.posted
+			if (st.done || early) && st.op&GFDWithCounter != 0 && !st.counted {
 				s.bumpCounter(rs, ctx, st.counter)
 				st.counted = true
 				worked = true
@@ -277,6 +278,10 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 		return m
 	}
 	switch {
+	case g.Op&GFDFlush != 0:
+		f := rs.flushMR[ch.nk]
+		pp.wrs[0] = nic.WR{Op: nic.WRRead, Local: nic.SGE{MR: rs.sinkMR[ch.nk], Len: 8}, RemoteVA: f.VA, RKey: f.RKey}
+		pp.n = 1
 	case g.Op&GFDGet != 0:
 		l, r := mr(ch.rank, g.SrcHandle), mr(ch.peer, g.DstHandle)
 		pp.wrs[0] = nic.WR{Op: nic.WRRead, Local: nic.SGE{MR: l, Off: g.SrcOff, Len: g.Size}, RemoteVA: r.VA + g.DstOff,
@@ -319,9 +324,15 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 			ch.name, s.p.Now(), i, g.Op))
 		s.p.Park("proxy: bad GFD")
 	}
+	if cfg.Mutations&MutAtomicFirst != 0 && pp.n == 2 {
+		pp.wrs[0], pp.wrs[1] = pp.wrs[1], pp.wrs[0]
+	}
 	pp.wrs[pp.n-1].Signaled = true
 	pp.wrs[pp.n-1].ID = i
 	ch.slot(i, uint64(cfg.QueueSize)).posted = true
+	if cfg.Mutations&MutCIAtPost != 0 {
+		ch.slot(i, uint64(cfg.QueueSize)).done = true
+	}
 	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
 	db := sim.Bytes(8)
 	if pp.n == 1 && ch.nic.Config().BlueFlame {

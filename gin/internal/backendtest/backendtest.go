@@ -293,3 +293,80 @@ func ContextsSpreadOverNICs(t *testing.T, backend string) {
 	}
 	assert.Equal(t, [][]int{{1, 0}, {0, 1}, {1, 0}}, perCtx, "request packets per NIC for contexts 0, 1, 2")
 }
+
+// Loopback (spec 2.4, gin-semantics-review M1/M2): a put with a signal to
+// one's own rank goes through the NIC (NCCL connects a self-loop QP per
+// context on GDAKI and an RC connection to itself on the Proxy): the bytes
+// land in the rank's own window and the signal counts once; a flush covers
+// it; and the 2.30 GIN barrier with the Put fence (which signals self) and
+// with NCCL's default Put|Get fence completes on both ranks.
+func Loopback(t *testing.T, backend string) {
+	t.Helper()
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Backed: true, WorldGinBarriers: 1})
+	require.NoError(t, err)
+	const n = 4096
+	pattern := make([]byte, n)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + 3)
+	}
+	e.Win.Region(0).Write(0, pattern, n, "test")
+	var sig uint64
+	got := make([]byte, n)
+	left := make([]bool, 2)
+	for r := range e.Ranks {
+		e.Ranks[r].GPU.Launch("k", 1, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, r, 0)
+			if r == 0 {
+				g.Put(e.Dev.World(0), 0, e.Win, 1<<20, e.Win, 0, n, gin.SignalInc{Signal: 0}, nil)
+				sig = g.WaitSignal(0, 1, 64)
+				e.Win.Region(0).Read(1<<20, got)
+				g.Put(e.Dev.World(0), 0, e.Win, 2<<20, e.Win, 0, n, nil, gin.CounterInc{Counter: 0})
+				g.Flush()
+			}
+			g.GinBarrier(gin.BarrierWorldGin, 0, false).Sync(gin.OrderAcqRel, gin.FencePut)
+			g.GinBarrier(gin.BarrierWorldGin, 0, false).Sync(gin.OrderAcqRel, gin.FencePut|gin.FenceGet)
+			left[r] = true
+		})
+	}
+	require.NoError(t, e.Sim.Run())
+	require.NoError(t, e.Comm.CheckDeadlock())
+	assert.Equal(t, uint64(1), sig, "self signal after one self put")
+	assert.Equal(t, pattern, got, "self put's bytes once its signal is seen")
+	assert.Equal(t, []bool{true, true}, left, "both ranks left the Put and Put|Get fenced barriers")
+}
+
+// ResetThenWait (spec 2.2 resetSignal): rank 1 signals rank 0 five times;
+// rank 0 waits for 5, resets, and at once waits for 1. A group sees its own
+// reset store even while it is in flight, so the wait returns 1 only after
+// rank 1's sixth signal, sent 50 us later, and that update (legal: issued
+// after the reset) is not reported as racing with the reset (which the
+// Proxy's 2.30 reset-by-offset did).
+func ResetThenWait(t *testing.T, backend string, v gin.Version) {
+	t.Helper()
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Version: v})
+	require.NoError(t, err)
+	const late = 50 * sim.Microsecond
+	var got, read uint64
+	var at sim.Time
+	e.Ranks[0].GPU.Launch("recv", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 0, 0)
+		g.WaitSignal(0, 5, 64)
+		g.ResetSignal(0)
+		got = g.WaitSignal(0, 1, 64)
+		at = tg.Now()
+		g.ResetSignal(0)
+		read = g.ReadSignal(0, 64)
+	})
+	e.Ranks[1].GPU.Launch("send", 1, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 1, 0)
+		for range 5 {
+			g.Signal(e.Dev.World(1), 0, gin.SignalInc{Signal: 0})
+		}
+		tg.Sleep(late)
+		g.Signal(e.Dev.World(1), 0, gin.SignalInc{Signal: 0})
+	})
+	require.NoError(t, e.Sim.Run())
+	assert.Equal(t, uint64(0), read, "readSignal right after the second resetSignal")
+	assert.Equal(t, uint64(1), got, "waitSignal(1) after the reset")
+	assert.GreaterOrEqual(t, at, sim.Time(0).Add(late), "waitSignal(1) returned before the post-reset signal was sent")
+}
