@@ -11,7 +11,9 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
+
 
 // EnvConfig describes a two-rank GIN setup.
 type EnvConfig struct {
@@ -54,6 +56,8 @@ type Env struct {
 	// Flag is the LSA backend's window of 8-byte flag words (the signals
 	// of LSA puts); nil for GIN backends.
 	Flag *gin.Window
+
+	bus *obs.Bus // Observe's bus
 }
 
 // NewEnv builds the machine and the communicator of c.
@@ -180,16 +184,41 @@ func (l *Log) add(at sim.Time, who, what string) {
 // String returns the log, one event a line.
 func (l *Log) String() string { return strings.Join(l.Lines, "\n") + "\n" }
 
-// Record starts logging e's run into a new Log.
+// Observe wires one obs.Bus through the whole env (fabric, NICs,
+// communicator, backend) and subscribes obs to it; later calls add
+// subscribers to the same bus. It returns the bus.
+func (e *Env) Observe(subs ...obs.Observer) *obs.Bus {
+	if e.bus == nil {
+		e.bus = obs.NewBus()
+		e.Machine.SetObserver(e.bus)
+		e.Comm.SetObserver(e.bus)
+		if e.GDAKI != nil {
+			e.GDAKI.SetObserver(e.bus)
+		}
+		if e.Proxy != nil {
+			e.Proxy.SetObserver(e.bus)
+		}
+	}
+	for _, o := range subs {
+		e.bus.Subscribe(o)
+	}
+	return e.bus
+}
+
+// Record starts logging e's run into a new Log: the backend's steps from
+// the observer (rendered by gdaki.Describe or proxy.Describe), packets
+// from the NIC ports' taps and memory effects from the memory observer.
 func (e *Env) Record() *Log {
 	l := &Log{Start: e.Sim.Now()}
-	tr := func(at sim.Time, who, what string) { l.add(at, who, what) }
-	if e.GDAKI != nil {
-		e.GDAKI.SetTrace(tr)
-	}
+	describe := gdaki.Describe
 	if e.Proxy != nil {
-		e.Proxy.SetTrace(tr)
+		describe = proxy.Describe
 	}
+	e.Observe(obs.Func(func(ev obs.Event) {
+		if what, ok := describe(ev); ok {
+			l.add(ev.At, ev.Who, what)
+		}
+	}))
 	for _, r := range e.Ranks {
 		n := r.NICs[0]
 		ep := n.Endpoint()
