@@ -36,9 +36,9 @@ const (
 	// sq_ready after them. Proxy: GFD Index stored, Code its op, Bytes its
 	// size, Then when its last store lands in host memory.
 	Posted
-	// Doorbell: a doorbell MMIO carrying producer index Value was sent;
-	// Then is its arrival at the NIC (Where: channel). The proxy's
-	// ibv_post_send of Bytes WRs for GFD Index emits it too.
+	// Doorbell: a doorbell MMIO was sent; Then is its arrival at the NIC
+	// (Where: channel). GDAKI: Value is the producer index it carries.
+	// Proxy (its ibv_post_send for GFD Index): Value is the WRs posted.
 	Doorbell
 	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size).
 	Pickup
@@ -73,8 +73,8 @@ const (
 	CQE
 	// Consumed: the issuer saw CQE Index (GDAKI poll, proxy poll_cq).
 	Consumed
-	// Counter: a counter word reached Value (proxy CPU store; Where the
-	// region, Addr the offset).
+	// Counter: the proxy thread's store made counter Index of context
+	// Code reach Value (Old before it; Where the region, Addr the offset).
 	Counter
 	// ConsumerIndex: the proxy published consumer index Value of a
 	// channel's GFD ring (Where).
