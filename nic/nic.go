@@ -442,7 +442,7 @@ func (n *NIC) land(i int32) {
 		}
 		l.r.Write(l.off, src, l.n, l.qp.name)
 		if n.obs != nil {
-			n.obs.Emit(obs.Event{Kind: obs.Landed, At: n.s.Now(), Op: l.opid, Who: l.qp.name, Where: l.r.Name(), Addr: l.off, Bytes: l.n})
+			n.obs.Emit(obs.Event{Kind: obs.Landed, At: n.s.Now(), Op: l.opid, Who: l.qp.name, QP: l.qp.qpn, Where: l.r.Name(), Addr: l.off, Bytes: l.n})
 		}
 		if l.pkt != nil {
 			n.net.Free(l.pkt)
@@ -462,7 +462,7 @@ func (n *NIC) land(i int32) {
 					v = l.b
 				}
 			}
-			n.obs.Emit(obs.Event{Kind: obs.Atomic, At: n.s.Now(), Op: l.opid, Who: l.qp.name, Where: l.r.Name(), Addr: l.off, Old: old, Value: v})
+			n.obs.Emit(obs.Event{Kind: obs.Atomic, At: n.s.Now(), Op: l.opid, Who: l.qp.name, QP: l.qp.qpn, Where: l.r.Name(), Addr: l.off, Old: old, Value: v})
 		}
 		l.qp.atomicApplied(l.entry, l.psn, old)
 	case landStore:

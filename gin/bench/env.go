@@ -14,7 +14,6 @@ import (
 	"github.com/ginsim/ginsim/sim/obs"
 )
 
-
 // EnvConfig describes a two-rank GIN setup.
 type EnvConfig struct {
 	// Profile is a machine preset or cluster file (default "h100-ib").

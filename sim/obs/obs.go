@@ -59,11 +59,12 @@ const (
 	Received
 	// Landed: a payload DMA write landed in memory (nic, responder side or
 	// a READ response at the requester): Where the region, Addr the offset,
-	// Bytes the length.
+	// Bytes the length, QP the number of the QP that wrote it (the DestQP
+	// of the packets that carried it).
 	Landed
 	// Atomic: an atomic was applied to the word at Addr of region Where
-	// (a signal, a VA signal or a GDAKI counter): Value the new value, Old
-	// the previous one.
+	// (a signal, a VA signal or a GDAKI counter) by QP QP: Value the new
+	// value, Old the previous one.
 	Atomic
 	// Acked: the requester retired WQE Index of QP QP (its ACK or response
 	// arrived, or it completed in error; Code is the nic.Status).
@@ -85,8 +86,9 @@ const (
 	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
 	// whose atomic last changed the word (Where: region, Addr: offset).
 	SignalSeen
-	// LSAStored: an LSA (NVLink) store of Bytes at Addr of region Where is
-	// visible at the peer.
+	// LSAStored: an LSA (NVLink) store of Bytes at Addr of region Where was
+	// issued by rank Index; Then is when it is visible at the peer. It has
+	// an op id of its own.
 	LSAStored
 
 	numKinds
