@@ -47,6 +47,10 @@ type channel struct {
 
 	wqeBytes  uint64       // the NIC's WQE size
 	atomicGPU sim.Duration // the GPU's device-scope atomic (sq_lock's atomicCAS)
+	// ids holds, by SQ slot, the observer id of the operation whose WQE
+	// sits there, so that a doorbell names every operation it covers (nil
+	// when nobody observes).
+	ids []obs.OpID
 }
 
 // gpuDev is where the channel's doorbells go.

@@ -90,6 +90,7 @@ type issuer struct {
 	rret    uint8
 	arrive  sim.Time // the doorbell MMIO's arrival at the NIC
 	arrive2 sim.Time // the second one's
+	opi     uint64   // sq_wqe_pi before this ring's atomicMax (observer)
 
 	// poll qch's CQE qidx, then continue at qret.
 	qch  *channel
@@ -157,7 +158,9 @@ func (m *issuer) step() {
 				w = comp.addWR(nic.WRFetchAdd)
 				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
-				w.OpID = op.ID
+				for i := range comp.wrs {
+					comp.wrs[i].OpID = op.ID
+				}
 				m.clast = m.last
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
 				continue
@@ -239,6 +242,9 @@ func (m *issuer) step() {
 					return
 				}
 				b.st.WQEs++
+				if b.events != nil {
+					ch.setID(m.base+uint64(i), m.wrs[i].OpID)
+				}
 			}
 			m.last = m.base + uint64(len(m.wrs)) - 1
 			ch.release(m.wrs)
@@ -265,6 +271,7 @@ func (m *issuer) step() {
 		case stRPI:
 			ch := m.rch
 			m.pc = stRUnlock
+			m.opi = t.Result()
 			if t.Result() < m.rpi {
 				ch.ctrl.Store64(offPI, m.rpi, t.Agent()) // atomicMax's effect
 				m.pc = stRDoorbell
@@ -286,7 +293,7 @@ func (m *issuer) step() {
 			t.GPU().Sim().Post(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
 			b.st.Doorbells++
 			if b.events != nil {
-				b.emit(t, obs.Event{Kind: obs.Doorbell, Op: m.opID(), Where: ch.name, Value: m.rpi, Then: m.arrive})
+				b.emitDoorbell(t, ch, m.opi, m.rpi, m.arrive)
 			}
 			m.pc = stRUnlock
 		case stRUnlock:

@@ -83,7 +83,7 @@ type word struct {
 type qpPath struct {
 	qp              uint32
 	sent, rcvd, eff sim.Time
-	hasSent         bool
+	hasSent, landed bool
 	atomics         []word
 }
 
@@ -144,7 +144,7 @@ func Table(events []obs.Event) []Row {
 			}
 		case obs.Landed:
 			p := o.path(e.QP)
-			p.eff = max(p.eff, e.At)
+			p.eff, p.landed = max(p.eff, e.At), true
 		case obs.Atomic:
 			p := o.path(e.QP)
 			p.eff = max(p.eff, e.At)
@@ -176,8 +176,9 @@ func Table(events []obs.Event) []Row {
 }
 
 // target picks the responder QP whose effect ends the path: the one whose
-// atomic hit the word the waiter saw, else the one whose packets carried
-// the payload (a put without a signal).
+// atomic hit the word the waiter saw; else (no waiter saw this op) the
+// first one that landed a payload; else the first one reached (a signal
+// alone). A GDAKI counter's loopback QP comes after the data's.
 func (o *op) target() (*qpPath, bool) {
 	if o.seenWord.where != "" {
 		for i := range o.qps {
@@ -186,9 +187,11 @@ func (o *op) target() (*qpPath, bool) {
 			}
 		}
 	}
-	for i := range o.qps {
-		if p := &o.qps[i]; p.hasSent && p.eff != 0 && len(p.atomics) == 0 {
-			return p, true
+	for _, payload := range []bool{true, false} {
+		for i := range o.qps {
+			if p := &o.qps[i]; p.hasSent && p.eff != 0 && (p.landed || !payload) {
+				return p, true
+			}
 		}
 	}
 	return nil, false

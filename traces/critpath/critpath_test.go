@@ -3,6 +3,7 @@ package critpath
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,5 +207,58 @@ func TestEveryStepOfAPutCarriesItsOpID(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Eight warps each put 64 KiB (several packets) with a signal add into
+// one signal; the waiter waits for the sum. Every op gets a row, exactly
+// one ends at the waiter (the op whose atomic completed the sum, named by
+// the stream, not guessed), and every row's phases add up.
+func TestManyOpsOneWaiter(t *testing.T) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: "gdaki"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec obs.Recorder
+	e.Observe(&rec)
+	const warps = 8
+	for w := range warps {
+		e.Ranks[0].GPU.Launch(fmt.Sprintf("w%d", w), 32, func(tg *gpu.Group) {
+			g := e.Dev.Gin(tg, 0, 0)
+			g.Put(e.Dev.World(0), 1, e.Win, uint64(w)<<16, e.Win, 0, 64<<10, gin.SignalAdd{Signal: 0, Value: 1}, nil)
+		})
+	}
+	e.Ranks[1].GPU.Launch("recv", 1, func(tg *gpu.Group) { e.Dev.Gin(tg, 1, 0).WaitSignal(0, warps, 64) })
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	rows := Table(rec.Events)
+	if len(rows) != warps {
+		t.Fatalf("%d rows, want %d", len(rows), warps)
+	}
+	var seen []obs.OpID
+	for _, r := range rows {
+		var sum sim.Duration
+		for p, d := range r.Phases {
+			if d < 0 {
+				t.Errorf("op %d: phase %v negative (%v)", r.Op, Phase(p), d)
+			}
+			sum += d
+		}
+		if sum != r.Total() {
+			t.Errorf("op %d: phases sum to %v, total %v", r.Op, sum, r.Total())
+		}
+		if r.Seen {
+			seen = append(seen, r.Op)
+		}
+	}
+	var last obs.Event
+	for _, ev := range rec.Events {
+		if ev.Kind == obs.Atomic && strings.HasSuffix(ev.Where, "/signals") {
+			last = ev
+		}
+	}
+	if len(seen) != 1 || seen[0] != last.Op || last.Value != warps {
+		t.Errorf("ops ending at the waiter: %v; the atomic that made the sum %d was op %d", seen, last.Value, last.Op)
 	}
 }
