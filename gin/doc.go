@@ -26,5 +26,11 @@
 // records, costs and events as Put, Signal and Flush, then a
 // continuation.
 //
+// Observation (Comm.SetObserver): every put, putValue, signal and get gets
+// an operation id (Op.ID) from the run's obs.Bus, reported as obs.Issued
+// and carried by the backend into its WQEs or GFDs; signal and counter
+// waits and flushes report what they saw (obs.SignalSeen, obs.Completed)
+// stamped with the op whose atomic last changed the word.
+//
 // Nothing here is safe for concurrent use: one sim.Sim drives it all.
 package gin
