@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
@@ -204,32 +204,43 @@ func (e *Env) Observe(subs ...obs.Observer) *obs.Bus {
 	return e.bus
 }
 
-// Record starts logging e's run into a new Log: the backend's steps from
-// the observer (rendered by gdaki.Describe or proxy.Describe), packets
-// from the NIC ports' taps and memory effects from the memory observer.
+// Record starts logging e's run into a new Log: the backend's steps (as
+// gdaki.Describe or proxy.Describe render them) and the packets leaving
+// and reaching each rank's first NIC port from the observer, memory
+// effects from the memory observer.
 func (e *Env) Record() *Log {
 	l := &Log{Start: e.Sim.Now()}
 	describe := gdaki.Describe
 	if e.Proxy != nil {
 		describe = proxy.Describe
 	}
-	e.Observe(obs.Func(func(ev obs.Event) {
-		if what, ok := describe(ev); ok {
-			l.add(ev.At, ev.Who, what)
-		}
-	}))
+	net := e.Machine.Net
+	tx := map[uint64]string{} // uplink port -> NIC name
+	rx := map[uint64]string{} // endpoint -> NIC name
 	for _, r := range e.Ranks {
 		n := r.NICs[0]
-		ep := n.Endpoint()
-		name := n.Name()
-		e.Machine.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
-			dir := "rx"
-			if p.Src == ep {
-				dir = "tx"
-			}
-			l.add(at, name, fmt.Sprintf("%s %v psn=%d qp=%#x len=%d", dir, p.Hdr.Opcode, p.Hdr.PSN, p.Hdr.DestQP, p.PayloadLen))
-		})
+		tx[uint64(net.EndpointPort(n.Endpoint()))] = n.Name()
+		rx[uint64(n.Endpoint())] = n.Name()
 	}
+	pkt := func(ev obs.Event, dir string) string {
+		return fmt.Sprintf("%s %v psn=%d qp=%#x len=%d", dir, roce.Opcode(ev.Code), ev.PSN, ev.QP, ev.Bytes)
+	}
+	e.Observe(obs.Func(func(ev obs.Event) {
+		switch ev.Kind {
+		case obs.Hop:
+			if name, ok := tx[ev.Value]; ok {
+				l.add(ev.At, name, pkt(ev, "tx"))
+			}
+		case obs.Received:
+			if name, ok := rx[ev.Value]; ok {
+				l.add(ev.At, name, pkt(ev, "rx"))
+			}
+		default:
+			if what, ok := describe(ev); ok {
+				l.add(ev.At, ev.Who, what)
+			}
+		}
+	}))
 	e.Machine.Mem.SetObserver(memLog{l})
 	return l
 }
