@@ -262,3 +262,44 @@ func TestManyOpsOneWaiter(t *testing.T) {
 		t.Errorf("ops ending at the waiter: %v; the atomic that made the sum %d was op %d", seen, last.Value, last.Op)
 	}
 }
+
+// Observing a run changes nothing in it: the same workload with and
+// without a bus ends at the same instant with the same memory effects.
+func TestObservingDoesNotPerturb(t *testing.T) {
+	for _, backend := range []string{"gdaki", "proxy"} {
+		run := func(observe bool) (sim.Time, string) {
+			e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var effects strings.Builder
+			e.Machine.Mem.SetObserver(effectLog{&effects})
+			if observe {
+				e.Observe(&obs.Recorder{})
+			}
+			for w := range 4 {
+				e.Ranks[0].GPU.Launch(fmt.Sprintf("w%d", w), 32, func(tg *gpu.Group) {
+					g := e.Dev.Gin(tg, 0, 0)
+					g.Put(e.Dev.World(0), 1, e.Win, uint64(w)<<16, e.Win, 0, 16<<10, gin.SignalAdd{Signal: 0, Value: 1}, gin.CounterInc{Counter: 0})
+					g.Flush()
+				})
+			}
+			e.Ranks[1].GPU.Launch("recv", 1, func(tg *gpu.Group) { e.Dev.Gin(tg, 1, 0).WaitSignal(0, 4, 64) })
+			if err := e.Sim.Run(); err != nil {
+				t.Fatal(err)
+			}
+			return e.Sim.Now(), effects.String()
+		}
+		t0, m0 := run(false)
+		t1, m1 := run(true)
+		if t0 != t1 || m0 != m1 {
+			t.Errorf("%s: observed run ends at %v, unobserved at %v; effects equal: %v", backend, t1, t0, m0 == m1)
+		}
+	}
+}
+
+type effectLog struct{ b *strings.Builder }
+
+func (l effectLog) Observe(e *mem.Effect) {
+	fmt.Fprintf(l.b, "%d %s %s %d %d %d %d\n", e.At, e.Agent, e.Region.Name(), e.Off, e.Len, e.Old, e.New)
+}
