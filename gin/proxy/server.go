@@ -252,7 +252,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		*ch.slot(i, q) = slotState{op: g.Op, counter: g.CounterID}
 		s.gfds++
 		if s.b.events != nil {
-			s.emit(obs.Event{Kind: obs.Pickup, Op: ch.idOf(i, q), Where: ch.name, Index: i, Code: uint32(g.Op), Bytes: g.Size})
+			s.emit(obs.Event{Kind: obs.Pickup, Op: ch.idOf(i, q), Where: ch.name, Index: i, Code: uint32(g.Op), Bytes: g.Size, Then: taken})
 		}
 		s.process(cs, ch, i, &g, taken)
 		worked = true

@@ -40,7 +40,10 @@ const (
 	// (Where: channel). GDAKI: Value is the producer index it carries.
 	// Proxy (its ibv_post_send for GFD Index): Value is the WRs posted.
 	Doorbell
-	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size).
+	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size):
+	// Then is when it found the GFD's first qword flagged, At when it
+	// had read and decoded it (proxy.Post's Taken; the Doorbell that
+	// follows is at its Posted).
 	Pickup
 	// Fetched: the NIC has WQE Index of QP QP through its WQE pipeline;
 	// Then is when it is ready to transmit (nic).
