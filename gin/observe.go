@@ -20,12 +20,15 @@ func (c *Comm) Observer() *obs.Bus { return c.obs }
 func (dc *DevComm) Observer() *obs.Bus { return dc.c.obs }
 
 // stamp gives g.op a fresh operation id and reports it issued; a no-op
-// when nobody observes (the id stays 0).
+// when nobody observes (the id stays 0). It inlines to a nil test.
 func (g *Gin) stamp() {
-	b := g.dc.c.obs
-	if b == nil || g.internal {
-		return
+	if g.dc.c.obs != nil && !g.internal {
+		g.issued()
 	}
+}
+
+func (g *Gin) issued() {
+	b := g.dc.c.obs
 	g.op.ID = b.NewOp()
 	g.lastOp = g.op.ID
 	b.Emit(obs.Event{Kind: obs.Issued, At: g.t.Now(), Op: g.op.ID, Who: g.t.Agent(), Where: g.op.Kind.String(),
@@ -38,10 +41,13 @@ func (g *Gin) stamp() {
 // stamped with the op that last changed the word (op: the handle's last
 // op for a flush).
 func (g *Gin) seen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
-	b := g.dc.c.obs
-	if b == nil || g.internal {
-		return
+	if g.dc.c.obs != nil && !g.internal {
+		g.emitSeen(k, what, r, off, v)
 	}
+}
+
+func (g *Gin) emitSeen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
+	b := g.dc.c.obs
 	e := obs.Event{Kind: k, At: g.t.Now(), Who: g.t.Agent(), Note: what, Addr: off, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)}
 	if r != nil {
 		e.Op, e.Where = b.LastOp(r.Name(), off), r.Name()
