@@ -552,8 +552,10 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
 	}
-	for i := range ch.wrs {
-		ch.wrs[i].OpID = op.ID
+	if op.ID != 0 {
+		for i := range ch.wrs {
+			ch.wrs[i].OpID = op.ID
+		}
 	}
 	return ch
 }

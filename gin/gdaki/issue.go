@@ -158,8 +158,10 @@ func (m *issuer) step() {
 				w = comp.addWR(nic.WRFetchAdd)
 				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
-				for i := range comp.wrs {
-					comp.wrs[i].OpID = op.ID
+				if op.ID != 0 {
+					for i := range comp.wrs {
+						comp.wrs[i].OpID = op.ID
+					}
 				}
 				m.clast = m.last
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
