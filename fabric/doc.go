@@ -36,7 +36,9 @@
 // given times (SetLinkDown) and drop what is sent onto them meanwhile.
 // Corrupted packets are delivered with Packet.Corrupt set: the receiving
 // NIC's ICRC check discards them. Taps (SetTap, TapEndpoint) and a drop
-// hook observe packets at no cost when not installed; PortStats counts
+// hook observe packets at no cost when not installed, as does the run's
+// observer (SetObserver: obs.Hop, Dropped, Received events carrying the
+// packet's GIN operation id, Packet.Op); PortStats counts
 // packets, bytes, drops, losses, ECN marks and the largest queue per port.
 //
 // # Not modelled

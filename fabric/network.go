@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // NodeID names a device of the network graph: an endpoint (NIC port) or a
@@ -95,6 +96,7 @@ type Network struct {
 	kind []int32
 
 	drop DropHook
+	obs  *obs.Bus // nil: not observed
 }
 
 type endpoint struct {
@@ -479,6 +481,10 @@ func (n *Network) TapEndpoint(id EndpointID, iface int, fn Tap) {
 	n.eps[id].rxTap, n.eps[id].rxIf = fn, iface
 }
 
+// SetObserver makes the network emit obs.Hop, obs.Dropped and
+// obs.Received events into b (nil: off).
+func (n *Network) SetObserver(b *obs.Bus) { n.obs = b }
+
 // SetDropHook installs a hook told about every dropped packet (nil removes it).
 func (n *Network) SetDropHook(h DropHook) { n.drop = h }
 
@@ -689,6 +695,9 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 		p.hops, p.ECN = h.hops, h.ecn
 		pt.tap(pt.tapIf, start, p)
 	}
+	if n.obs != nil {
+		n.emitPkt(obs.Hop, start, end, n.pkt(i), int64(pi))
+	}
 	if pt.down {
 		pt.stats.Lost++
 		n.discard(pi, start, i, DropLinkDown)
@@ -752,6 +761,11 @@ func (n *Network) discard(pi PortID, at sim.Time, i int32, why DropReason) {
 	if n.drop != nil {
 		n.drop(pi, at, p, why)
 	}
+	if n.obs != nil {
+		e := n.pktEvent(obs.Dropped, at, at, p, int64(pi))
+		e.Code = uint32(why)
+		n.obs.Emit(e)
+	}
 	n.Free(p)
 }
 
@@ -772,6 +786,9 @@ func (n *Network) Handle(s *sim.Sim, arg uint64) {
 		if e.rxTap != nil {
 			e.rxTap(e.rxIf, s.Now(), p)
 		}
+		if n.obs != nil {
+			n.emitPkt(obs.Received, s.Now(), s.Now(), p, int64(ep))
+		}
 		if e.ep == nil {
 			n.discard(-1, s.Now(), i, DropUnbound)
 			return
@@ -787,6 +804,20 @@ func (n *Network) Handle(s *sim.Sim, arg uint64) {
 		pi = n.hops[off+1+int32((x>>32)*k>>32)]
 	}
 	n.transmit(i, PortID(pi), s.Now(), false)
+}
+
+// pktEvent builds a packet event: Index is the packet id, Value the port
+// or endpoint (-1: none), Then a second instant.
+func (n *Network) pktEvent(k obs.Kind, at, then sim.Time, p *Packet, where int64) obs.Event {
+	return obs.Event{Kind: k, At: at, Then: then, Op: p.Op, Who: n.nodes[n.hot[p.idx].at].name, QP: p.Hdr.DestQP,
+		PSN: p.Hdr.PSN, Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Value: uint64(where)}
+}
+
+// emitPkt emits a packet event (out of line: the hop path stays small).
+//
+//go:noinline
+func (n *Network) emitPkt(k obs.Kind, at, then sim.Time, p *Packet, where int64) {
+	n.obs.Emit(n.pktEvent(k, at, then, p, where))
 }
 
 // EventName names a packet event for traces.

@@ -3,6 +3,7 @@ package fabric
 import (
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // EndpointID names a NIC port attached to the network (dense, from 0).
@@ -36,6 +37,9 @@ type Packet struct {
 	// for tracing and pcap comments).
 	Tag  uint64
 	Born sim.Time // when the sender handed it to the network
+	// Op is the GIN operation the packet belongs to (0: none), for the
+	// observer; the network copies it and never reads it.
+	Op obs.OpID
 
 	// Network bookkeeping; the per-hop state lives in Network.hot.
 	idx  int32  // index in the pool

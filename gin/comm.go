@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Rank is one member of a communicator: a GPU, the NICs local to it (GIN
@@ -68,6 +69,7 @@ type Comm struct {
 	windows []*Window
 	nextOff uint64
 	devs    []*DevComm
+	obs     *obs.Bus // nil: not observed (observe.go)
 }
 
 // WinAlign is NCCL_WIN_REQUIRED_ALIGNMENT: window offsets and sizes are

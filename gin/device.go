@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Sharing is ncclGinResourceSharingMode (2.30.3+): who may use a context
@@ -44,7 +45,8 @@ type Gin struct {
 	given    Scope
 	required Scope
 	op       Op
-	call     *Call // the last call reported to a hook (allocated by the first)
+	lastOp   obs.OpID // the last op this handle issued (observer only)
+	call     *Call    // the last call reported to a hook (allocated by the first)
 	// PutThen's backend and continuation.
 	tb   ThenBackend
 	kh   sim.Handler
@@ -269,6 +271,7 @@ func (g *Gin) local(op string, a LocalAction) bool {
 func (g *Gin) issue() {
 	g.op.Ctx = g.ctx
 	g.op.Sharing = g.sharing
+	g.stamp()
 	g.t.Sync()
 	g.dc.backend.Issue(g.t, g.dc, g.rank, &g.op)
 	g.t.Sync()
@@ -301,6 +304,7 @@ func (g *Gin) issueThen(h sim.Handler, arg uint64) {
 		panic(fmt.Sprintf("gin: %v on backend %s, which issues only for a group with a process (check CanThen)", g.op.Kind, g.dc.backend.Name()))
 	}
 	g.op.Ctx, g.op.Sharing = g.ctx, g.sharing
+	g.stamp()
 	g.kh, g.karg, g.tb = h, arg, tb
 	g.t.SyncThen((*thenStep)(g), thenIssue)
 }
@@ -459,6 +463,7 @@ func (g *Gin) flush() {
 		r := b.FlushAsync(th, dc, rank, ctx, peers[i])
 		b.Wait(th, dc, rank, r)
 	})
+	g.seen(obs.Completed, "flush", nil, 0, 0)
 	g.t.Sync()
 }
 
@@ -651,6 +656,7 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	k := ownKey{g.t, g.ctx, id, false}
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
+	g.seen(obs.SignalSeen, "signal", r, off, v)
 	d.active = false
 	g.t.Sync()
 	return (v - o) & mask(bits)
@@ -768,6 +774,7 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	k := ownKey{g.t, g.ctx, id, true}
 	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
+	g.seen(obs.Completed, "counter", r, off, v)
 	d.active = false
 	g.t.Sync()
 	return v & mask(bits)
@@ -816,6 +823,7 @@ func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64
 	r := w.regions[g.rank]
 	d := g.dc.wait(g, "va signal "+w.name, int(off), least, bits, 0, r, off)
 	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
+	g.seen(obs.SignalSeen, "va signal", r, off, v)
 	d.active = false
 	g.t.Sync()
 	return v & mask(bits)

@@ -34,5 +34,11 @@
 // credit, order or flush coupling between devComms of a 2.28
 // communicator; programs with one DevComm are unaffected).
 //
+// Observation (Comm.SetObserver): every put, putValue, signal and get gets
+// an operation id (Op.ID) from the run's obs.Bus, reported as obs.Issued
+// and carried by the backend into its WQEs or GFDs; signal and counter
+// waits and flushes report what they saw (obs.SignalSeen, obs.Completed)
+// stamped with the op whose atomic last changed the word.
+//
 // Nothing here is safe for concurrent use: one sim.Sim drives it all.
 package gin

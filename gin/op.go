@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Scope is a CUDA memory scope (givenRelease / requiredRelease).
@@ -158,6 +159,9 @@ type Op struct {
 	// Sharing is the resource-sharing mode of the issuing ncclGin (the
 	// scope of the backend's index atomics).
 	Sharing Sharing
+	// ID is the operation's observer id (0 when nobody observes);
+	// backends copy it into their WRs or GFDs.
+	ID obs.OpID
 }
 
 // NeedsSysFence reports whether the backend must emit fence.release.sys

@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/pcie"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // CQE is one completion.
@@ -17,6 +18,9 @@ type CQE struct {
 	QPN      uint32
 	Imm      uint32
 	WQEIndex uint32 // SQ (or RQ) index of the completed WQE, modulo 2^32
+	// OpID is the GIN operation of the completed WR (observer only; no
+	// hardware CQE carries it).
+	OpID obs.OpID
 }
 
 // CQ is a completion queue whose CQEs the NIC DMA-writes into a ring of
@@ -201,6 +205,11 @@ func (cq *CQ) landOne() {
 	cq.landed++
 	r, off := cq.WordFor(i)
 	r.Store64(off, i+1, cq.n.name)
+	if b := cq.n.obs; b != nil {
+		e := &cq.entries[i%uint64(cq.depth)]
+		b.Emit(obs.Event{Kind: obs.CQE, At: cq.n.s.Now(), Op: e.OpID, Who: cq.n.name, Where: r.Name(), QP: e.QPN,
+			Index: uint64(e.WQEIndex), Value: i + 1, Code: uint32(e.Status)})
+	}
 	if len(cq.waiters) > 0 {
 		ws := cq.waiters
 		cq.waiters = cq.waiters[:0]

@@ -47,6 +47,12 @@
 // queues a re-execution for each (it does not cancel responses queued
 // behind the duplicate's PSN).
 //
+// Observation: with SetObserver the NIC reports obs.Fetched, Sent,
+// Landed, Atomic, Acked and CQE events, each stamped with the OpID of the
+// WR it serves (WR.OpID, copied to the WR's packets, to the responses
+// and landings they cause and to the CQE); off, each emit point costs one
+// nil test.
+//
 // Not modelled: SRQs,
 // UD/UC/XRC transports, memory windows, on-NIC address translation misses
 // and the RQ WQE fetch (receive WQEs are visible to the NIC when posted).

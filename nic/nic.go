@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/pcie"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Errors returned by the verbs-shaped API (wrapped with details; test with
@@ -92,6 +93,8 @@ type NIC struct {
 
 	// Tap, if set, sees every packet this NIC sends, just before Send.
 	tap func(p *fabric.Packet)
+	// obs, if set, receives the NIC's observer events.
+	obs *obs.Bus
 	// async receives asynchronous events (CQ overrun).
 	async func(ev AsyncEvent)
 	// rateTap, if set, sees every DCQCN rate change.
@@ -132,6 +135,10 @@ func (n *NIC) Sim() *sim.Sim { return n.s }
 // SetTap installs f to see every packet the NIC hands to the network (nil
 // removes it). f must not keep the packet.
 func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
+
+// SetObserver makes the NIC emit its events into b (nil: off): obs.Fetched,
+// Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's OpID.
+func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
 
 // EventName names an event for traces.
 func (n *NIC) EventName(arg uint64) string {
@@ -310,6 +317,10 @@ func (n *NIC) send(p *fabric.Packet) {
 	if n.tap != nil {
 		n.tap(p)
 	}
+	if n.obs != nil {
+		n.obs.Emit(obs.Event{Kind: obs.Sent, At: n.s.Now(), Op: p.Op, Who: n.name, QP: p.Hdr.DestQP, PSN: p.Hdr.PSN,
+			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen)})
+	}
 	n.net.Send(p)
 }
 
@@ -394,6 +405,7 @@ type landing struct {
 	n     uint64
 	pkt   *fabric.Packet
 	a, b  uint64 // atomic operands / value to store
+	opid  obs.OpID
 	op    WROpcode
 	entry uint64 // atomic: responder queue entry; cache slot in low bits
 	psn   uint32
@@ -432,6 +444,9 @@ func (n *NIC) land(i int32) {
 			src = l.pkt.Payload
 		}
 		l.r.Write(l.off, src, l.n, l.qp.name)
+		if n.obs != nil {
+			n.obs.Emit(obs.Event{Kind: obs.Landed, At: n.s.Now(), Op: l.opid, Who: l.qp.name, QP: l.qp.qpn, Where: l.r.Name(), Addr: l.off, Bytes: l.n})
+		}
 		if l.pkt != nil {
 			n.net.Free(l.pkt)
 		}
@@ -441,6 +456,16 @@ func (n *NIC) land(i int32) {
 			old = l.r.FetchAdd64(l.off, l.a, l.qp.name)
 		} else {
 			old = l.r.CompareSwap64(l.off, l.a, l.b, l.qp.name)
+		}
+		if n.obs != nil {
+			v := old + l.a
+			if l.op != WRFetchAdd {
+				v = old
+				if old == l.a {
+					v = l.b
+				}
+			}
+			n.obs.Emit(obs.Event{Kind: obs.Atomic, At: n.s.Now(), Op: l.opid, Who: l.qp.name, QP: l.qp.qpn, Where: l.r.Name(), Addr: l.off, Old: old, Value: v})
 		}
 		l.qp.atomicApplied(l.entry, l.psn, old)
 	case landStore:

@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // qpnBase is the first QP number a NIC hands out (low numbers are reserved
@@ -47,6 +48,9 @@ type WR struct {
 	Imm         uint32 // WRITE_IMM / SEND_IMM immediate data
 	WaitCQ      *CQ    // WAIT: the CQ to watch
 	WaitIndex   uint64 // WAIT: proceed once WaitCQ.Landed() >= WaitIndex
+	// OpID is the GIN operation the WR carries out (0: none): the NIC
+	// stamps it on the WR's packets, landings and CQE for the observer.
+	OpID obs.OpID
 }
 
 // RecvWR is a receive work request.
@@ -187,6 +191,7 @@ type QP struct {
 	atom     []atomEntry
 	atomNext uint64
 	respLand sim.Time // latest responder DMA write landing (ordering of atomics)
+	rxOp     obs.OpID // OpID of the request being handled (stamped on its responses)
 	rdAct    int      // READs/atomics started and not yet answered (<= maxDest)
 	actCur   uint64   // response queue index up to which entries were considered for starting
 	rrdy     []sim.Time
@@ -480,6 +485,9 @@ func (qp *QP) fetchDone() {
 		qp.pipeFree = max(qp.pipeFree, now).Add(n.cfg.WQECost)
 		w.readyAt = qp.pipeFree
 		qp.prepare(w)
+		if n.obs != nil {
+			n.obs.Emit(obs.Event{Kind: obs.Fetched, At: now, Then: w.readyAt, Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i})
+		}
 	}
 	qp.fetched = end
 	qp.issueFetches()

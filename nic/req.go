@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // trySend sends one packet of qp if one is ready now. Otherwise it returns
@@ -213,6 +214,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		qp.sp = 0
 	}
 	p.Tag = uint64(qp.qpn)<<40 | (qp.sw-1)&(1<<40-1)
+	p.Op = wr.OpID
 	last := p.Hdr.PSN
 	if w.wr.Op == WRRead {
 		last = psnAdd(w.firstPSN, w.npsn-1)
@@ -356,7 +358,7 @@ func (qp *QP) handleResponse(p *fabric.Packet) {
 		g := &w.wr.Local
 		landed := max(n.bus.Write(n.s.Now(), n.dev, g.MR.Where, 8), qp.lastLand)
 		qp.lastLand = landed
-		n.schedLand(landed, landing{kind: landStore, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off, a: orig})
+		n.schedLand(landed, landing{kind: landStore, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off, a: orig, opid: w.wr.OpID})
 		qp.ackUpTo(psn)
 		qp.progress()
 		n.activate(qp)
@@ -503,6 +505,9 @@ func (qp *QP) complete(w *swqe, st Status) {
 	i := qp.head
 	qp.head++
 	qp.impliedSet = false
+	if qp.n.obs != nil {
+		qp.n.obs.Emit(obs.Event{Kind: obs.Acked, At: qp.n.s.Now(), Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i, Code: uint32(st)})
+	}
 	if st == StatusSuccess && !w.wr.Signaled {
 		return
 	}
@@ -510,7 +515,7 @@ func (qp *QP) complete(w *swqe, st Status) {
 	if w.wr.Op.isRdAtomic() || w.wr.Op.hasPayload() {
 		blen = uint32(w.wr.Local.Len)
 	}
-	qp.cfg.SendCQ.push(CQE{WRID: w.wr.ID, Status: st, Opcode: w.wr.Op.wc(), ByteLen: blen, QPN: qp.qpn, WQEIndex: uint32(i)}, qp.lastLand)
+	qp.cfg.SendCQ.push(CQE{WRID: w.wr.ID, Status: st, Opcode: w.wr.Op.wc(), ByteLen: blen, QPN: qp.qpn, WQEIndex: uint32(i), OpID: w.wr.OpID}, qp.lastLand)
 }
 
 // fail marks the WQE holding psn to complete with st (a remote error).

@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 type respKind uint8
@@ -37,6 +38,7 @@ type respEntry struct {
 	held bool
 	op   WROpcode
 	a, b uint64
+	opid obs.OpID // the GIN operation of the request answered
 }
 
 func (e *respEntry) rdAtomic() bool { return e.kind != respAck }
@@ -72,11 +74,11 @@ func (qp *QP) pushAck(syn uint8, psn uint32) {
 	q := &qp.resp
 	if roce.IsAck(syn) && q.tail > q.head {
 		if t := q.at(q.tail - 1); t.kind == respAck && roce.IsAck(t.syn) {
-			t.psn, t.msn = psn, qp.msn
+			t.psn, t.msn, t.opid = psn, qp.msn, qp.rxOp
 			return
 		}
 	}
-	q.push(respEntry{kind: respAck, syn: syn, psn: psn, msn: qp.msn, ready: qp.n.s.Now().Add(qp.n.cfg.AckDelay)})
+	q.push(respEntry{kind: respAck, syn: syn, psn: psn, msn: qp.msn, ready: qp.n.s.Now().Add(qp.n.cfg.AckDelay), opid: qp.rxOp})
 	qp.n.activate(qp)
 }
 
@@ -88,6 +90,7 @@ func (qp *QP) handleRequest(p *fabric.Packet) {
 		return
 	}
 	h := &p.Hdr
+	qp.rxOp = p.Op
 	d := psnCmp(h.PSN, qp.epsn)
 	switch {
 	case d < 0:
@@ -151,7 +154,7 @@ func (qp *QP) dmaWrite(p *fabric.Packet, mr *MR, r *mem.Region, where pcie.DevID
 		landed = max(landed, qp.respLand)
 	}
 	qp.respLand = max(qp.respLand, landed)
-	n.schedLand(landed, landing{kind: landWrite, qp: qp, r: r, off: off, n: ln, pkt: p})
+	n.schedLand(landed, landing{kind: landWrite, qp: qp, r: r, off: off, n: ln, pkt: p, opid: p.Op})
 }
 
 func (qp *QP) recvWrite(p *fabric.Packet) {
@@ -326,6 +329,7 @@ func (qp *QP) recvAtomic(p *fabric.Packet) {
 // else it waits for the earlier ones to be answered.
 func (qp *QP) pushRdAtomic(e respEntry) {
 	e.held = true
+	e.opid = qp.rxOp
 	qp.resp.push(e)
 	qp.startRdAtomic()
 	if q := &qp.resp; q.at(q.tail - 1).held {
@@ -373,7 +377,7 @@ func (qp *QP) startRdAtomic() {
 		}
 		qp.respLand = applied
 		e.ready = done
-		n.schedLand(applied, landing{kind: landAtomic, qp: qp, r: e.r, off: e.off, entry: qp.actCur, psn: e.psn, op: e.op, a: e.a, b: e.b})
+		n.schedLand(applied, landing{kind: landAtomic, qp: qp, r: e.r, off: e.off, entry: qp.actCur, psn: e.psn, op: e.op, a: e.a, b: e.b, opid: e.opid})
 	}
 }
 
@@ -447,6 +451,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 			p.Hdr.OrigData = e.orig
 		}
 		p.Hdr.Syndrome, p.Hdr.MSN = e.syn, e.msn
+		p.Op = e.opid
 		qp.popResp()
 	case respRead:
 		qp.txUntil = 0 // pumpRespReads issues reads as time passes
@@ -476,6 +481,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 			code = roce.OpReadRespMiddle
 		}
 		p = qp.newPacket(code, psnAdd(e.psn, k), uint32(ln), ln > 0 && e.r.Backed())
+		p.Op = e.opid
 		if p.Payload != nil {
 			e.r.Read(e.off+off, p.Payload)
 		}

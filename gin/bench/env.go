@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // EnvConfig describes a two-rank GIN setup.
@@ -71,6 +72,8 @@ type Env struct {
 	// of LSA puts); for GIN backends the strictly ordered window of
 	// EnvConfig.Strict, else nil.
 	Flag *gin.Window
+
+	bus *obs.Bus // Observe's bus
 }
 
 // NewEnv builds the machine and the communicator of c.
@@ -205,28 +208,64 @@ func (l *Log) add(at sim.Time, who, what string) {
 // String returns the log, one event a line.
 func (l *Log) String() string { return strings.Join(l.Lines, "\n") + "\n" }
 
-// Record starts logging e's run into a new Log.
+// Observe wires one obs.Bus through the whole env (fabric, NICs,
+// communicator, backend) and subscribes obs to it; later calls add
+// subscribers to the same bus. It returns the bus.
+func (e *Env) Observe(subs ...obs.Observer) *obs.Bus {
+	if e.bus == nil {
+		e.bus = obs.NewBus()
+		e.Machine.SetObserver(e.bus)
+		e.Comm.SetObserver(e.bus)
+		if e.GDAKI != nil {
+			e.GDAKI.SetObserver(e.bus)
+		}
+		if e.Proxy != nil {
+			e.Proxy.SetObserver(e.bus)
+		}
+	}
+	for _, o := range subs {
+		e.bus.Subscribe(o)
+	}
+	return e.bus
+}
+
+// Record starts logging e's run into a new Log: the backend's steps (as
+// gdaki.Describe or proxy.Describe render them) and the packets leaving
+// and reaching each rank's first NIC port from the observer, memory
+// effects from the memory observer.
 func (e *Env) Record() *Log {
 	l := &Log{Start: e.Sim.Now()}
-	tr := func(at sim.Time, who, what string) { l.add(at, who, what) }
-	if e.GDAKI != nil {
-		e.GDAKI.SetTrace(tr)
-	}
+	describe := gdaki.Describe
 	if e.Proxy != nil {
-		e.Proxy.SetTrace(tr)
+		describe = proxy.Describe
 	}
+	net := e.Machine.Net
+	tx := map[uint64]string{} // uplink port -> NIC name
+	rx := map[uint64]string{} // endpoint -> NIC name
 	for _, r := range e.Ranks {
 		n := r.NICs[0]
-		ep := n.Endpoint()
-		name := n.Name()
-		e.Machine.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
-			dir := "rx"
-			if p.Src == ep {
-				dir = "tx"
-			}
-			l.add(at, name, fmt.Sprintf("%s %v psn=%d qp=%#x len=%d", dir, p.Hdr.Opcode, p.Hdr.PSN, p.Hdr.DestQP, p.PayloadLen))
-		})
+		tx[uint64(net.EndpointPort(n.Endpoint()))] = n.Name()
+		rx[uint64(n.Endpoint())] = n.Name()
 	}
+	pkt := func(ev obs.Event, dir string) string {
+		return fmt.Sprintf("%s %v psn=%d qp=%#x len=%d", dir, roce.Opcode(ev.Code), ev.PSN, ev.QP, ev.Bytes)
+	}
+	e.Observe(obs.Func(func(ev obs.Event) {
+		switch ev.Kind {
+		case obs.Hop:
+			if name, ok := tx[ev.Value]; ok {
+				l.add(ev.At, name, pkt(ev, "tx"))
+			}
+		case obs.Received:
+			if name, ok := rx[ev.Value]; ok {
+				l.add(ev.At, name, pkt(ev, "rx"))
+			}
+		default:
+			if what, ok := describe(ev); ok {
+				l.add(ev.At, ev.Who, what)
+			}
+		}
+	}))
 	e.Machine.Mem.SetObserver(memLog{l})
 	return l
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Word offsets of a channel's control block in GPU memory (the fields of
@@ -46,6 +47,10 @@ type channel struct {
 
 	wqeBytes  uint64       // the NIC's WQE size
 	atomicGPU sim.Duration // the GPU's device-scope atomic (sq_lock's atomicCAS)
+	// ids holds, by SQ slot, the observer id of the operation whose WQE
+	// sits there, so that a doorbell names every operation it covers (nil
+	// when nobody observes).
+	ids []obs.OpID
 }
 
 // gpuDev is where the channel's doorbells go.
@@ -100,12 +105,12 @@ type commState struct {
 //
 // Not safe for concurrent use.
 type Backend struct {
-	cfg   Config
-	comms []*commState
-	chans []*channel
-	free  submit.Free[issuer] // issuers not in use
-	st    gin.BackendStats
-	trace func(at sim.Time, who, what string)
+	cfg    Config
+	comms  []*commState
+	chans  []*channel
+	free   submit.Free[issuer] // issuers not in use
+	st     gin.BackendStats
+	events *obs.Bus // nil: not observed
 }
 
 var _ gin.ThenBackend = (*Backend)(nil)
@@ -121,29 +126,39 @@ func New(cfg Config) (*Backend, error) {
 // Config returns the backend's parameters.
 func (b *Backend) Config() Config { return b.cfg }
 
-// SetTrace installs f to be told about every GPU-side step of the backend
-// (reservation, credit wait, WQE store, publication, doorbell, CQ poll);
-// nil removes it. Tracing formats strings; leave it off on long runs.
-func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
+// SetObserver makes the backend emit its GPU-side steps into b (nil:
+// off): obs.Fence, Reserved, Posted (WQEs published), Doorbell, Poll and
+// Consumed, stamped with the operation's id; the WRs it builds carry the
+// id to the NIC. Describe renders these events as text.
+func (b *Backend) SetObserver(bus *obs.Bus) { b.events = bus }
 
-// Call it under "if b.trace != nil": boxing args allocates, and the issue
-// path runs once per put.
-func (b *Backend) tracef(t *gpu.Group, format string, args ...any) {
-	if b.trace != nil {
-		b.trace(t.Now(), t.Agent(), fmt.Sprintf(format, args...))
-	}
-}
-
-// traceIdx and traceRange are tracef with one or two indices, out of line
-// so that the boxed arguments stay out of the issue path's frames (every
-// issuing coroutine's stack holds them while it blocks).
+// emit sends e, at t's time and as t's agent, to the observer (call it
+// under "if b.events != nil").
 //
 //go:noinline
-func (b *Backend) traceIdx(t *gpu.Group, format, name string, a uint64) { b.tracef(t, format, name, a) }
+func (b *Backend) emit(t *gpu.Group, e obs.Event) {
+	e.At, e.Who = t.Now(), t.Agent()
+	b.events.Emit(e)
+}
 
-//go:noinline
-func (b *Backend) traceRange(t *gpu.Group, format, name string, a, z uint64) {
-	b.tracef(t, format, name, a, z)
+// Describe renders a GDAKI step event as the backend's golden timelines
+// print it; ok is false for kinds the backend does not emit.
+func Describe(e obs.Event) (what string, ok bool) {
+	switch e.Kind {
+	case obs.Fence:
+		return "fence.release.sys", true
+	case obs.Reserved:
+		return fmt.Sprintf("%s reserve [%d,%d]", e.Where, e.Index, e.Value), true
+	case obs.Posted:
+		return fmt.Sprintf("%s publish ready=%d", e.Where, e.Value), true
+	case obs.Doorbell:
+		return fmt.Sprintf("%s doorbell pi=%d (MMIO arrives %v)", e.Where, e.Value, e.Then), true
+	case obs.Poll:
+		return fmt.Sprintf("%s poll CQE %d (%s)", e.Where, e.Index, e.Note), true
+	case obs.Consumed:
+		return fmt.Sprintf("%s saw CQE %d", e.Where, e.Index), true
+	}
+	return "", false
 }
 
 // Name implements gin.Backend.
@@ -584,6 +599,11 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 		w := ch.addWR(nic.WRFetchAdd)
 		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
+	}
+	if op.ID != 0 {
+		for i := range ch.wrs {
+			ch.wrs[i].OpID = op.ID
+		}
 	}
 	return ch
 }

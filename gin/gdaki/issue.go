@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // The GPU side of DOCA GPUNetIO's submit path is a state machine (issuer)
@@ -89,6 +90,7 @@ type issuer struct {
 	rret    uint8
 	arrive  sim.Time // the doorbell MMIO's arrival at the NIC
 	arrive2 sim.Time // the second one's
+	opi     uint64   // sq_wqe_pi before this ring's atomicMax (observer)
 
 	// poll qch's CQE qidx, then continue at qret.
 	qch  *channel
@@ -134,8 +136,8 @@ func (m *issuer) step() {
 			b.st.Ops++
 			m.pc = stPost
 			if m.op.NeedsSysFence(false) {
-				if b.trace != nil {
-					b.tracef(t, "fence.release.sys")
+				if b.events != nil {
+					b.emit(t, obs.Event{Kind: obs.Fence, Op: m.op.ID})
 				}
 				t.FenceThen(gpu.ScopeSystem, m, 0)
 				return
@@ -159,6 +161,11 @@ func (m *issuer) step() {
 				w = comp.addWR(nic.WRFetchAdd)
 				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
+				if op.ID != 0 {
+					for i := range comp.wrs {
+						comp.wrs[i].OpID = op.ID
+					}
+				}
 				m.clast = m.last
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
 				continue
@@ -193,8 +200,8 @@ func (m *issuer) step() {
 			ch := m.pch
 			m.base = t.Result()
 			last := m.base + uint64(len(m.wrs)) - 1
-			if b.trace != nil {
-				b.traceRange(t, "%s reserve [%d,%d]", ch.name, m.base, last)
+			if b.events != nil {
+				b.emit(t, obs.Event{Kind: obs.Reserved, Op: m.opID(), Where: ch.name, Index: m.base, Value: last})
 			}
 			m.i = 0
 			m.pc = stPWQE
@@ -240,12 +247,15 @@ func (m *issuer) step() {
 					return
 				}
 				b.st.WQEs++
+				if b.events != nil {
+					ch.setID(m.base+uint64(i), m.wrs[i].OpID)
+				}
 			}
 			m.last = m.base + uint64(len(m.wrs)) - 1
 			ch.release(m.wrs)
 			m.wrs = nil
-			if b.trace != nil {
-				b.traceIdx(t, "%s publish ready=%d", ch.name, m.last+1)
+			if b.events != nil {
+				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: ch.name, Index: m.base, Value: m.last + 1})
 			}
 			m.pc = m.pret
 
@@ -266,6 +276,7 @@ func (m *issuer) step() {
 		case stRPI:
 			ch := m.rch
 			m.pc = stRUnlock
+			m.opi = t.Result()
 			if t.Result() < m.rpi {
 				ch.ctrl.Store64(offPI, m.rpi, t.Agent()) // atomicMax's effect
 				m.pc = stRDoorbell
@@ -286,8 +297,8 @@ func (m *issuer) step() {
 			ch := m.rch
 			t.GPU().Sim().Post(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
 			b.st.Doorbells++
-			if b.trace != nil {
-				b.tracef(t, "%s doorbell pi=%d (MMIO arrives %v)", ch.name, m.rpi, m.arrive)
+			if b.events != nil {
+				b.emitDoorbell(t, ch, m.opi, m.rpi, m.arrive)
 			}
 			m.pc = stRUnlock
 		case stRUnlock:
@@ -299,8 +310,8 @@ func (m *issuer) step() {
 			ch, idx := m.qch, m.qidx
 			m.pc = stQParse
 			if r, off := ch.cq.WordFor(idx); r.Load64(off) < idx+1 {
-				if b.trace != nil {
-					b.tracef(t, "%s poll CQE %d (%s)", ch.name, idx, m.qwhy)
+				if b.events != nil {
+					b.emit(t, obs.Event{Kind: obs.Poll, Op: m.opID(), Where: ch.name, Index: idx, Note: m.qwhy})
 				}
 				t.WaitWordThen(r, off, m.qwhy, func(v uint64) bool { return v >= idx+1 }, m, 0)
 				return
@@ -318,8 +329,8 @@ func (m *issuer) step() {
 			}
 			ch.cq.SetConsumer(idx + 1)
 			b.st.CQEs++
-			if b.trace != nil {
-				b.tracef(t, "%s saw CQE %d", ch.name, idx)
+			if b.events != nil {
+				b.emit(t, obs.Event{Kind: obs.Consumed, Op: m.opID(), Where: ch.name, Index: idx})
 			}
 			m.pc = m.qret
 
@@ -349,6 +360,14 @@ func (m *issuer) step() {
 			panic(fmt.Sprintf("gdaki: issuer in unknown step %d", m.pc))
 		}
 	}
+}
+
+// opID is the id of the operation m issues (0 for a flush).
+func (m *issuer) opID() obs.OpID {
+	if m.op == nil {
+		return 0
+	}
+	return m.op.ID
 }
 
 // post starts posting the WRs built in ch's scratch list; the machine

@@ -6,6 +6,8 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // LSA is one rank's load/store access to its LSA team, bound to a coop.
@@ -20,6 +22,17 @@ type LSA struct {
 // New returns world rank rank's LSA access for coop t.
 func New(dc *gin.DevComm, t *gpu.Group, rank int) *LSA {
 	return &LSA{dc: dc, t: t, rank: rank, team: dc.LSA(rank)}
+}
+
+// stored reports an LSA store of n bytes at off of r, visible at vis, to
+// the communicator's observer (obs.LSAStored, with a fresh operation id),
+// and returns vis.
+func (l *LSA) stored(r *mem.Region, off, n uint64, vis sim.Time) sim.Time {
+	if b := l.dc.Observer(); b != nil {
+		b.Emit(obs.Event{Kind: obs.LSAStored, At: l.t.Now(), Then: vis, Op: b.NewOp(), Who: l.t.Agent(), Where: r.Name(),
+			Addr: off, Bytes: n, Index: uint64(l.rank)})
+	}
+	return vis
 }
 
 // Team returns the LSA team.
@@ -74,7 +87,7 @@ func (l *LSA) Copy(peer int, w *gin.Window, off uint64, src []byte, n sim.Bytes)
 		return 0
 	}
 	l.record(gin.Call{Op: gin.CallLSAStore, Team: l.team, Peer: peer, Dst: w, DstOff: off, Bytes: uint64(n)})
-	return l.t.Write(w.Region(wr), off, src, n)
+	return l.stored(w.Region(wr), off, uint64(n), l.t.Write(w.Region(wr), off, src, n))
 }
 
 // CopyFrom copies n bytes at srcOff of this rank's part of window src to
@@ -92,7 +105,7 @@ func (l *LSA) CopyFrom(peer int, dst *gin.Window, dstOff uint64, src *gin.Window
 		buf = make([]byte, n)
 		r.Read(srcOff, buf)
 	}
-	return l.t.Write(dst.Region(wr), dstOff, buf, n)
+	return l.stored(dst.Region(wr), dstOff, uint64(n), l.t.Write(dst.Region(wr), dstOff, buf, n))
 }
 
 // Store stores the 8-byte word v at off of LSA peer peer's part of w.
@@ -103,7 +116,7 @@ func (l *LSA) Store(peer int, w *gin.Window, off uint64, v uint64) sim.Time {
 		return 0
 	}
 	l.record(gin.Call{Op: gin.CallLSAStore, Team: l.team, Peer: peer, Dst: w, DstOff: off, Bytes: 8, Value: v, Size: 8})
-	return l.t.Store64(w.Region(wr), off, v)
+	return l.stored(w.Region(wr), off, 8, l.t.Store64(w.Region(wr), off, v))
 }
 
 // StoreRelease is a release store (st.release.sys): a system-scope fence

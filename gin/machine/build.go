@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Machine is a built cluster on one simulation: every device model, wired.
@@ -146,4 +147,14 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 		}
 	}
 	return ts
+}
+
+// SetObserver makes the network and every NIC emit their obs events into
+// b (nil: off). The GIN layer (gin.Comm and the backends) takes b through
+// its own SetObserver.
+func (m *Machine) SetObserver(b *obs.Bus) {
+	m.Net.SetObserver(b)
+	for _, n := range m.NICs {
+		n.SetObserver(b)
+	}
 }

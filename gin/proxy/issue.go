@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/gin/internal/submit"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // The GPU side of the proxy backend (NCCL's postGfd and the flush's
@@ -102,7 +103,9 @@ func (m *issuer) step() {
 			b.st.Ops++
 			m.pc = stBuild
 			if m.op.NeedsSysFence(true) {
-				b.tracef(t.Now(), t.Agent(), "fence.release.sys")
+				if b.events != nil {
+					b.emit(t, obs.Event{Kind: obs.Fence, Op: m.opID()})
+				}
 				t.FenceThen(gpu.ScopeSystem, m, 0)
 				return
 			}
@@ -127,7 +130,9 @@ func (m *issuer) step() {
 			ch := m.ch
 			m.pc = stGFD
 			if idx, c, q := m.idx, t.Result(), uint64(b.cfg.QueueSize); idx-c >= q {
-				b.tracef(t.Now(), t.Agent(), "%s credit wait idx=%d ci=%d", ch.name, idx, c)
+				if b.events != nil {
+					b.emit(t, obs.Event{Kind: obs.CreditWait, Op: m.opID(), Where: ch.name, Index: idx, Value: c})
+				}
 				t.WaitWordThen(m.cs.ranks[m.rank].cis[ch.ctx], 8*uint64(ch.peer), "proxy credit",
 					func(v uint64) bool { return idx-v < q }, m, 0)
 				return
@@ -147,6 +152,9 @@ func (m *issuer) step() {
 				binary.LittleEndian.PutUint64(b.gfd[8*i:], b.enc[i])
 			}
 			slot := m.idx & (uint64(b.cfg.QueueSize) - 1)
+			if b.events != nil {
+				ch.setID(m.idx, uint64(b.cfg.QueueSize), m.opID())
+			}
 			m.pc = stStored
 			// The stores copy the bytes at issue, so the next writer may
 			// reuse the scratch at once.
@@ -155,7 +163,9 @@ func (m *issuer) step() {
 		case stStored:
 			g := &m.gfds[m.i]
 			b.st.GFDs++
-			b.tracef(t.Now(), t.Agent(), "%s GFD #%d op=%#x size=%d stored (lands %v)", m.ch.name, m.idx, g.Op, g.Size, m.land)
+			if b.events != nil {
+				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: m.ch.name, Index: m.idx, Code: uint32(g.Op), Bytes: g.Size, Then: m.land})
+			}
 			m.i++
 			m.pc = stClaim
 		case stIssued:
@@ -286,4 +296,13 @@ func (m *issuer) end() {
 	back := m.End()
 	m.b.free.Put(m)
 	back.Give()
+}
+
+// opID is the observer id of the operation being issued: 0 for a flush's
+// own Flush GFD, which carries no operation of the user's.
+func (m *issuer) opID() obs.OpID {
+	if m.op == nil {
+		return 0
+	}
+	return m.op.ID
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Handles in GFDs: window w is handle w+1; the inline buffer has its own.
@@ -55,6 +56,26 @@ type channel struct {
 	wCQOff     uint64
 	cqes       uint64 // signalled WRs posted (CQEs expected)
 	seen       uint64 // CQEs consumed
+	// ids holds, by ring slot, the observer id of the operation whose GFD
+	// sits there: the GFD's id travels beside its bytes, as a WQE's
+	// content does in gdaki (nil when nobody observes).
+	ids []obs.OpID
+}
+
+// setID records the operation id of GFD i (ring of q slots).
+func (ch *channel) setID(i, q uint64, id obs.OpID) {
+	if ch.ids == nil {
+		ch.ids = make([]obs.OpID, q)
+	}
+	ch.ids[i&(q-1)] = id
+}
+
+// idOf returns the operation id of GFD i (0 when none was recorded).
+func (ch *channel) idOf(i, q uint64) obs.OpID {
+	if ch.ids == nil {
+		return 0
+	}
+	return ch.ids[i&(q-1)]
 }
 
 // slot returns the CPU's record of GFD i, in ring slot i mod q. The
@@ -111,14 +132,14 @@ type commState struct {
 //
 // Not safe for concurrent use.
 type Backend struct {
-	cfg   Config
-	comms []*commState
-	chans []*channel
-	srvs  []*Server // by world rank of the first communicator that created it
-	st    gin.BackendStats
-	trace func(at sim.Time, who, what string)
-	obs   PostObserver
-	free  submit.Free[issuer]
+	cfg    Config
+	comms  []*commState
+	chans  []*channel
+	srvs   []*Server // by world rank of the first communicator that created it
+	st     gin.BackendStats
+	events *obs.Bus // nil: not observed
+	obs    PostObserver
+	free   submit.Free[issuer]
 	// gfd and enc are the GPU side's encode scratch: a writer encodes
 	// and stores a GFD in one step, and the stores copy the bytes.
 	gfd [128]byte
@@ -159,18 +180,46 @@ func New(cfg Config) (*Backend, error) {
 // Config returns the backend's parameters.
 func (b *Backend) Config() Config { return b.cfg }
 
-// SetTrace installs f to be told about every GPU-side and CPU-side step
-// (nil removes it). Tracing formats strings; leave it off on long runs.
-func (b *Backend) SetTrace(f func(at sim.Time, who, what string)) { b.trace = f }
+// SetObserver makes the backend emit its GPU-side and CPU-side steps into
+// bus (nil: off): obs.Fence, CreditWait, Posted (GFD stored), Pickup,
+// Doorbell (ibv_post_send), Consumed (poll_cq), ConsumerIndex and Counter,
+// stamped with the operation's id; the WRs the thread posts carry the id
+// to the NIC. Describe renders these events as text.
+func (b *Backend) SetObserver(bus *obs.Bus) { b.events = bus }
+
+// Describe renders a proxy step event as the backend's golden timelines
+// print it; ok is false for kinds the backend does not emit.
+func Describe(e obs.Event) (what string, ok bool) {
+	switch e.Kind {
+	case obs.Fence:
+		return "fence.release.sys", true
+	case obs.CreditWait:
+		return fmt.Sprintf("%s credit wait idx=%d ci=%d", e.Where, e.Index, e.Value), true
+	case obs.Posted:
+		return fmt.Sprintf("%s GFD #%d op=%#x size=%d stored (lands %v)", e.Where, e.Index, e.Code, e.Bytes, e.Then), true
+	case obs.Pickup:
+		return fmt.Sprintf("%s took GFD #%d op=%#x size=%d", e.Where, e.Index, e.Code, e.Bytes), true
+	case obs.Doorbell:
+		return fmt.Sprintf("%s ibv_post_send %d WR(s) for GFD #%d (doorbell arrives %v)", e.Where, e.Value, e.Index, e.Then), true
+	case obs.Consumed:
+		return fmt.Sprintf("%s poll_cq: CQE for GFD #%d", e.Where, e.Index), true
+	case obs.ConsumerIndex:
+		return fmt.Sprintf("%s ci=%d (GDRCopy store)", e.Where, e.Value), true
+	case obs.Counter:
+		return fmt.Sprintf("counter c%d[%d] = %d (GDRCopy read+store)", e.Code, e.Index, e.Value), true
+	}
+	return "", false
+}
 
 // SetPostObserver installs o to be told about every posted GFD (nil
 // removes it).
 func (b *Backend) SetPostObserver(o PostObserver) { b.obs = o }
 
-func (b *Backend) tracef(at sim.Time, who, format string, args ...any) {
-	if b.trace != nil {
-		b.trace(at, who, fmt.Sprintf(format, args...))
-	}
+// emit sends e, at t's time and as t's agent, to the observer (call it
+// under "if b.events != nil").
+func (b *Backend) emit(t *gpu.Group, e obs.Event) {
+	e.At, e.Who = t.Now(), t.Agent()
+	b.events.Emit(e)
 }
 
 // Name implements gin.Backend.

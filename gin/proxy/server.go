@@ -7,6 +7,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Server is one GPU process's GIN progress thread ("NCCL GIN Progress"):
@@ -115,10 +116,11 @@ func (s *Server) scaled(d sim.Duration) sim.Duration {
 	return d * sim.Duration(s.scale) / 1000
 }
 
-func (s *Server) tracef(format string, args ...any) {
-	if s.b.trace != nil {
-		s.b.trace(s.p.Now(), s.name, fmt.Sprintf(format, args...))
-	}
+// emit sends e, now and as the thread, to the observer (call it under
+// "if s.b.events != nil").
+func (s *Server) emit(e obs.Event) {
+	e.At, e.Who = s.p.Now(), s.name
+	s.b.events.Emit(e)
 }
 
 // loop is ncclGinProgress: for every device communicator and context,
@@ -168,7 +170,7 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 			}
 			early := s.b.cfg.Mutations&MutCounterAtPost != 0 && st.posted
 			if (st.done || early) && st.op&GFDWithCounter != 0 && !st.counted {
-				s.bumpCounter(rs, ctx, st.counter)
+				s.bumpCounter(rs, ctx, st.counter, ch.idOf(i, q))
 				st.counted = true
 				worked = true
 			}
@@ -177,7 +179,9 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 				*st = slotState{}
 				s.work(s.b.cfg.GDRStoreIssue)
 				s.gpu.HostStore64(s.p.Now(), rs.cis[ctx], 8*uint64(peer), ch.cisSh, s.name)
-				s.tracef("%s ci=%d (GDRCopy store)", ch.name, ch.cisSh)
+				if s.b.events != nil {
+					s.emit(obs.Event{Kind: obs.ConsumerIndex, Where: ch.name, Value: ch.cisSh})
+				}
 				worked = true
 			}
 		}
@@ -201,14 +205,16 @@ func (s *Server) test(ch *channel) bool {
 			s.p.Park("proxy: error completion")
 		}
 		ch.slot(e.WRID, q).done = true
-		s.tracef("%s poll_cq: CQE for GFD #%d", ch.name, e.WRID)
+		if s.b.events != nil {
+			s.emit(obs.Event{Kind: obs.Consumed, Op: e.OpID, Where: ch.name, Index: e.WRID})
+		}
 	}
 	return k > 0
 }
 
 // bumpCounter is the CPU's non-atomic counters[id] += 1 on GPU memory
 // through GDRCopy: an uncached PCIe read, then a posted store.
-func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32) {
+func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32, op obs.OpID) {
 	r, off := rs.ctr[ctx], 8*uint64(id)
 	done := s.gpu.HostLoadTime(s.p.Now(), 8)
 	s.work(done.Sub(s.p.Now()))
@@ -216,7 +222,9 @@ func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32) {
 	s.work(s.b.cfg.GDRStoreIssue)
 	s.gpu.HostStore64(s.p.Now(), r, off, v+1, s.name)
 	s.counter++
-	s.tracef("counter c%d[%d] = %d (GDRCopy read+store)", ctx, id, v+1)
+	if s.b.events != nil {
+		s.emit(obs.Event{Kind: obs.Counter, Op: op, Where: r.Name(), Addr: off, Value: v + 1, Old: v, Code: uint32(ctx), Index: uint64(id)})
+	}
 }
 
 // postPass takes at most one GFD per peer and posts it.
@@ -255,7 +263,9 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		ch.sis++
 		*ch.slot(i, q) = slotState{op: g.Op, counter: g.CounterID}
 		s.gfds++
-		s.tracef("%s took GFD #%d op=%#x size=%d", ch.name, i, g.Op, g.Size)
+		if s.b.events != nil {
+			s.emit(obs.Event{Kind: obs.Pickup, Op: ch.idOf(i, q), Where: ch.name, Index: i, Code: uint32(g.Op), Bytes: g.Size, Then: taken})
+		}
 		s.process(cs, ch, i, &g, taken)
 		worked = true
 	}
@@ -329,6 +339,11 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	}
 	pp.wrs[pp.n-1].Signaled = true
 	pp.wrs[pp.n-1].ID = i
+	if id := ch.idOf(i, uint64(cfg.QueueSize)); id != 0 {
+		for k := range pp.n {
+			pp.wrs[k].OpID = id
+		}
+	}
 	ch.slot(i, uint64(cfg.QueueSize)).posted = true
 	if cfg.Mutations&MutCIAtPost != 0 {
 		ch.slot(i, uint64(cfg.QueueSize)).done = true
@@ -349,7 +364,9 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	s.posts++
 	s.b.st.WQEs += uint64(pp.n)
 	s.b.st.Doorbells++
-	s.tracef("%s ibv_post_send %d WR(s) for GFD #%d (doorbell arrives %v)", ch.name, pp.n, i, arrive)
+	if s.b.events != nil {
+		s.emit(obs.Event{Kind: obs.Doorbell, Op: ch.idOf(i, uint64(cfg.QueueSize)), Where: ch.name, Index: i, Value: uint64(pp.n), Then: arrive})
+	}
 }
 
 // idle parks the thread after a pass that found nothing: until a GFD's

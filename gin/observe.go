@@ -1,0 +1,58 @@
+package gin
+
+import (
+	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
+)
+
+// SetObserver makes the communicator's front end emit obs events into b
+// (nil: off) and draw an operation id from it for every put, putValue,
+// signal and get. Backends, NICs and the fabric take the same bus through
+// their own SetObserver (gin/machine.Machine.SetObserver and
+// gin/bench.Env.Observe wire them all).
+func (c *Comm) SetObserver(b *obs.Bus) { c.obs = b }
+
+// Observer returns the communicator's bus (nil: off); backends and gin/lsa
+// emit into it.
+func (c *Comm) Observer() *obs.Bus { return c.obs }
+
+// Observer returns the bus of dc's communicator (nil: off).
+func (dc *DevComm) Observer() *obs.Bus { return dc.c.obs }
+
+// stamp gives g.op a fresh operation id and reports it issued; a no-op
+// when nobody observes (the id stays 0). It inlines to a nil test.
+func (g *Gin) stamp() {
+	if g.dc.c.obs != nil && !g.internal {
+		g.issued()
+	}
+}
+
+func (g *Gin) issued() {
+	b := g.dc.c.obs
+	g.op.ID = b.NewOp()
+	g.lastOp = g.op.ID
+	b.Emit(obs.Event{Kind: obs.Issued, At: g.t.Now(), Op: g.op.ID, Who: g.t.Agent(), Where: g.op.Kind.String(),
+		Index: uint64(g.rank), Value: uint64(g.op.Peer), Bytes: g.op.Bytes, QP: uint32(g.ctx)})
+}
+
+// seen reports that a wait on the word at off of r returned with v: kind
+// SignalSeen (Note "signal", "va signal") or Completed (Note "counter",
+// "flush"),
+// stamped with the op that last changed the word (op: the handle's last
+// op for a flush).
+func (g *Gin) seen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
+	if g.dc.c.obs != nil && !g.internal {
+		g.emitSeen(k, what, r, off, v)
+	}
+}
+
+func (g *Gin) emitSeen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
+	b := g.dc.c.obs
+	e := obs.Event{Kind: k, At: g.t.Now(), Who: g.t.Agent(), Note: what, Addr: off, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)}
+	if r != nil {
+		e.Op, e.Where = b.LastOp(r.Name(), off), r.Name()
+	} else {
+		e.Op = g.lastOp
+	}
+	b.Emit(e)
+}

@@ -1,0 +1,213 @@
+package obs
+
+import (
+	"fmt"
+
+	"github.com/ginsim/ginsim/sim"
+)
+
+// OpID identifies one GIN device operation within a run (0: none).
+type OpID uint64
+
+// Kind says what an Event reports.
+type Kind uint8
+
+// Event kinds, in the order they occur along one put. The comment of each
+// says who emits it and what its fields hold beyond At, Op and Who.
+const (
+	None Kind = iota
+
+	// Issued: the GIN front end accepted an operation (gin). Where is the
+	// operation kind ("put", "signal", ...), Index the issuing rank, Value
+	// the peer rank, Bytes the payload size.
+	Issued
+	// Fence: a backend ran fence.release.sys before publishing (gin/gdaki,
+	// gin/proxy).
+	Fence
+	// Reserved: GDAKI reserved SQ slots [Index, Value] (Where: channel).
+	Reserved
+	// Poll: a GDAKI issuer waits for CQE Index to land (Where: channel,
+	// Note: why, "gdaki credit" or "gdaki flush").
+	Poll
+	// CreditWait: a proxy issuer waits for a free slot for GFD Index; the
+	// consumer index is Value (Where: channel).
+	CreditWait
+	// Posted: the descriptor is written. GDAKI: WQEs published, Value is
+	// sq_ready after them. Proxy: GFD Index stored, Code its op, Bytes its
+	// size, Then when its last store lands in host memory.
+	Posted
+	// Doorbell: a doorbell MMIO was sent; Then is its arrival at the NIC
+	// (Where: channel). GDAKI: Value is the producer index it carries.
+	// Proxy (its ibv_post_send for GFD Index): Value is the WRs posted.
+	Doorbell
+	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size):
+	// Then is when it found the GFD's first qword flagged, At when it
+	// had read and decoded it (proxy.Post's Taken; the Doorbell that
+	// follows is at its Posted).
+	Pickup
+	// Fetched: the NIC has WQE Index of QP QP through its WQE pipeline;
+	// Then is when it is ready to transmit (nic).
+	Fetched
+	// Sent: the NIC handed a packet to the fabric (nic). QP is the
+	// destination QP, PSN the packet's, Code its RoCE opcode, Bytes its
+	// payload, Index the fabric packet id.
+	Sent
+	// Hop: a packet started leaving a port (fabric): Index the packet id,
+	// Value the port, Then when its last bit leaves.
+	Hop
+	// Dropped: the fabric dropped a packet at port Value (Code: reason).
+	Dropped
+	// Received: a packet's last bit reached its NIC (fabric delivery, before
+	// the receive pipeline). Fields as Sent.
+	Received
+	// Landed: a payload DMA write landed in memory (nic, responder side or
+	// a READ response at the requester): Where the region, Addr the offset,
+	// Bytes the length, QP the number of the QP that wrote it (the DestQP
+	// of the packets that carried it).
+	Landed
+	// Atomic: an atomic was applied to the word at Addr of region Where
+	// (a signal, a VA signal or a GDAKI counter) by QP QP: Value the new
+	// value, Old the previous one.
+	Atomic
+	// Acked: the requester retired WQE Index of QP QP (its ACK or response
+	// arrived, or it completed in error; Code is the nic.Status).
+	Acked
+	// CQE: a CQE for WQE Index landed in CQ memory Where (Value: CQ entry
+	// count after it).
+	CQE
+	// Consumed: the issuer saw CQE Index (GDAKI poll, proxy poll_cq).
+	Consumed
+	// Counter: the proxy thread's store made counter Index of context
+	// Code reach Value (Old before it; Where the region, Addr the offset).
+	Counter
+	// ConsumerIndex: the proxy published consumer index Value of a
+	// channel's GFD ring (Where).
+	ConsumerIndex
+	// Completed: the issuer observed completion: a counter wait (Where:
+	// "counter") or a flush (Where: "flush") returned.
+	Completed
+	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
+	// whose atomic last changed the word (Where: region, Addr: offset).
+	SignalSeen
+	// LSAStored: an LSA (NVLink) store of Bytes at Addr of region Where was
+	// issued by rank Index; Then is when it is visible at the peer. It has
+	// an op id of its own.
+	LSAStored
+
+	numKinds
+)
+
+var kindNames = [...]string{
+	None: "none", Issued: "issued", Fence: "fence", Reserved: "reserved", Poll: "poll", CreditWait: "credit_wait",
+	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", Fetched: "fetched", Sent: "sent", Hop: "hop",
+	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
+	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
+	SignalSeen: "signal_seen", LSAStored: "lsa_stored",
+}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// ParseKind returns the kind named s (Kind.String's inverse).
+func ParseKind(s string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == s {
+			return Kind(k), true
+		}
+	}
+	return None, false
+}
+
+// Event is one observation. Fields a kind does not use are zero (see the
+// Kind constants).
+type Event struct {
+	At    sim.Time
+	Kind  Kind
+	Op    OpID
+	Who   string // the agent: "n0g0/k" (a coop), "n0g0/nic0", "cpu0/proxy", a QP
+	Where string // a channel, region or operation kind
+	Note  string // a static reason (credit or flush poll)
+	QP    uint32
+	PSN   uint32
+	Code  uint32 // RoCE opcode, GFD op, drop reason or status
+	Index uint64 // WQE, GFD, CQE or packet index; issuing rank
+	Addr  uint64
+	Bytes uint64
+	Value uint64
+	Old   uint64
+	Then  sim.Time // a second instant: arrival, landing, ready
+}
+
+// Observer receives events. Observe must not keep pointers into the run
+// beyond the call other than the strings of e.
+type Observer interface {
+	Observe(e Event)
+}
+
+// Func adapts a function to Observer.
+type Func func(e Event)
+
+// Observe implements Observer.
+func (f Func) Observe(e Event) { f(e) }
+
+// word names an 8-byte word of a region, for the last-writer map.
+type word struct {
+	where string
+	addr  uint64
+}
+
+// Bus is a run's observation point: components emit into it, it fans the
+// events out to its observers in subscription order, allocates operation
+// ids and remembers which op last changed each atomically updated word.
+// A nil *Bus is "off": emitters test for nil before building an event.
+//
+// Not safe for concurrent use.
+type Bus struct {
+	subs []Observer
+	next OpID
+	last map[word]OpID
+}
+
+// NewBus returns a bus delivering to subs.
+func NewBus(subs ...Observer) *Bus {
+	return &Bus{subs: subs, last: map[word]OpID{}}
+}
+
+// Subscribe adds o; it sees events emitted from now on.
+func (b *Bus) Subscribe(o Observer) { b.subs = append(b.subs, o) }
+
+// NewOp returns a fresh operation id (1, 2, ... in call order).
+func (b *Bus) NewOp() OpID {
+	b.next++
+	return b.next
+}
+
+// Emit delivers e to every subscriber.
+func (b *Bus) Emit(e Event) {
+	switch e.Kind {
+	case Atomic, Counter:
+		if b.last == nil {
+			b.last = map[word]OpID{}
+		}
+		b.last[word{e.Where, e.Addr}] = e.Op
+	}
+	for _, s := range b.subs {
+		s.Observe(e)
+	}
+}
+
+// LastOp returns the op whose Atomic or Counter event last changed the
+// word at addr of region where (0 if none did).
+func (b *Bus) LastOp(where string, addr uint64) OpID { return b.last[word{where, addr}] }
+
+// Recorder is an Observer that keeps every event in order.
+type Recorder struct {
+	Events []Event
+}
+
+// Observe implements Observer.
+func (r *Recorder) Observe(e Event) { r.Events = append(r.Events, e) }

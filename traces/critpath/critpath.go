@@ -1,0 +1,250 @@
+package critpath
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/ginsim/ginsim/fabric/roce"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
+)
+
+// Phase is one segment of an operation's critical path.
+type Phase uint8
+
+// Phases in path order (see the package doc).
+const (
+	Issue Phase = iota
+	Descriptor
+	Proxy
+	Doorbell
+	NIC
+	Wire
+	Landing
+	Signal
+	NumPhases
+)
+
+var phaseNames = [NumPhases]string{"issue", "descriptor", "proxy", "doorbell", "nic", "wire", "landing", "signal"}
+
+func (p Phase) String() string {
+	if p < NumPhases {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Row is the critical path of one operation.
+type Row struct {
+	Op    obs.OpID
+	Kind  string // "put", "signal", ...
+	Who   string // the issuing coop
+	Bytes uint64
+	// Start is the device call; End the signal seen (or the last landing).
+	Start, End sim.Time
+	Phases     [NumPhases]sim.Duration
+	// Local is the issuer's completion (counter or flush returned, else
+	// the last CQE written) minus Start; 0 if none was observed.
+	Local sim.Duration
+	// Seen reports whether a waiter's SignalSeen ended the path.
+	Seen bool
+}
+
+// Total returns End - Start (the sum of the phases).
+func (r *Row) Total() sim.Duration { return r.End.Sub(r.Start) }
+
+// op gathers one operation's milestones while the stream is read.
+type op struct {
+	row    Row
+	issued bool
+	// The op's first descriptor written (GDAKI publish / proxy GFD store
+	// issued) and its landing (proxy), and its first doorbell: a GDAKI
+	// counter's companion WQEs are published and rung after the data's.
+	posted, gfdLand sim.Time
+	proxy, hasPost  bool
+	dbAt, dbArrive  sim.Time
+	hasDB           bool
+	seenAt          sim.Time
+	seenWord        word
+	local           sim.Time
+	cqe             sim.Time
+	// Per responder QP: first request sent, last request received, last
+	// effect applied (landing or atomic) and the words atomics hit.
+	qps []qpPath
+}
+
+type word struct {
+	where string
+	addr  uint64
+}
+
+type qpPath struct {
+	qp              uint32
+	sent, rcvd, eff sim.Time
+	hasSent, landed bool
+	atomics         []word
+}
+
+func (o *op) path(qp uint32) *qpPath {
+	for i := range o.qps {
+		if o.qps[i].qp == qp {
+			return &o.qps[i]
+		}
+	}
+	o.qps = append(o.qps, qpPath{qp: qp})
+	return &o.qps[len(o.qps)-1]
+}
+
+// Table computes one row per operation that was issued and reached its
+// target, in op id order.
+func Table(events []obs.Event) []Row {
+	ops := map[obs.OpID]*op{}
+	get := func(id obs.OpID) *op {
+		o := ops[id]
+		if o == nil {
+			o = &op{}
+			o.row.Op = id
+			ops[id] = o
+		}
+		return o
+	}
+	for _, e := range events {
+		if e.Op == 0 {
+			continue
+		}
+		o := get(e.Op)
+		switch e.Kind {
+		case obs.Issued:
+			o.issued = true
+			o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.At, e.Where, e.Who, e.Bytes
+		case obs.Posted:
+			if !o.hasPost {
+				o.hasPost, o.posted = true, e.At
+				if e.Then != 0 { // a proxy GFD store: Then is its landing
+					o.proxy, o.gfdLand = true, e.Then
+				}
+			}
+		case obs.Doorbell:
+			if !o.hasDB {
+				o.hasDB, o.dbAt, o.dbArrive = true, e.At, e.Then
+			}
+		case obs.Sent:
+			if roce.Opcode(e.Code).IsRequest() {
+				p := o.path(e.QP)
+				if !p.hasSent || e.At < p.sent {
+					p.sent, p.hasSent = e.At, true
+				}
+			}
+		case obs.Received:
+			if roce.Opcode(e.Code).IsRequest() {
+				p := o.path(e.QP)
+				p.rcvd = max(p.rcvd, e.At)
+			}
+		case obs.Landed:
+			p := o.path(e.QP)
+			p.eff, p.landed = max(p.eff, e.At), true
+		case obs.Atomic:
+			p := o.path(e.QP)
+			p.eff = max(p.eff, e.At)
+			p.atomics = append(p.atomics, word{e.Where, e.Addr})
+		case obs.SignalSeen:
+			o.seenAt, o.seenWord = e.At, word{e.Where, e.Addr}
+		case obs.Completed:
+			o.local = max(o.local, e.At)
+		case obs.CQE:
+			o.cqe = max(o.cqe, e.At)
+		}
+	}
+	var rows []Row
+	for _, o := range ops {
+		if r, ok := o.finish(); ok {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b Row) int {
+		switch {
+		case a.Op < b.Op:
+			return -1
+		case a.Op > b.Op:
+			return 1
+		}
+		return 0
+	})
+	return rows
+}
+
+// target picks the responder QP whose effect ends the path: the one whose
+// atomic hit the word the waiter saw; else (no waiter saw this op) the
+// first one that landed a payload; else the first one reached (a signal
+// alone). A GDAKI counter's loopback QP comes after the data's.
+func (o *op) target() (*qpPath, bool) {
+	if o.seenWord.where != "" {
+		for i := range o.qps {
+			if slices.Contains(o.qps[i].atomics, o.seenWord) && o.qps[i].hasSent {
+				return &o.qps[i], true
+			}
+		}
+	}
+	for _, payload := range []bool{true, false} {
+		for i := range o.qps {
+			if p := &o.qps[i]; p.hasSent && p.eff != 0 && (p.landed || !payload) {
+				return p, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func (o *op) finish() (Row, bool) {
+	p, ok := o.target()
+	if !o.issued || !ok || !o.hasPost || !o.hasDB {
+		return Row{}, false
+	}
+	r := o.row
+	seen := o.seenWord.where != "" && slices.Contains(p.atomics, o.seenWord)
+	end := p.eff
+	if seen {
+		end = o.seenAt
+	}
+	// Milestones in path order; a phase is the difference of two. GDAKI
+	// has no proxy phase: it starts and ends at the doorbell.
+	proxyFrom := o.dbAt
+	if o.proxy {
+		proxyFrom = o.gfdLand
+	}
+	ms := [NumPhases + 1]sim.Time{r.Start, o.posted, proxyFrom, o.dbAt, o.dbArrive, p.sent, p.rcvd, p.eff, end}
+	for i := range NumPhases {
+		r.Phases[i] = ms[i+1].Sub(ms[i])
+	}
+	r.End, r.Seen = end, seen
+	if o.local != 0 {
+		r.Local = o.local.Sub(r.Start)
+	} else if o.cqe != 0 {
+		r.Local = o.cqe.Sub(r.Start)
+	}
+	return r, true
+}
+
+// Write prints rows as a table, times in microseconds.
+func Write(w io.Writer, rows []Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "op\tkind\tbytes\t")
+	for p := range NumPhases {
+		fmt.Fprintf(tw, "%s\t", p)
+	}
+	fmt.Fprint(tw, "total\tend\tlocal\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t", r.Op, r.Kind, r.Bytes)
+		for _, d := range r.Phases {
+			fmt.Fprintf(tw, "%.3f\t", d.Us())
+		}
+		end := "landed"
+		if r.Seen {
+			end = "seen"
+		}
+		fmt.Fprintf(tw, "%.3f\t%s\t%.3f\t\n", r.Total().Us(), end, r.Local.Us())
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,30 @@
+// Package critpath computes the critical path of GIN operations from the
+// observer's event stream (sim/obs) alone: for every operation id, the
+// time spent in each phase from the device call to the signal the waiter
+// saw. Every boundary is one event of that operation, found by its id and
+// kind, and the target of the operation is named by the events themselves
+// (the waiter's SignalSeen names the signal word, the Atomic on that word
+// names the responder QP, the packets to that QP carry the id), so nothing
+// is matched by time or guessed, and no model formula is recomputed: a
+// phase is the difference of two observed instants.
+//
+// Phases, in order (each starts where the previous one ends):
+//
+//	issue       device call -> descriptor written (GDAKI: WQEs published;
+//	            proxy: GFD stores issued)
+//	descriptor  GDAKI: publish -> doorbell MMIO issued (sq lock, atomicMax);
+//	            proxy: GFD stores -> GFD landed in host memory
+//	proxy       proxy: GFD landed -> ibv_post_send done (pickup, WR build);
+//	            zero for GDAKI
+//	doorbell    doorbell MMIO issued -> arrived at the NIC (PCIe)
+//	nic         doorbell arrived -> first request packet on the wire (doorbell
+//	            handling, WQE fetch, WQE pipeline, payload DMA read)
+//	wire        first request packet sent -> last request packet received
+//	            at the target NIC (serialisation, switches, queueing)
+//	landing     last request received -> its effect applied at the target
+//	            (receive pipeline, PCIe write or atomic)
+//	signal      effect applied -> the waiter saw the signal (poll)
+//
+// An operation without a waiter ends at its last landing; one without
+// packets (a failed or LSA op) has no row.
+package critpath
