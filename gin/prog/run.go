@@ -14,7 +14,16 @@ import (
 // (named after the program's group), and returns the groups. It checks
 // what can be checked before the run (version, ranks, window names); the
 // gin front end reports the rest while the programs run.
-func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
+func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) { return LaunchObserved(dc, f, nil) }
+
+// Observer is told, as each op of a launched program completes, the
+// program's index in the file, the op's index, when it started and ended,
+// and the value it returned (reads and waits of signals and counters; 0
+// for the others).
+type Observer func(program, op int, start, end sim.Time, value uint64)
+
+// LaunchObserved is Launch with obs (nil: none) told about every op.
+func LaunchObserved(dc *gin.DevComm, f *File, obs Observer) ([]*gpu.Group, error) {
 	c := dc.Comm()
 	if want := c.Profile().Version.String(); f.NCCL != want {
 		return nil, fmt.Errorf("prog: programs for NCCL %s on a %s communicator", f.NCCL, want)
@@ -31,7 +40,7 @@ func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
 		if p.Rank >= c.Size() {
 			return nil, &Error{Program: pi, Op: -1, Field: "rank", Msg: fmt.Sprintf("rank %d of %d", p.Rank, c.Size())}
 		}
-		r := &runner{dc: dc, p: p, wins: wins}
+		r := &runner{dc: dc, p: p, wins: wins, obs: obs, index: pi}
 		for oi := range p.Ops {
 			if err := r.resolve(oi); err != nil {
 				err.Program = pi
@@ -44,10 +53,12 @@ func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
 }
 
 type runner struct {
-	dc   *gin.DevComm
-	p    *Program
-	wins map[string]*gin.Window
-	reqs []gin.Request
+	dc    *gin.DevComm
+	p     *Program
+	wins  map[string]*gin.Window
+	reqs  []gin.Request
+	obs   Observer
+	index int
 }
 
 func (r *runner) win(oi int, field, name string) (*gin.Window, *Error) {
@@ -158,6 +169,7 @@ func (r *runner) run(t *gpu.Group) {
 	}
 	for i := range r.p.Ops {
 		op := &r.p.Ops[i]
+		start, value := t.Now(), uint64(0)
 		w := func(name string) *gin.Window { return r.wins[name] }
 		var g *gin.Gin
 		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
@@ -195,15 +207,15 @@ func (r *runner) run(t *gpu.Group) {
 			}
 			g.Wait(q)
 		case "read_signal":
-			g.ReadSignal(op.ID, bits(op.Bits, 64))
+			value = g.ReadSignal(op.ID, bits(op.Bits, 64))
 		case "wait_signal":
-			g.WaitSignal(op.ID, op.Least, bits(op.Bits, 64))
+			value = g.WaitSignal(op.ID, op.Least, bits(op.Bits, 64))
 		case "reset_signal":
 			g.ResetSignal(op.ID)
 		case "read_counter":
-			g.ReadCounter(op.ID, bits(op.Bits, 56))
+			value = g.ReadCounter(op.ID, bits(op.Bits, 56))
 		case "wait_counter":
-			g.WaitCounter(op.ID, op.Least, bits(op.Bits, 56))
+			value = g.WaitCounter(op.ID, op.Least, bits(op.Bits, 56))
 		case "reset_counter":
 			g.ResetCounter(op.ID)
 		case "increase_shadow":
@@ -237,6 +249,9 @@ func (r *runner) run(t *gpu.Group) {
 			default:
 				l.Copy(op.Peer, w(op.Dst), op.DstOff, nil, sim.Bytes(op.Bytes))
 			}
+		}
+		if r.obs != nil {
+			r.obs(r.index, i, start, t.Now(), value)
 		}
 	}
 }
