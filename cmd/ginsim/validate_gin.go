@@ -1,15 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"text/tabwriter"
 
+	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/internal/atomicfile"
 	"github.com/ginsim/ginsim/validate/hw"
@@ -19,8 +24,8 @@ func init() { Register("validate", newValidateGinCmd) }
 
 func newValidateGinCmd() *cobra.Command {
 	var (
-		program, backend, results, lower, cluster string
-		asJSON                                    bool
+		program, backend, results, lower, cluster, fabric string
+		asJSON                                            bool
 	)
 	c := &cobra.Command{
 		Use:   "gin --program FILE|DIR",
@@ -61,7 +66,7 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
 			if lower != "" {
 				return writeLowered(cmd.OutOrStdout(), lower, cases, hw.FabricOf(spec))
 			}
-			return runValidateGin(cmd.OutOrStdout(), cases, spec, backend, results, asJSON)
+			return runValidateGin(cmd.OutOrStdout(), cases, cluster, backend, results, fabric, asJSON)
 		},
 	}
 	fl := c.Flags()
@@ -70,6 +75,7 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
 	fl.StringVar(&results, "results", "", "directory of the device's result files (--backend hw; default: the committed run)")
 	fl.StringVar(&lower, "lower", "", "write the executor's op lists and fabrics.txt into this directory and stop")
 	fl.StringVar(&cluster, "cluster", "h100-ib", "cluster preset or YAML file: the model's hardware and the emulated link")
+	fl.StringVar(&fabric, "fabric", "zero", "which device run to compare: the emulated fabric's name in the result files")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
 }
@@ -112,6 +118,186 @@ func writeLowered(w io.Writer, dir string, cases []hw.Case, fab hw.Fabric) error
 	return nil
 }
 
-func runValidateGin(w io.Writer, cases []hw.Case, spec machine.Spec, backend, results string, asJSON bool) error {
-	return fmt.Errorf("validate gin: not implemented yet")
+type ginCaseJSON struct {
+	Program  string       `json:"program"`
+	Status   string       `json:"status"` // agree, differ, model only, not run on the device
+	Reason   string       `json:"reason,omitempty"`
+	Diffs    []string     `json:"differences,omitempty"`
+	Notes    []string     `json:"notes,omitempty"`
+	Timings  []ginTimingJ `json:"timings,omitempty"`
+	Finished []bool       `json:"model_finished,omitempty"`
+}
+
+// validateGinCase runs one program file on the model and, with backend
+// hw, lines it up with its device result in fsys.
+func validateGinCase(c hw.Case, cluster, backend string, fsys fs.FS, source, fabric string) (ginCaseJSON, error) {
+	row := ginCaseJSON{Program: c.Name}
+	if _, err := hw.SetupOf(c.File); err != nil {
+		var ue *hw.UnsupportedError
+		if !errors.As(err, &ue) {
+			return row, err
+		}
+		row.Status, row.Reason = "not run on the device", ue.Error()
+		return row, nil
+	}
+	v := gin.V2_28 // the device runs NCCL 2.28.9
+	if backend == "sim" && c.File.NCCL == "2.30" {
+		v = gin.V2_30
+	}
+	model, err := hw.Model(c, cluster, v)
+	var gap *hw.ModelGapError
+	switch {
+	case errors.As(err, &gap):
+		row.Status, row.Reason, model = "model cannot run it", gap.Error(), nil
+	case err != nil:
+		return row, fmt.Errorf("%s: %w", c.Path, err)
+	case model.Err != "":
+		row.Status, row.Reason, model = "model rejects it", model.Err, nil
+	case backend == "sim":
+		row.Status = "model only"
+		for r := range hw.Ranks {
+			row.Finished = append(row.Finished, model.Ranks[r].Finished)
+		}
+	}
+	if backend == "sim" {
+		return row, nil
+	}
+	dev, err := hw.LoadDevice(fsys, c.Name, fabric)
+	if errors.Is(err, fs.ErrNotExist) {
+		row.Status, row.Reason = "no device result", fmt.Sprintf("no %s.%s.r*.txt in %s", c.Name, fabric, source)
+		return row, nil
+	}
+	var ee *hw.EmptyError
+	if errors.As(err, &ee) {
+		row.Status, row.Reason = "device run failed", ee.Error()
+		return row, nil
+	}
+	var pe *hw.ParseError
+	if errors.As(err, &pe) {
+		return row, Usagef("--results: %v", err)
+	}
+	if err != nil {
+		return row, err
+	}
+	out, err := dev.Outcome(c)
+	if err != nil {
+		return row, Usagef("--results: %v", err)
+	}
+	row.Notes = out.Notes
+	for r := range hw.Ranks {
+		if !out.Ranks[r].Finished {
+			row.Notes = append(row.Notes, fmt.Sprintf("rank %d did not finish on the device: %s", r, out.Ranks[r].Msg))
+		}
+	}
+	if model != nil {
+		row.Status = "agree"
+		for _, d := range hw.Compare(model, out) {
+			row.Status = "differ"
+			row.Diffs = append(row.Diffs, d.String())
+		}
+	} else {
+		row.Notes = append(row.Notes, "device outcome only")
+	}
+	for _, t := range hw.Timings(model, out) {
+		row.Timings = append(row.Timings, ginTimingJ{t.Name, t.N, t.Model.Ns(), t.Device.Ns(), math.Round(t.Ratio()*100) / 100})
+	}
+	if wire, n := dev.Wire(); n > 0 {
+		row.Timings = append(row.Timings, ginTimingJ{Name: "plugin post -> delivered (emulated wire)", N: n, DeviceNS: wire.Ns()})
+	}
+	return row, nil
+}
+
+type ginTimingJ struct {
+	Name     string  `json:"name"`
+	N        int     `json:"ops"`
+	ModelNS  float64 `json:"model_ns,omitempty"`
+	DeviceNS float64 `json:"device_ns"`
+	Ratio    float64 `json:"device_over_model,omitempty"`
+}
+
+func runValidateGin(w io.Writer, cases []hw.Case, cluster, backend, results, fabric string, asJSON bool) error {
+	var fsys fs.FS
+	source := results
+	if backend == "hw" {
+		var err error
+		if results == "" {
+			source = "committed run " + hw.DefaultRun
+			if fsys, err = hw.Measured(hw.DefaultRun); err != nil {
+				return err
+			}
+		} else {
+			if st, err := os.Stat(results); err != nil || !st.IsDir() {
+				return Usagef("--results: %s is not a directory", results)
+			}
+			fsys = os.DirFS(results)
+		}
+	}
+	var rows []ginCaseJSON
+	for _, c := range cases {
+		row, err := validateGinCase(c, cluster, backend, fsys, source, fabric)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Backend string        `json:"backend"`
+			Cluster string        `json:"cluster"`
+			Results string        `json:"results,omitempty"`
+			Fabric  string        `json:"fabric,omitempty"`
+			Cases   []ginCaseJSON `json:"programs"`
+		}{backend, cluster, source, fabric, rows})
+	}
+	if backend == "hw" {
+		fmt.Fprintf(w, "model: proxy backend, cluster %s, NCCL 2.28   device: %s, emulated fabric %q\n\n", cluster, source, fabric)
+	} else {
+		fmt.Fprintf(w, "model: proxy backend, cluster %s\n\n", cluster)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "program\toutcome\tdetail")
+	for _, r := range rows {
+		detail := r.Reason
+		if r.Status == "model only" {
+			detail = fmt.Sprintf("finished per rank: %v", r.Finished)
+		}
+		if len(r.Diffs) > 0 {
+			detail = strings.Join(r.Diffs, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Program, r.Status, detail)
+		for _, n := range r.Notes {
+			fmt.Fprintf(tw, "\t\tnote: %s\n", n)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if backend != "hw" {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntimings, rank 0, medians")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "program\ttiming\tops\tmodel\tdevice\tdevice/model")
+	for _, r := range rows {
+		for _, t := range r.Timings {
+			ratio := "-"
+			if t.ModelNS > 0 {
+				ratio = fmt.Sprintf("%.2f", t.Ratio)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Program, t.Name, t.N, ns(t.ModelNS), ns(t.DeviceNS), ratio)
+		}
+	}
+	return tw.Flush()
+}
+
+func ns(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	if x >= 10000 {
+		return fmt.Sprintf("%.1f us", x/1000)
+	}
+	return fmt.Sprintf("%.0f ns", x)
 }

@@ -25,6 +25,8 @@ type Setup struct {
 	Windows  []string
 	Signals  int
 	Counters int
+	// RailBarriers is the rail GIN barrier count (highest index + 1).
+	RailBarriers int
 }
 
 // UnsupportedError says which op of which program the device executor
@@ -50,7 +52,7 @@ func (e *UnsupportedError) Error() string {
 
 // hwOps are the ops the executor runs (NCCL 2.28's device API, one context).
 var hwOps = []string{"put", "put_value", "signal", "flush", "read_signal", "wait_signal", "reset_signal",
-	"read_counter", "wait_counter", "reset_counter", "sleep", "compute"}
+	"read_counter", "wait_counter", "reset_counter", "sleep", "compute", "barrier"}
 
 // SetupOf collects f's windows, signals and counters and checks that the
 // device executor can run every op: two ranks, one program per rank,
@@ -104,6 +106,15 @@ func SetupOf(f *prog.File) (Setup, error) {
 				return s, &UnsupportedError{pi, oi, "release", "release scopes are not passed to the device"}
 			case op.Op == "put_value" && op.Size != 8:
 				return s, &UnsupportedError{pi, oi, "size", "put_value of 8 bytes only"}
+			case op.Op == "barrier" && op.Kind != "rail_gin":
+				return s, &UnsupportedError{pi, oi, "kind", op.Kind + " barriers are not run on the device (NCCL 2.28 has rail GIN barriers)"}
+			case op.Op == "barrier" && op.All:
+				return s, &UnsupportedError{pi, oi, "all", "the executor uses one context"}
+			case op.Op == "barrier" && len(op.Fence) > 0:
+				return s, &UnsupportedError{pi, oi, "fence", "NCCL 2.28 defines only the relaxed fence level"}
+			}
+			if op.Op == "barrier" {
+				s.RailBarriers = max(s.RailBarriers, op.Index+1)
 			}
 			if a := op.Remote; a != nil {
 				if a.Kind != "inc" && a.Kind != "add" {
@@ -156,13 +167,15 @@ func SetupOf(f *prog.File) (Setup, error) {
 //
 //	ginhw-ops 1
 //	win IDX BYTES NAME
-//	signals N / counters N
+//	signals N / counters N / barriers N
 //	program RANK THREADS NAME
 //	op KIND PEER DSTWIN DSTOFF SRCWIN SRCOFF BYTES RKIND RID RVALUE COUNTER ID LEAST BITS SIZE VALUE NS
 //	end
 //
 // RKIND is 0 (none), 1 (inc) or 2 (add); absent windows and counters are -1.
-// compute and sleep both become a timed spin.
+// compute and sleep both become a timed spin. A rail GIN barrier is
+// barrier_rail with ID its index and LEAST its memory order (0 relaxed,
+// 1 acquire, 2 release, 3 acq_rel).
 func Lower(f *prog.File) ([]byte, Setup, error) {
 	s, err := SetupOf(f)
 	if err != nil {
@@ -173,14 +186,17 @@ func Lower(f *prog.File) ([]byte, Setup, error) {
 	for i, w := range s.Windows {
 		fmt.Fprintf(&b, "win %d %d %s\n", i, WindowBytes, w)
 	}
-	fmt.Fprintf(&b, "signals %d\ncounters %d\n", s.Signals, s.Counters)
+	fmt.Fprintf(&b, "signals %d\ncounters %d\nbarriers %d\n", s.Signals, s.Counters, s.RailBarriers)
 	idx := func(name string) int { return slices.Index(s.Windows, name) }
 	for _, p := range f.Programs {
 		fmt.Fprintf(&b, "program %d %d %s\n", p.Rank, p.Threads, p.Group)
 		for _, op := range p.Ops {
-			kind := op.Op
-			if kind == "compute" {
+			kind, id, least := op.Op, op.ID, op.Least
+			switch kind {
+			case "compute":
 				kind = "sleep"
+			case "barrier":
+				kind, id, least = "barrier_rail", op.Index, uint64(orderCode(op.Order))
 			}
 			rkind, rid, rval := 0, 0, uint64(0)
 			if a := op.Remote; a != nil {
@@ -194,10 +210,24 @@ func Lower(f *prog.File) ([]byte, Setup, error) {
 				counter = *op.Counter
 			}
 			fmt.Fprintf(&b, "op %s %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d\n", kind, op.Peer, idx(op.Dst), op.DstOff,
-				idx(op.Src), op.SrcOff, op.Bytes, rkind, rid, rval, counter, op.ID, op.Least, op.Bits, op.Size, op.Value,
+				idx(op.Src), op.SrcOff, op.Bytes, rkind, rid, rval, counter, id, least, op.Bits, op.Size, op.Value,
 				(op.Ps+999)/1000)
 		}
 	}
 	b.WriteString("end\n")
 	return []byte(b.String()), s, nil
+}
+
+// orderCode is a barrier's memory order as the executor takes it (the
+// program's default is acq_rel).
+func orderCode(o string) int {
+	switch o {
+	case "relaxed":
+		return 0
+	case "acquire":
+		return 1
+	case "release":
+		return 2
+	}
+	return 3
 }

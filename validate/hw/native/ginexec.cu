@@ -11,7 +11,8 @@
 // Every wait is bounded: a wait_signal/wait_counter gives up after
 // GINHW_WAIT_MS (default 5000) and records "timeout"; the host gives the
 // kernel GINHW_KERNEL_S (default 60) seconds and otherwise aborts the
-// communicator and reports it.
+// communicator and reports it; the host-side rendezvous wait
+// GINHW_BARRIER_S (default 60) seconds for the other ranks.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
@@ -77,11 +78,12 @@ static long long wallNs() {
 // ------------------------------------------------------------------ ops
 enum Kind {
   K_PUT, K_PUT_VALUE, K_SIGNAL, K_FLUSH, K_READ_SIGNAL, K_WAIT_SIGNAL, K_RESET_SIGNAL, K_READ_COUNTER, K_WAIT_COUNTER,
-  K_RESET_COUNTER, K_SLEEP, K_NKINDS
+  K_RESET_COUNTER, K_SLEEP, K_BARRIER_RAIL, K_NKINDS
 };
 static const char* kindNames[K_NKINDS] = {"put", "put_value", "signal", "flush", "read_signal", "wait_signal",
-                                          "reset_signal", "read_counter", "wait_counter", "reset_counter", "sleep"};
-enum Status { S_OK = 0, S_TIMEOUT = 1 };
+                                          "reset_signal", "read_counter", "wait_counter", "reset_counter", "sleep",
+                                          "barrier_rail"};
+enum Status { S_OK = 0, S_TIMEOUT = 1, S_NOT_BUILT = 2 };
 
 struct Op {
   int kind, peer, dstWin, srcWin, rkind, rid, counter, id, bits, size;
@@ -191,6 +193,22 @@ __global__ void interp(Args a) {
         while (gtime() - r.t0 < o.ns) {
         }
         break;
+      case K_BARRIER_RAIL: {
+#ifdef GINHW_BARRIER
+        // NCCL's rail GIN barrier (signals to every rail peer, then waits);
+        // 2.28 defines only the relaxed fence level. Unbounded inside NCCL:
+        // the host's kernel bound catches a hang.
+        ncclGinBarrierSession<ncclCoopCta> bar(ncclCoopCta(), gin, ncclTeamTagRail(), (uint32_t)o.id);
+        cuda::memory_order ord = o.least == 0   ? cuda::memory_order_relaxed
+                                 : o.least == 1 ? cuda::memory_order_acquire
+                                 : o.least == 2 ? cuda::memory_order_release
+                                                : cuda::memory_order_acq_rel;
+        bar.sync(ncclCoopCta(), ord, ncclGinFenceLevel::Relaxed);
+#else
+        r.status = S_NOT_BUILT;
+#endif
+        break;
+      }
     }
     r.t1 = gtime();
     a.rec[i] = r;
@@ -239,7 +257,7 @@ static void fileBarrier(const char* idfile, const char* tag, int rank, int nrank
 }
 
 static unsigned long long fnv64(const unsigned char* p, size_t n) {
-  unsigned long long h = 1469598103934665603ULL;
+  unsigned long long h = 14695981039346656037ULL;  // FNV-1a, 64 bits
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
   return h;
 }
@@ -261,13 +279,14 @@ int main(int argc, char** argv) {
   unsigned long long waitNs = 5000ULL * 1000000ULL;
   if (getenv("GINHW_WAIT_MS")) waitNs = strtoull(getenv("GINHW_WAIT_MS"), NULL, 10) * 1000000ULL;
   double kernelS = getenv("GINHW_KERNEL_S") ? atof(getenv("GINHW_KERNEL_S")) : 60;
+  double barrierS = getenv("GINHW_BARRIER_S") ? atof(getenv("GINHW_BARRIER_S")) : 60;
 
   // ---- the op list
   FILE* in = fopen(opsPath, "r");
   if (!in) finish(2, "cannot open %s", opsPath);
   std::vector<Win> wins;
   std::vector<Op> ops;
-  int nsig = 0, ncnt = 0, version = 0, line = 0, mine = 0;
+  int nsig = 0, ncnt = 0, nbar = 0, version = 0, line = 0, mine = 0;
   char buf[1024];
   while (fgets(buf, sizeof buf, in)) {
     line++;
@@ -286,6 +305,8 @@ int main(int argc, char** argv) {
       sscanf(buf, "%*s %d", &nsig);
     } else if (!strcmp(word, "counters")) {
       sscanf(buf, "%*s %d", &ncnt);
+    } else if (!strcmp(word, "barriers")) {
+      sscanf(buf, "%*s %d", &nbar);
     } else if (!strcmp(word, "program")) {
       int r;
       if (sscanf(buf, "%*s %d", &r) != 1) finish(2, "%s:%d: bad program line", opsPath, line);
@@ -352,6 +373,7 @@ int main(int argc, char** argv) {
   cudaRuntimeGetVersion(&rt);
   fprintf(gRes, "ginhw-result 1\ninfo rank %d nranks %d nccl %d cuda_driver %d cuda_runtime %d gpu %s\n", rank, nranks, ver,
           drv, rt, prop.name);
+  fflush(gRes);
   ncclComm_t comm;
   NCK(ncclCommInitRank(&comm, nranks, id, rank));
 
@@ -369,6 +391,7 @@ int main(int argc, char** argv) {
   reqs.ginContextCount = 1;
   reqs.ginSignalCount = nsig > 0 ? nsig : 1;
   reqs.ginCounterCount = ncnt > 0 ? ncnt : 1;
+  reqs.railGinBarrierCount = nbar;
   ncclDevComm dc;
   memset(&dc, 0, sizeof dc);
   double t = nowS();
@@ -413,9 +436,10 @@ int main(int argc, char** argv) {
     long long h1 = wallNs();
     CUCK(cudaStreamSynchronize(s));
     fprintf(gRes, "clock %llu %lld %lld\n", *g, h0, h1);
+    fflush(gRes);
   }
 
-  fileBarrier(idfile, "launch", rank, nranks, 60);
+  fileBarrier(idfile, "launch", rank, nranks, barrierS);
   t = nowS();
   interp<<<1, 1, 0, s>>>(a);
   CUCK(cudaGetLastError());
@@ -437,7 +461,7 @@ int main(int argc, char** argv) {
   LOG("program of %d ops done in %.3f s", (int)ops.size(), nowS() - t);
 
   // Every rank's puts are complete at their targets once all flushed.
-  fileBarrier(idfile, "flushed", rank, nranks, 60);
+  fileBarrier(idfile, "flushed", rank, nranks, barrierS);
   unsigned long long* out = nullptr;
   int nout = (nsig > 0 ? nsig : 0) + (ncnt > 0 ? ncnt : 0);
   CUCK(cudaHostAlloc((void**)&out, sizeof(unsigned long long) * (nout + 1), cudaHostAllocMapped));
@@ -456,7 +480,7 @@ int main(int argc, char** argv) {
   fprintf(gRes, "async %d\n", (int)ae);
   fflush(gRes);
 
-  fileBarrier(idfile, "teardown", rank, nranks, 60);
+  fileBarrier(idfile, "teardown", rank, nranks, barrierS);
   NCK(ncclDevCommDestroy(comm, &dc));
   for (size_t w = 0; w < wins.size(); w++) NCK(ncclCommWindowDeregister(comm, hwins[w]));
   for (size_t w = 0; w < wins.size(); w++) NCK(ncclMemFree(bufs[w]));

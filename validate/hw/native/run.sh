@@ -64,5 +64,43 @@ while read -r fname fspec; do
     if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then grep -hE 'ginhw|ginexec|WARN' "$R/$tag.r0.log" "$R/$tag.r1.log" | head -20; fi
   done
 done < "$FABRICS"
+# NCCL's default of four GIN contexts: four collComms, four segments.
+if [ -f "$CASES/put_signal.ops" ]; then
+  tag=put_signal.ctx4
+  rm -f "$B/id.$tag"*
+  env "${COMMON[@]}" NCCL_GIN_NCONTEXTS=4 GINHW_FABRIC=zero NCCL_HOSTID=hostA \
+    timeout -k 5 45 "$B/bin/ginexec" 0 2 "$B/id.$tag" "$CASES/put_signal.ops" "$R/$tag.r0.txt" > "$R/$tag.r0.log" 2>&1 &
+  p0=$!
+  env "${COMMON[@]}" NCCL_GIN_NCONTEXTS=4 GINHW_FABRIC=zero NCCL_HOSTID=hostB \
+    timeout -k 5 45 "$B/bin/ginexec" 1 2 "$B/id.$tag" "$CASES/put_signal.ops" "$R/$tag.r1.txt" > "$R/$tag.r1.log" 2>&1
+  rc1=$?
+  wait $p0
+  echo "put_signal, 4 GIN contexts: rc0=$? rc1=$rc1; $(grep -c 'connect: coll' "$R/$tag.r0.log") collComms on rank 0; $(tail -1 "$R/$tag.r1.txt")"
+fi
+
+# A peer killed mid-run (CASES/kill/*.ops, lowered from testdata/kill):
+# rank 1 is killed while it sleeps in its kernel; rank 0 then posts to it
+# and must end with the plugin's error, within its bounds, not hang.
+for ops in "$CASES"/kill/*.ops; do
+  [ -f "$ops" ] || continue
+  tag=$(basename "$ops" .ops).zero
+  rm -f "$B/id.$tag"*
+  KILLENV=(GINHW_KERNEL_S=5 GINHW_BARRIER_S=5 GINHW_FABRIC=zero GINHW_TRACE="$R/$tag.trace")
+  env "${COMMON[@]}" "${KILLENV[@]}" NCCL_HOSTID=hostA \
+    timeout -k 5 45 "$B/bin/ginexec" 0 2 "$B/id.$tag" "$ops" "$R/$tag.r0.txt" > "$R/$tag.r0.log" 2>&1 &
+  p0=$!
+  env "${COMMON[@]}" "${KILLENV[@]}" NCCL_HOSTID=hostB \
+    timeout -k 5 45 "$B/bin/ginexec" 1 2 "$B/id.$tag" "$ops" "$R/$tag.r1.txt" > "$R/$tag.r1.log" 2>&1 &
+  p1=$!
+  for _ in $(seq 400); do [ -f "$B/id.$tag.launch.1" ] && break; sleep 0.05; done
+  sleep 0.3
+  kill -9 $p1
+  t0=$(date +%s.%N)
+  wait $p0
+  rc0=$?
+  echo "peer killed ($tag): rank 0 rc=$rc0, ended $(awk "BEGIN{print $(date +%s.%N)-$t0}") s after the kill; its words:"
+  grep -hE 'ginhw|ginexec' "$R/$tag.r0.log" | grep -vE 'fabric|connect:|using GPU' | head -8
+  tail -3 "$R/$tag.r0.txt"
+done
 tar -C "$B" -czf "$OUTD/results.tgz" results
 echo "== done"
