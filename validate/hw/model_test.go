@@ -3,6 +3,7 @@ package hw
 import (
 	"errors"
 	"hash/fnv"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,6 +129,9 @@ func TestCommittedRunAgrees(t *testing.T) {
 		}
 		require.NoError(t, err, c.Name)
 		d, err := LoadDevice(fsys, c.Name, "zero")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a program newer than the run
+		}
 		require.NoError(t, err, c.Name)
 		dev, err := d.Outcome(c)
 		require.NoError(t, err, c.Name)

@@ -15,7 +15,7 @@ type RankResult struct {
 	NCCL int
 	GPU  string
 	// Clock pairs a %globaltimer reading with the CLOCK_REALTIME interval
-	// it was taken in (ns).
+	// it was taken in (ns): the tightest of the file's clock lines.
 	ClockGPU, ClockLo, ClockHi int64
 	Ops                        []OpResult
 	Signals, Counters, Windows []uint64
@@ -167,14 +167,23 @@ func ParseResult(r io.Reader, file string) (*RankResult, error) {
 			if err = l.want("gpu_ns", "host_lo_ns", "host_hi_ns"); err != nil {
 				return nil, err
 			}
-			if res.ClockGPU, err = l.int(1, "gpu_ns"); err != nil {
+			g, err := l.int(1, "gpu_ns")
+			if err != nil {
 				return nil, err
 			}
-			if res.ClockLo, err = l.int(2, "host_lo_ns"); err != nil {
+			lo, err := l.int(2, "host_lo_ns")
+			if err != nil {
 				return nil, err
 			}
-			if res.ClockHi, err = l.int(3, "host_hi_ns"); err != nil {
+			hi, err := l.int(3, "host_hi_ns")
+			if err != nil {
 				return nil, err
+			}
+			if hi < lo {
+				return nil, l.err("host_hi_ns", "%d before host_lo_ns %d", hi, lo)
+			}
+			if res.ClockHi == 0 || hi-lo < res.ClockHi-res.ClockLo { // the tightest pairing
+				res.ClockGPU, res.ClockLo, res.ClockHi = g, lo, hi
 			}
 		case "op":
 			if err = l.want("index", "kind", "status", "value", "t0", "t1"); err != nil {

@@ -10,6 +10,7 @@ import (
 
 const sampleResult = `ginhw-result 1
 info rank 1 nranks 2 nccl 22809 cuda_driver 13000 cuda_runtime 13000 gpu NVIDIA H200
+clock 9000 4000 4900
 clock 5000 4000 4010
 op 0 wait_signal 1 0 6000 7000
 op 1 read_signal 0 3 7100 7200
@@ -43,6 +44,7 @@ func TestParseResultErrors(t *testing.T) {
 		{"ginhw-result 1\nsignal 0 -1\n", `f:2: field "value"`},
 		{"ginhw-result 1\nwin 0 zz\n", `f:2: field "fnv64"`},
 		{"ginhw-result 1\nclock 1 2\n", `f:2: clock line has 2 fields, want 3`},
+		{"ginhw-result 1\nclock 1 5 4\n", `f:2: field "host_hi_ns": 4 before host_lo_ns 5`},
 		{"ginhw-result 1\nbogus\n", `f:2: unknown line "bogus"`},
 		{"ginhw-result 1\ndone ok\n", `f:2: field "rank": no info line`},
 		{"ginhw-result 1\ninfo rank x\n", `f:2: field "rank": "x" is not an integer`},
