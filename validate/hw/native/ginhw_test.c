@@ -141,11 +141,15 @@ int main(int argc, char** argv) {
     if (read(toParent[0], other, 128) != 128 || write(toChild[1], mine, 128) != 128) return 2;
     void* hs[2] = {mine, other};
     check("two-process connect", G->connect(ctx, hs, 2, 0, lc, &coll) == 0);
+    G->regMrSym(coll, buf, 4096, 1, 0, &pmr, &gh);
+    usleep(200000);  // the child has exited: a zombie until reaped
+    G->ginProgress(coll);
+    double tz = now();
+    check("iputSignal to a dead, unreaped peer fails",
+          G->iputSignal(coll, 0, NULL, 0, 0, NULL, 1, 0, pmr, 1, 1, &req) != 0 && now() - tz < 0.5);
     int st = 0;
     waitpid(pid, &st, 0);
     check("peer exited after connecting", WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    G->regMrSym(coll, buf, 4096, 1, 0, &pmr, &gh);
-    usleep(100000);
     G->ginProgress(coll);
     double t = now();
     int rc = G->iputSignal(coll, 0, NULL, 0, 0, NULL, 1, 0, pmr, 1, 1, &req);

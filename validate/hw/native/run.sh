@@ -94,7 +94,7 @@ for ops in "$CASES"/kill/*.ops; do
   p1=$!
   for _ in $(seq 400); do [ -f "$B/id.$tag.launch.1" ] && break; sleep 0.05; done
   sleep 0.3
-  kill -9 $p1
+  kill -9 $(pgrep -P $p1) $p1  # the executor under timeout, then timeout
   t0=$(date +%s.%N)
   wait $p0
   rc0=$?
