@@ -24,7 +24,8 @@ func init() { Register("validate", newValidateGinCmd) }
 
 func newValidateGinCmd() *cobra.Command {
 	var (
-		program, backend, results, lower, cluster, fabric string
+		programs                                          []string
+		backend, results, lower, cluster, fabric, execBin string
 		asJSON                                            bool
 	)
 	c := &cobra.Command{
@@ -44,13 +45,22 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
 
   ginsim validate gin --program validate/hw/testdata/programs --lower cases
   bash validate/hw/native/run.sh cases      # on the GPU machine
-  ginsim validate gin --program validate/hw/testdata/programs --backend hw --results results`,
+  ginsim validate gin --program validate/hw/testdata/programs --backend hw --results results
+
+On the GPU machine itself, --exec BIN runs each program there and then (BIN
+is native/build.sh's output), two processes of GPU 0:
+
+  bash validate/hw/native/build.sh bin
+  ginsim validate gin --program validate/hw/testdata/programs --exec bin --results results`,
 		Example: "  ginsim validate gin --program validate/hw/testdata/programs\n" +
 			"  ginsim validate gin --program validate/hw/testdata/programs --backend hw --json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if program == "" {
+			if len(programs) == 0 {
 				return Usagef("--program: a gin/prog file or a directory of them is required")
+			}
+			if execBin != "" {
+				backend = "hw"
 			}
 			if backend != "sim" && backend != "hw" {
 				return Usagef("--backend: %q, want sim or hw", backend)
@@ -59,22 +69,72 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
 			if err != nil {
 				return Usagef("--cluster: %v", err)
 			}
-			cases, err := hw.Load(program)
-			if err != nil {
-				return Usagef("--program: %v", err)
+			var cases []hw.Case
+			names := map[string]string{}
+			for _, p := range programs {
+				cs, err := hw.Load(p)
+				if err != nil {
+					return Usagef("--program: %v", err)
+				}
+				for _, c := range cs {
+					if prev, ok := names[c.Name]; ok {
+						return Usagef("--program: %s and %s have one name, %s", prev, c.Path, c.Name)
+					}
+					names[c.Name] = c.Path
+				}
+				cases = append(cases, cs...)
 			}
 			if lower != "" {
 				return writeLowered(cmd.OutOrStdout(), lower, cases, hw.FabricOf(spec))
 			}
-			return runValidateGin(cmd.OutOrStdout(), cases, cluster, backend, results, fabric, asJSON)
+			var load deviceLoader
+			source := results
+			switch {
+			case backend != "hw":
+			case execBin != "":
+				if _, err := os.Stat(filepath.Join(execBin, "ginexec")); err != nil {
+					return Usagef("--exec: %v (build it there with validate/hw/native/build.sh %s)", err, execBin)
+				}
+				fab := hw.Zero
+				switch fabric {
+				case "zero":
+				case spec.Name:
+					fab = hw.FabricOf(spec)
+				default:
+					return Usagef("--fabric: %q; with --exec, zero or the cluster's name (%s)", fabric, spec.Name)
+				}
+				if results == "" {
+					if results, err = os.MkdirTemp("", "ginsim-hw-"); err != nil {
+						return err
+					}
+				}
+				source = "this machine (results in " + results + ")"
+				cfg := hw.ExecConfig{Bin: execBin, Dir: results, Fabric: fab}
+				load = func(c hw.Case) (*hw.Device, error) { return hw.Exec(cfg, c) }
+			case results == "":
+				source = "committed run " + hw.DefaultRun
+				fsys, err := hw.Measured(hw.DefaultRun)
+				if err != nil {
+					return err
+				}
+				load = func(c hw.Case) (*hw.Device, error) { return hw.LoadDevice(fsys, c.Name, fabric) }
+			default:
+				if st, err := os.Stat(results); err != nil || !st.IsDir() {
+					return Usagef("--results: %s is not a directory", results)
+				}
+				fsys := os.DirFS(results)
+				load = func(c hw.Case) (*hw.Device, error) { return hw.LoadDevice(fsys, c.Name, fabric) }
+			}
+			return runValidateGin(cmd.OutOrStdout(), cases, cluster, backend, source, fabric, load, asJSON)
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&program, "program", "", "gin/prog program file, or a directory of *.json program files")
+	fl.StringArrayVar(&programs, "program", nil, "gin/prog program file, or a directory of *.json program files (repeatable)")
 	fl.StringVar(&backend, "backend", "sim", "sim (the model only) or hw (the model beside the device's results)")
 	fl.StringVar(&results, "results", "", "directory of the device's result files (--backend hw; default: the committed run)")
 	fl.StringVar(&lower, "lower", "", "write the executor's op lists and fabrics.txt into this directory and stop")
 	fl.StringVar(&cluster, "cluster", "h100-ib", "cluster preset or YAML file: the model's hardware and the emulated link")
+	fl.StringVar(&execBin, "exec", "", "on the GPU machine: run the programs now with native/build.sh's output in this directory (implies --backend hw; results go to --results or a temporary directory)")
 	fl.StringVar(&fabric, "fabric", "zero", "which device run to compare: the emulated fabric's name in the result files")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
@@ -130,7 +190,7 @@ type ginCaseJSON struct {
 
 // validateGinCase runs one program file on the model and, with backend
 // hw, lines it up with its device result in fsys.
-func validateGinCase(c hw.Case, cluster, backend string, fsys fs.FS, source, fabric string) (ginCaseJSON, error) {
+func validateGinCase(c hw.Case, cluster, backend string, load deviceLoader, source, fabric string) (ginCaseJSON, error) {
 	row := ginCaseJSON{Program: c.Name}
 	if _, err := hw.SetupOf(c.File); err != nil {
 		var ue *hw.UnsupportedError
@@ -162,7 +222,7 @@ func validateGinCase(c hw.Case, cluster, backend string, fsys fs.FS, source, fab
 	if backend == "sim" {
 		return row, nil
 	}
-	dev, err := hw.LoadDevice(fsys, c.Name, fabric)
+	dev, err := load(c)
 	if errors.Is(err, fs.ErrNotExist) {
 		row.Status, row.Reason = "no device result", fmt.Sprintf("no %s.%s.r*.txt in %s", c.Name, fabric, source)
 		return row, nil
@@ -215,26 +275,13 @@ type ginTimingJ struct {
 	Ratio    float64 `json:"device_over_model,omitempty"`
 }
 
-func runValidateGin(w io.Writer, cases []hw.Case, cluster, backend, results, fabric string, asJSON bool) error {
-	var fsys fs.FS
-	source := results
-	if backend == "hw" {
-		var err error
-		if results == "" {
-			source = "committed run " + hw.DefaultRun
-			if fsys, err = hw.Measured(hw.DefaultRun); err != nil {
-				return err
-			}
-		} else {
-			if st, err := os.Stat(results); err != nil || !st.IsDir() {
-				return Usagef("--results: %s is not a directory", results)
-			}
-			fsys = os.DirFS(results)
-		}
-	}
+// deviceLoader gives a case's device run (fs.ErrNotExist: none).
+type deviceLoader func(c hw.Case) (*hw.Device, error)
+
+func runValidateGin(w io.Writer, cases []hw.Case, cluster, backend, source, fabric string, load deviceLoader, asJSON bool) error {
 	var rows []ginCaseJSON
 	for _, c := range cases {
-		row, err := validateGinCase(c, cluster, backend, fsys, source, fabric)
+		row, err := validateGinCase(c, cluster, backend, load, source, fabric)
 		if err != nil {
 			return err
 		}
