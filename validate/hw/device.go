@@ -209,14 +209,15 @@ func (t Timing) Ratio() float64 {
 // Timings lines up rank 0's timings: a descriptor op's issue on the GPU
 // (start to end: building and writing the GFD), its start to the proxy's
 // post (NCCL's proxy thread picking it up and calling the plugin; the
-// model's ibv_post_send), and, for a descriptor op followed by a
+// model's ibv_post_send), the same from the op's end (the host side
+// alone), and, for a descriptor op followed by a
 // wait_signal, start to the signal seen (the round trip through the
 // network: a ping-pong's when the other side answers).
 //
 // With model nil the timings are the device's alone (Model 0).
 func Timings(model, dev *Outcome) []Timing {
 	type acc struct{ m, d []sim.Duration }
-	var issue, post, rt acc
+	var issue, post, pickup, rt acc
 	b := dev.Ranks[0].Ops
 	a := b
 	if model != nil {
@@ -231,6 +232,7 @@ func Timings(model, dev *Outcome) []Timing {
 			issue.m, issue.d = append(issue.m, x.End-x.Start), append(issue.d, y.End-y.Start)
 			if x.Post >= 0 && y.Post >= 0 {
 				post.m, post.d = append(post.m, x.Post-x.Start), append(post.d, y.Post-y.Start)
+				pickup.m, pickup.d = append(pickup.m, x.Post-x.End), append(pickup.d, y.Post-y.End)
 			}
 		}
 		if x.Kind == "wait_signal" && i > 0 && posts(a[i-1].Kind) && a[i-1].Status == "ok" && b[i-1].Status == "ok" {
@@ -241,7 +243,8 @@ func Timings(model, dev *Outcome) []Timing {
 	for _, t := range []struct {
 		name string
 		a    acc
-	}{{"GFD op issue on the GPU", issue}, {"op start -> proxy post", post}, {"op start -> signal seen", rt}} {
+	}{{"GFD op issue on the GPU", issue}, {"op start -> proxy post", post}, {"GFD written -> proxy post", pickup},
+		{"op start -> signal seen", rt}} {
 		if len(t.a.m) > 0 {
 			tm := Timing{Name: t.name, N: len(t.a.m), Device: median(t.a.d)}
 			if model != nil {

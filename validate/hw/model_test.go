@@ -107,6 +107,7 @@ func TestTimings(t *testing.T) {
 	require.Equal(t, []Timing{
 		{Name: "GFD op issue on the GPU", N: 3, Model: us(1), Device: us(3)},
 		{Name: "op start -> proxy post", N: 3, Model: us(2), Device: us(6)},
+		{Name: "GFD written -> proxy post", N: 3, Model: us(1), Device: us(3)},
 		{Name: "op start -> signal seen", N: 3, Model: us(11), Device: us(31)},
 	}, got)
 	require.InDelta(t, 3.0, got[0].Ratio(), 1e-9)
