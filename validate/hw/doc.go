@@ -36,7 +36,9 @@
 //   - run.sh: builds the three and runs every case on two processes of GPU
 //     0 (NCCL_HOSTID=hostA/hostB, so NCCL sees two hosts and routes every
 //     put through GIN), once per emulated fabric, plus NCCL's default four
-//     GIN contexts and a peer killed mid-run.
+//     GIN contexts and a peer killed mid-run. On the GPU machine,
+//     `ginsim validate gin --exec BIN` (Exec) does the same per program
+//     from the Go side and compares at once.
 //
 // Why C rather than Go's c-shared mode: the plugin lives inside NCCL's
 // process and NCCL calls ginProgress millions of times a second from its
