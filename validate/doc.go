@@ -8,4 +8,8 @@
 // what nvlink.Config stands for (peer loads, atomics, fences, hand-offs,
 // bandwidths) with a CUDA program and computes the same quantities on the
 // model.
+//
+// validate/hw runs gin/prog programs through real NCCL 2.28.9 on a GPU
+// (with ginsim's own GIN plugin as the network) and on the model, and
+// compares outcomes and timings (`ginsim validate gin`).
 package validate

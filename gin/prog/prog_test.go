@@ -239,3 +239,41 @@ func TestBarrierDefaultFence(t *testing.T) {
 		require.Equal(t, want, cl.Backend.Stats().Ops, "%v fence %v", c.v, c.fence)
 	}
 }
+
+// LaunchObserved reports every op once, in order per program, with its
+// times and the values reads and waits returned.
+func TestLaunchObserved(t *testing.T) {
+	w := newWorld(t, gin.V2_30)
+	one := 1
+	f := &File{Format: 1, NCCL: "2.30", Programs: []Program{
+		{Rank: 0, Group: "a", Threads: 1, Ops: []Op{
+			{Op: "put", Team: "world", Peer: 1, Dst: "buf", Src: "buf", Bytes: 64, Remote: &Action{Kind: "add", ID: 1, Value: 5}, Counter: &one},
+			{Op: "wait_counter", ID: 1, Least: 1},
+			{Op: "flush"}}},
+		{Rank: 1, Group: "b", Threads: 1, Ops: []Op{
+			{Op: "wait_signal", ID: 1, Least: 5},
+			{Op: "read_signal", ID: 1}}},
+	}}
+	type seen struct {
+		prog, op   int
+		start, end sim.Time
+		value      uint64
+	}
+	var got []seen
+	_, err := LaunchObserved(w.dc, f, func(p, o int, start, end sim.Time, v uint64) { got = append(got, seen{p, o, start, end, v}) })
+	require.NoError(t, err)
+	require.NoError(t, w.cl.Sim.Run())
+	next := map[int]int{}
+	values := map[[2]int]uint64{}
+	for _, s := range got {
+		require.Equal(t, next[s.prog], s.op, "ops in order")
+		next[s.prog]++
+		require.LessOrEqual(t, s.start, s.end)
+		values[[2]int{s.prog, s.op}] = s.value
+	}
+	require.Equal(t, map[int]int{0: 3, 1: 2}, next)
+	require.Equal(t, uint64(1), values[[2]int{0, 1}], "wait_counter returns the counter")
+	require.Equal(t, uint64(5), values[[2]int{1, 0}], "wait_signal returns the signal")
+	require.Equal(t, uint64(5), values[[2]int{1, 1}])
+	require.Zero(t, values[[2]int{0, 0}], "a put reads nothing")
+}

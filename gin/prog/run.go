@@ -19,6 +19,17 @@ func Launch(dc *gin.DevComm, f *File) ([]*gpu.Group, error) {
 	return g, err
 }
 
+// Observer is told, as each op of a launched program completes, the
+// program's index in the file, the op's index, when it started and ended,
+// and the value it returned (reads and waits of signals and counters; 0
+// for the others).
+type Observer func(program, op int, start, end sim.Time, value uint64)
+
+// LaunchObserved is Launch with obs (nil: none) told about every op.
+func LaunchObserved(dc *gin.DevComm, f *File, obs Observer) ([]*gpu.Group, error) {
+	return launch(dc, f, nil, obs)
+}
+
 // Results are what the ops of a run returned, by program and op index.
 type Results struct {
 	Ops [][]Result
@@ -41,11 +52,11 @@ func LaunchResults(dc *gin.DevComm, f *File) ([]*gpu.Group, *Results, error) {
 	for pi := range f.Programs {
 		res.Ops[pi] = make([]Result, len(f.Programs[pi].Ops))
 	}
-	g, err := launch(dc, f, res)
+	g, err := launch(dc, f, res, nil)
 	return g, res, err
 }
 
-func launch(dc *gin.DevComm, f *File, res *Results) ([]*gpu.Group, error) {
+func launch(dc *gin.DevComm, f *File, res *Results, obs Observer) ([]*gpu.Group, error) {
 	c := dc.Comm()
 	if want := c.Profile().Version.String(); f.NCCL != want {
 		return nil, fmt.Errorf("prog: programs for NCCL %s on a %s communicator", f.NCCL, want)
@@ -62,7 +73,10 @@ func launch(dc *gin.DevComm, f *File, res *Results) ([]*gpu.Group, error) {
 		if p.Rank >= c.Size() {
 			return nil, &Error{Program: pi, Op: -1, Field: "rank", Msg: fmt.Sprintf("rank %d of %d", p.Rank, c.Size())}
 		}
-		r := &runner{dc: dc, p: p, wins: wins, res: res.Ops[pi]}
+		r := &runner{dc: dc, p: p, wins: wins, obs: obs, index: pi}
+		if res != nil {
+			r.res = res.Ops[pi]
+		}
 		for oi := range p.Ops {
 			if err := r.resolve(oi); err != nil {
 				err.Program = pi
@@ -75,11 +89,13 @@ func launch(dc *gin.DevComm, f *File, res *Results) ([]*gpu.Group, error) {
 }
 
 type runner struct {
-	res  []Result
-	dc   *gin.DevComm
-	p    *Program
-	wins map[string]*gin.Window
-	reqs []gin.Request
+	res   []Result
+	dc    *gin.DevComm
+	p     *Program
+	wins  map[string]*gin.Window
+	reqs  []gin.Request
+	obs   Observer
+	index int
 }
 
 func (r *runner) win(oi int, field, name string) (*gin.Window, *Error) {
@@ -198,6 +214,7 @@ func (r *runner) run(t *gpu.Group) {
 		op := &r.p.Ops[i]
 		var v uint64
 		var b []byte
+		start := t.Now()
 		w := func(name string) *gin.Window { return r.wins[name] }
 		var g *gin.Gin
 		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && op.Op != "read" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
@@ -287,6 +304,9 @@ func (r *runner) run(t *gpu.Group) {
 		}
 		if r.res != nil {
 			r.res[i] = Result{Done: true, At: t.Now(), Value: v, Bytes: b}
+		}
+		if r.obs != nil {
+			r.obs(r.index, i, start, t.Now(), v)
 		}
 	}
 }
