@@ -205,10 +205,7 @@ func validateGinCase(c hw.Case, cluster, backend string, load deviceLoader, sour
 		v = gin.V2_30
 	}
 	model, err := hw.Model(c, cluster, v)
-	var gap *hw.ModelGapError
 	switch {
-	case errors.As(err, &gap):
-		row.Status, row.Reason, model = "model cannot run it", gap.Error(), nil
 	case err != nil:
 		return row, fmt.Errorf("%s: %w", c.Path, err)
 	case model.Err != "":

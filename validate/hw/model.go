@@ -44,16 +44,6 @@ type OpOutcome struct {
 	Post       sim.Duration
 }
 
-// ModelGapError is a program the model cannot run although NCCL can.
-type ModelGapError struct {
-	Program, Op int
-	Msg         string
-}
-
-func (e *ModelGapError) Error() string {
-	return fmt.Sprintf("hw: program %d op %d: model gap: %s", e.Program, e.Op, e.Msg)
-}
-
 // posts says whether an op becomes one GFD (one plugin post).
 func posts(kind string) bool { return kind == "put" || kind == "put_value" || kind == "signal" }
 
@@ -64,14 +54,6 @@ func Model(c Case, cluster string, v gin.Version) (*Outcome, error) {
 	s, err := SetupOf(c.File)
 	if err != nil {
 		return nil, err
-	}
-	for pi, p := range c.File.Programs {
-		for oi, op := range p.Ops {
-			if posts(op.Op) && op.Peer == p.Rank {
-				return nil, &ModelGapError{Program: pi, Op: oi, Msg: "an op to the rank itself: the model's proxy " +
-					"backend connects no channel from a rank to itself (NCCL's proxy GIN connects the full mesh, self included)"}
-			}
-		}
 	}
 	e, err := newEnv(cluster, v, s)
 	if err != nil {

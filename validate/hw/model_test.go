@@ -48,11 +48,12 @@ func TestModelPutSignal(t *testing.T) {
 	require.Equal(t, out, again, "same programs, same outcome")
 }
 
-func TestModelGapsAndRejections(t *testing.T) {
-	_, err := Model(testCase(t, "self_put_signal_loop"), "h100-ib", gin.V2_28)
-	var gap *ModelGapError
-	require.True(t, errors.As(err, &gap))
-	require.Contains(t, gap.Error(), "no channel from a rank to itself")
+func TestModelSelfAndRejections(t *testing.T) {
+	// A put to the rank itself goes through its loop-back connection,
+	// as NCCL's proxy GIN does (it once was a model gap).
+	self, err := Model(testCase(t, "self_put_signal_loop"), "h100-ib", gin.V2_28)
+	require.NoError(t, err)
+	require.Empty(t, self.Err)
 
 	out, err := Model(testCase(t, "signal_inc_add_mixed"), "h100-ib", gin.V2_28)
 	require.NoError(t, err)
@@ -124,10 +125,6 @@ func TestCommittedRunAgrees(t *testing.T) {
 	compared := 0
 	for _, c := range cases {
 		model, err := Model(c, "h100-ib", gin.V2_28)
-		var gap *ModelGapError
-		if errors.As(err, &gap) {
-			continue
-		}
 		require.NoError(t, err, c.Name)
 		d, err := LoadDevice(fsys, c.Name, "zero")
 		if errors.Is(err, fs.ErrNotExist) {
