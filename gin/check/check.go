@@ -215,6 +215,22 @@ func Attach(bus *obs.Bus) *Checker {
 	return c
 }
 
+// Observable is a component that emits into a bus: gin.Comm (the device
+// API front end and its op ids), gin/machine.Machine (fabric and NICs),
+// gdaki.Backend, proxy.Backend, nic.NIC.
+type Observable interface{ SetObserver(b *obs.Bus) }
+
+// Wire makes a bus, hands it to every component of xs and attaches a new
+// checker: for a driver that builds its own machine, pass the machine,
+// the communicator and its backends before the kernels run.
+func Wire(xs ...Observable) (*Checker, *obs.Bus) {
+	b := obs.NewBus()
+	for _, x := range xs {
+		x.SetObserver(b)
+	}
+	return Attach(b), b
+}
+
 func (c *Checker) markIssued(id obs.OpID) {
 	i := uint64(id)
 	for uint64(len(c.issued))*64 <= i {
@@ -644,6 +660,31 @@ func (c *Checker) End(failed bool) {
 		v.Detail = fmt.Sprintf("landed %d of %d bytes, signal %v (wanted %v), counter %v (wanted %v)",
 			o.landed, o.bytes, o.signaled, o.wantSignal(), o.countered, o.wantCounter())
 		c.flag(v)
+	}
+}
+
+// Add adds o's counts to r and keeps o's violations up to MaxKept (a
+// driver that runs one machine per step sums the steps' reports).
+func (r *Report) Add(o Report) {
+	r.Events += o.Events
+	r.Ops += o.Ops
+	r.Landings += o.Landings
+	r.Updates += o.Updates
+	r.Observed += o.Observed
+	r.Reads += o.Reads
+	r.Undecided += o.Undecided
+	r.Untracked += o.Untracked
+	r.Violations += o.Violations
+	for k, n := range o.ByKind {
+		if r.ByKind == nil {
+			r.ByKind = map[string]int64{}
+		}
+		r.ByKind[k] += n
+	}
+	for _, v := range o.Kept {
+		if len(r.Kept) < MaxKept {
+			r.Kept = append(r.Kept, v)
+		}
 	}
 }
 

@@ -188,3 +188,35 @@ func TestNoPerturbation(t *testing.T) {
 		}
 	}
 }
+
+// TestWireAndAdd: Wire hands one bus to every component, so a driver that
+// builds its own machine gets the same report as bench.Env.Observe; Add
+// sums two steps.
+func TestWireAndAdd(t *testing.T) {
+	var reps [2]check.Report
+	for i := range reps {
+		e := newEnv(t, "gdaki", 1)
+		var c *check.Checker
+		if i == 0 {
+			c = check.New()
+			e.Observe(c)
+		} else {
+			c, _ = check.Wire(e.Machine, e.Comm, e.GDAKI)
+		}
+		scenario(e)
+		if err := e.Sim.Run(); err != nil {
+			t.Fatal(err)
+		}
+		c.End(false)
+		reps[i] = c.Report()
+	}
+	if reps[0].Ops == 0 || reps[0].Events != reps[1].Events || reps[0].Ops != reps[1].Ops || reps[1].Violations != 0 {
+		t.Fatalf("observe: %+v; wire: %+v", reps[0], reps[1])
+	}
+	var sum check.Report
+	sum.Add(reps[0])
+	sum.Add(reps[1])
+	if sum.Ops != 2*reps[0].Ops || sum.Landings != 2*reps[0].Landings {
+		t.Fatalf("sum %+v of %+v", sum, reps[0])
+	}
+}
