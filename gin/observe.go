@@ -36,7 +36,16 @@ func (g *Gin) issued() {
 		n = uint64(g.op.ValueSize)
 	}
 	b.Emit(obs.Event{Kind: obs.Issued, At: g.t.Now(), Op: g.op.ID, Who: g.t.Agent(), Where: g.op.Kind.String(),
-		Index: uint64(g.rank), Value: uint64(g.op.Peer), Bytes: n, QP: uint32(g.ctx), Code: actions(&g.op)})
+		Index: uint64(g.rank), Value: uint64(g.op.Peer), Bytes: n, QP: uint32(g.ctx), Code: actions(&g.op), Addr: g.dc.domain()})
+}
+
+// domain returns the device communicator's observer domain, drawn from
+// the bus on first use.
+func (dc *DevComm) domain() uint64 {
+	if !dc.hasDom {
+		dc.dom, dc.hasDom = dc.c.obs.NewDomain(), true
+	}
+	return dc.dom
 }
 
 // actions returns the obs.Issued* bits of op.
@@ -72,7 +81,7 @@ func (g *Gin) read(what string, r *mem.Region, off, n, v uint64) {
 func (g *Gin) completed(what string, code uint32, v uint64) {
 	if g.dc.c.obs != nil && !g.internal {
 		g.dc.c.obs.Emit(obs.Event{Kind: obs.Completed, At: g.t.Now(), Op: g.lastOp, Who: g.t.Agent(), Note: what,
-			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)})
+			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx), Addr: g.dc.domain()})
 	}
 }
 
@@ -93,7 +102,7 @@ func (g *Gin) emitSeen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
 	if r != nil {
 		e.Op, e.Where = b.LastOp(r.Name(), off), r.Name()
 	} else {
-		e.Op = g.lastOp
+		e.Op, e.Addr = g.lastOp, g.dc.domain()
 	}
 	b.Emit(e)
 }

@@ -20,7 +20,8 @@ const (
 	// Issued: the GIN front end accepted an operation (gin). Where is the
 	// operation kind ("put", "signal", ...), Index the issuing rank, Value
 	// the peer rank, Bytes the payload size (a put_value's value size),
-	// QP the context, Code the actions (IssuedSignal, ...).
+	// QP the context, Code the actions (IssuedSignal, ...), Addr the
+	// device communicator (Bus.NewDomain).
 	Issued
 	// Fence: a backend ran fence.release.sys before publishing (gin/gdaki,
 	// gin/proxy).
@@ -85,10 +86,11 @@ const (
 	// channel's GFD ring (Where).
 	ConsumerIndex
 	// Completed: the issuer observed completion (Index its rank, QP its
-	// context; Note says what): a counter wait ("counter"), a flush
-	// ("flush"), a flushAsync's wait ("wait", Value the peer) or a GIN
-	// barrier ("barrier", Code its fence bits, Value 1 when it fenced
-	// every context) returned.
+	// context; Note says what): a counter wait ("counter"; Where, Addr the
+	// word), a flush ("flush"), a flushAsync's wait ("wait", Value the
+	// peer) or a GIN barrier ("barrier", Code its fence bits, Value 1 when
+	// it fenced every context) returned; for the last three Addr is the
+	// device communicator as in Issued.
 	Completed
 	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
 	// whose atomic last changed the word (Where: region, Addr: offset).
@@ -187,6 +189,7 @@ type word struct {
 type Bus struct {
 	subs []Observer
 	next OpID
+	doms uint64
 	last map[word]OpID
 }
 
@@ -202,6 +205,15 @@ func (b *Bus) Subscribe(o Observer) { b.subs = append(b.subs, o) }
 func (b *Bus) NewOp() OpID {
 	b.next++
 	return b.next
+}
+
+// NewDomain returns a fresh id (0, 1, ... in call order) for an ordering
+// domain: gin numbers its device communicators with it, so that contexts
+// of two communicators, which GIN never orders, are told apart (Issued
+// and Completed carry it in Addr).
+func (b *Bus) NewDomain() uint64 {
+	b.doms++
+	return b.doms - 1
 }
 
 // Emit delivers e to every subscriber.
