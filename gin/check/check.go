@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -87,7 +88,11 @@ type Report struct {
 	Reads     uint64 `json:"reads"`    // window reads checked for races
 	Undecided uint64 `json:"undecided"`
 	// Untracked counts landings dropped from the race check (MaxSpans).
-	Untracked  uint64           `json:"untracked"`
+	Untracked uint64 `json:"untracked"`
+	// Live and Spans are the state held when the report was taken: ops
+	// not yet retired and landings not yet overwritten.
+	Live       int              `json:"live"`
+	Spans      int              `json:"spans"`
 	Violations uint64           `json:"violations"`
 	ByKind     map[string]int64 `json:"by_kind,omitempty"`
 	// Kept are the first MaxKept violations.
@@ -97,7 +102,7 @@ type Report struct {
 // Limits of the checker's memory.
 const (
 	MaxKept  = 1000 // violations kept in Report.Kept (all are counted)
-	MaxSpans = 4096 // uncovered landings remembered per rank
+	MaxSpans = 4096 // uncovered landings remembered per region of a rank
 	history  = 16   // values remembered per signal or counter word
 )
 
@@ -134,7 +139,9 @@ type op struct {
 	posted    bool
 	seq       uint64
 	ch        *channel
-	words     []word // words this op updated
+	words     []word  // words this op updated
+	last      *span   // the span its last landing made or extended
+	spans     []*span // its spans, kept for a weak signal to cover
 }
 
 func (o *op) data() bool {
@@ -171,11 +178,11 @@ type wordState struct {
 // sigRef is what an observation of a signal value covers: the signalling
 // op's channel and post sequence (strong), or the op alone (weak).
 type sigRef struct {
-	id     obs.OpID
-	ch     *channel
-	seq    uint64
-	weak   bool
-	signal bool
+	id    obs.OpID
+	ch    *channel
+	seq   uint64
+	weak  bool
+	spans []*span // a weak signal's own put
 }
 
 // span is a landed byte range of a put or get at a rank, not yet covered
@@ -192,6 +199,39 @@ type span struct {
 	ctx     int
 	get     bool
 	covered bool
+	dead    bool // overwritten or dropped
+	rs      *regionSpans
+}
+
+// isCovered reports whether a read of s is safe: an observation marked
+// it, or a strong signal posted after it on its channel was observed.
+func (s *span) isCovered() bool {
+	return s.covered || !s.get && s.seq > 0 && s.seq <= s.ch.covered
+}
+
+type spanKey struct {
+	rank   int
+	region string
+}
+
+// regionSpans are the uncovered landings in one region of one rank,
+// sorted by start offset.
+type regionSpans struct {
+	s      []*span
+	maxLen uint64 // the longest span, to find those that start before a range
+}
+
+func (rs *regionSpans) lowerBound(lo uint64) int {
+	i, _ := slices.BinarySearchFunc(rs.s, lo, func(s *span, lo uint64) int { return cmp.Compare(s.lo, lo) })
+	return i
+}
+
+func (rs *regionSpans) grow(s *span) { rs.maxLen = max(rs.maxLen, s.hi-s.lo) }
+
+func (rs *regionSpans) insert(s *span) {
+	i := rs.lowerBound(s.lo)
+	rs.s = slices.Insert(rs.s, i, s)
+	rs.grow(s)
 }
 
 // Checker is the semantic checker; use New, subscribe it to the run's bus
@@ -201,7 +241,8 @@ type Checker struct {
 	issued []uint64 // bitset of issued op ids
 	chans  map[chanKey]*channel
 	words  map[word]*wordState
-	spans  map[int][]span // by landing rank
+	spans  map[spanKey]*regionSpans
+	byRank map[int][]*regionSpans
 	rep    Report
 	byKind [NumKinds]int64
 	ended  bool
@@ -209,7 +250,8 @@ type Checker struct {
 
 // New returns an empty checker.
 func New() *Checker {
-	return &Checker{ops: map[obs.OpID]*op{}, chans: map[chanKey]*channel{}, words: map[word]*wordState{}, spans: map[int][]span{}}
+	return &Checker{ops: map[obs.OpID]*op{}, chans: map[chanKey]*channel{}, words: map[word]*wordState{},
+		spans: map[spanKey]*regionSpans{}, byRank: map[int][]*regionSpans{}}
 }
 
 // Attach subscribes a new checker to bus and returns it.
@@ -445,7 +487,7 @@ func (c *Checker) opUpdate(e obs.Event, w word) *sigRef {
 		return nil
 	}
 	c.signalApplied(e, o)
-	ref := &sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), signal: true}
+	ref := &sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
 	o.signaled = true
 	c.retire(o)
 	return ref
@@ -531,11 +573,8 @@ func (c *Checker) cover(rank int, ref *sigRef) {
 		ref.ch.covered = max(ref.ch.covered, ref.seq)
 		return
 	}
-	sp := c.spans[rank]
-	for i := range sp {
-		if sp[i].id == ref.id {
-			sp[i].covered = true
-		}
+	for _, s := range ref.spans {
+		s.covered = true
 	}
 }
 
@@ -556,77 +595,97 @@ func (c *Checker) completed(e obs.Event) {
 				c.flag(v)
 			}
 		}
-		c.coverGets(dom, rank, ctx, false, e.Note == "wait", int(e.Value))
+		onePeer := e.Note == "wait"
+		c.coverAt(rank, func(s *span) bool {
+			return s.get && s.ch.key.dom == dom && s.ctx == ctx && (!onePeer || s.ch.key.peer == int(e.Value))
+		})
 	case "barrier":
 		all := e.Value == 1
-		if e.Code&1 != 0 { // gin.FencePut
-			sp := c.spans[rank]
-			for i := range sp {
-				if !sp[i].get && sp[i].ch.key.dom == dom && (all || sp[i].ctx == ctx) {
-					sp[i].covered = true
-				}
-			}
-		}
-		if e.Code&2 != 0 { // gin.FenceGet
-			c.coverGets(dom, rank, ctx, all, false, 0)
+		put, get := e.Code&1 != 0, e.Code&2 != 0 // gin.FencePut, gin.FenceGet
+		if put || get {
+			c.coverAt(rank, func(s *span) bool {
+				return s.ch.key.dom == dom && (all || s.ctx == ctx) && (s.get && get || !s.get && put)
+			})
 		}
 	}
 }
 
-func (c *Checker) coverGets(dom uint64, rank, ctx int, all, onePeer bool, peer int) {
-	sp := c.spans[rank]
-	for i := range sp {
-		s := &sp[i]
-		if s.get && s.ch.key.dom == dom && (all || s.ctx == ctx) && (!onePeer || s.ch.key.peer == peer) {
-			s.covered = true
+// coverAt marks the spans at rank that pick accepts covered.
+func (c *Checker) coverAt(rank int, pick func(*span) bool) {
+	for _, rs := range c.byRank[rank] {
+		for _, s := range rs.s {
+			if pick(s) {
+				s.covered = true
+			}
 		}
 	}
 }
 
 func (c *Checker) addSpan(rank int, o *op, e obs.Event) {
-	sp := c.spans[rank]
 	lo, hi := e.Addr, e.Addr+e.Bytes
-	// Extend the op's span when this landing continues it.
-	for i := len(sp) - 1; i >= 0 && i >= len(sp)-4; i-- {
-		if s := &sp[i]; s.id == o.id && s.region == e.Where && (s.hi == lo || s.lo == hi) {
-			s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
-			lo, hi = s.lo, s.hi
-			c.spans[rank] = dropCovered(sp, e.Where, lo, hi, o.id)
-			return
-		}
+	if s := o.last; s != nil && !s.dead && s.region == e.Where && s.hi == lo {
+		// This landing continues the op's last one.
+		s.hi = hi
+		s.rs.grow(s)
+		c.dropContained(s.rs, s.lo, s.hi, s)
+		return
 	}
-	sp = dropCovered(sp, e.Where, lo, hi, o.id)
-	if len(sp) >= MaxSpans {
-		c.rep.Untracked++
-		sp = append(sp[:0], sp[1:]...)
+	k := spanKey{rank, e.Where}
+	rs := c.spans[k]
+	if rs == nil {
+		rs = &regionSpans{}
+		c.spans[k] = rs
+		c.byRank[rank] = append(c.byRank[rank], rs)
 	}
 	ch := o.ch
 	if ch == nil { // landed before its post was seen: order by nothing
 		ch = &channel{key: chanKey{o.dom, o.rank, o.ctx, o.peer}}
 	}
-	c.spans[rank] = append(sp, span{id: o.id, kind: o.kind, rank: o.rank, at: o.at, region: e.Where, lo: lo, hi: hi,
-		ch: ch, seq: o.seq, ctx: o.ctx, get: o.kind == "get"})
+	s := &span{id: o.id, kind: o.kind, rank: o.rank, at: o.at, region: e.Where, lo: lo, hi: hi,
+		ch: ch, seq: o.seq, ctx: o.ctx, get: o.kind == "get", rs: rs}
+	c.dropContained(rs, lo, hi, s)
+	if len(rs.s) >= MaxSpans {
+		rs.s = slices.DeleteFunc(rs.s, func(s *span) bool {
+			s.dead = s.isCovered()
+			return s.dead
+		})
+	}
+	if len(rs.s) >= MaxSpans {
+		c.rep.Untracked++
+		rs.s[0].dead = true
+		rs.s = slices.Delete(rs.s, 0, 1)
+	}
+	rs.insert(s)
+	o.last = s
+	if o.weak() {
+		o.spans = append(o.spans, s)
+	}
 }
 
-// dropCovered removes the spans of other ops that [lo, hi) of region
+// dropContained removes the spans of rs other than keep that [lo, hi)
 // overwrote entirely.
-func dropCovered(sp []span, region string, lo, hi uint64, id obs.OpID) []span {
-	out := sp[:0]
-	for _, s := range sp {
-		if s.id != id && s.region == region && s.lo >= lo && s.hi <= hi {
+func (c *Checker) dropContained(rs *regionSpans, lo, hi uint64, keep *span) {
+	for i := rs.lowerBound(lo); i < len(rs.s) && rs.s[i].lo < hi; {
+		if s := rs.s[i]; s != keep && s.hi <= hi {
+			s.dead = true
+			rs.s = slices.Delete(rs.s, i, i+1)
 			continue
 		}
-		out = append(out, s)
+		i++
 	}
-	return out
 }
 
 func (c *Checker) read(e obs.Event) {
 	c.rep.Reads++
 	rank := int(e.Index)
+	rs := c.spans[spanKey{rank, e.Where}]
+	if rs == nil {
+		return
+	}
 	lo, hi := e.Addr, e.Addr+e.Bytes
-	for _, s := range c.spans[rank] {
-		if s.region != e.Where || s.hi <= lo || s.lo >= hi || s.covered || (!s.get && s.seq > 0 && s.seq <= s.ch.covered) {
+	for i := rs.lowerBound(lo - min(lo, rs.maxLen)); i < len(rs.s) && rs.s[i].lo < hi; i++ {
+		s := rs.s[i]
+		if s.hi <= lo || s.isCovered() {
 			continue
 		}
 		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: s.rank, Ctx: s.ctx, Peer: s.ch.key.peer, OtherRank: -1,
@@ -681,6 +740,8 @@ func (r *Report) Add(o Report) {
 	r.Undecided += o.Undecided
 	r.Untracked += o.Untracked
 	r.Violations += o.Violations
+	r.Live += o.Live
+	r.Spans += o.Spans
 	for k, n := range o.ByKind {
 		if r.ByKind == nil {
 			r.ByKind = map[string]int64{}
@@ -704,6 +765,10 @@ func (c *Checker) Report() Report {
 		}
 	}
 	r.Kept = append([]Violation(nil), c.rep.Kept...)
+	r.Live = len(c.ops)
+	for _, rs := range c.spans {
+		r.Spans += len(rs.s)
+	}
 	return r
 }
 
