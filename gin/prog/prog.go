@@ -96,6 +96,7 @@ var fields = map[string]struct{ need, may []string }{
 	"flush_async":      {[]string{"team"}, []string{"ctx", "peer", "req"}},
 	"wait":             {nil, []string{"ctx", "req"}},
 	"read_signal":      {nil, []string{"ctx", "id", "bits"}},
+	"read_window":      {[]string{"src"}, []string{"ctx", "src_off", "bytes"}},
 	"wait_signal":      {nil, []string{"ctx", "id", "least", "bits"}},
 	"reset_signal":     {nil, []string{"ctx", "id"}},
 	"read_counter":     {nil, []string{"ctx", "id", "bits"}},

@@ -196,6 +196,10 @@ func (r *runner) run(t *gpu.Group) {
 			g.Wait(q)
 		case "read_signal":
 			g.ReadSignal(op.ID, bits(op.Bits, 64))
+		case "read_window":
+			// One byte past the window is enough for the front end to
+			// report an oversized read without allocating it.
+			g.ReadWindow(w(op.Src), op.SrcOff, make([]byte, min(op.Bytes, uint64(w(op.Src).Size())+1)))
 		case "wait_signal":
 			g.WaitSignal(op.ID, op.Least, bits(op.Bits, 64))
 		case "reset_signal":
