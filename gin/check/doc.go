@@ -47,5 +47,24 @@
 // its last MaxSpans uncovered landings. Values older than the history are
 // not judged (Report.Undecided).
 //
+// # Wiring
+//
+// The checker needs the events of the GIN front end (gin.Comm: op ids,
+// Issued, waits, reads, flushes, barriers), of the backends (Posted) and
+// of the NICs (Landed, Atomic, CQE); the fabric's packet events are not
+// needed. One bus must serve every communicator that shares a machine's
+// NICs. bench.Env.Observe does this; another driver calls, before its
+// kernels run,
+//
+//	chk, bus := check.Wire(comm, backend) // a gin.Comm and its backends
+//	for _, n := range m.NICs {            // every NIC of the machine
+//		n.SetObserver(bus)
+//	}
+//	// later communicators and backends: x.SetObserver(bus)
+//
+// (or check.Wire(machine, comm, backend) to take the fabric too), runs,
+// then chk.End(runErr != nil) and chk.Report(); Report.Add sums the
+// reports of several machines.
+//
 // The package is pure: no goroutines, no I/O; it never changes the run.
 package check
