@@ -139,7 +139,8 @@ type op struct {
 	posted    bool
 	seq       uint64
 	ch        *channel
-	words     []word  // words this op updated
+	words     [2]word // words this op updated (a signal and a counter)
+	nwords    int
 	last      *span   // the span its last landing made or extended
 	spans     []*span // its spans, kept for a weak signal to cover
 }
@@ -169,8 +170,8 @@ type word struct {
 // wordState is a signal or counter word's recent history.
 type wordState struct {
 	vals  [history]uint64
-	ops   [history]*sigRef
-	n     uint64 // updates seen
+	ops   [history]sigRef // what observing each value covers (ch nil: nothing)
+	n     uint64          // updates seen
 	last  uint64
 	reset bool
 }
@@ -246,6 +247,7 @@ type Checker struct {
 	rep    Report
 	byKind [NumKinds]int64
 	ended  bool
+	free   *op // a retired op to reuse
 }
 
 // New returns an empty checker.
@@ -349,8 +351,15 @@ func (c *Checker) issue(e obs.Event) {
 	}
 	c.rep.Ops++
 	c.markIssued(e.Op)
-	c.ops[e.Op] = &op{id: e.Op, kind: e.Where, who: e.Who, at: e.At, dom: e.Addr, rank: int(e.Index), ctx: int(e.QP),
+	o := c.free
+	if o != nil {
+		c.free = nil
+	} else {
+		o = &op{}
+	}
+	*o = op{id: e.Op, kind: e.Where, who: e.Who, at: e.At, dom: e.Addr, rank: int(e.Index), ctx: int(e.QP),
 		peer: int(e.Value), bytes: e.Bytes, code: e.Code}
+	c.ops[e.Op] = o
 }
 
 func (c *Checker) post(o *op) {
@@ -375,6 +384,7 @@ func (c *Checker) retire(o *op) {
 	}
 	if o.done() {
 		delete(c.ops, o.id)
+		c.free = o // nothing points to a retired op
 	}
 }
 
@@ -443,7 +453,7 @@ func (c *Checker) update(e obs.Event) {
 		v.Detail = fmt.Sprintf("old value %d, the word held %d", e.Old, ws.last)
 		c.flag(v)
 	}
-	var ref *sigRef
+	var ref sigRef
 	if e.Op != 0 {
 		ref = c.opUpdate(e, w)
 	}
@@ -454,7 +464,7 @@ func (c *Checker) update(e obs.Event) {
 
 // opUpdate checks an update of w by op e.Op and returns what observing
 // it covers.
-func (c *Checker) opUpdate(e obs.Event, w word) *sigRef {
+func (c *Checker) opUpdate(e obs.Event, w word) sigRef {
 	o := c.ops[e.Op]
 	if o == nil {
 		if c.wasIssued(e.Op) {
@@ -463,18 +473,26 @@ func (c *Checker) opUpdate(e obs.Event, w word) *sigRef {
 			v.Detail = "update after the op had taken full effect"
 			c.flag(v)
 		}
-		return nil
+		return sigRef{}
 	}
-	for _, x := range o.words {
+	for _, x := range o.words[:o.nwords] {
 		if x == w {
 			v := violation(DoubleUpdate, e.At, e.Op, o)
 			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
 			v.Detail = "second update of the word by one op"
 			c.flag(v)
-			return nil
+			return sigRef{}
 		}
 	}
-	o.words = append(o.words, w)
+	if o.nwords == len(o.words) { // a third word: no op has one
+		v := violation(DoubleUpdate, e.At, e.Op, o)
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = "a third word updated by one op"
+		c.flag(v)
+		return sigRef{}
+	}
+	o.words[o.nwords] = w
+	o.nwords++
 	if isCounter(o, e) {
 		if !o.cqe {
 			v := violation(CounterEarly, e.At, e.Op, o)
@@ -484,10 +502,10 @@ func (c *Checker) opUpdate(e obs.Event, w word) *sigRef {
 		}
 		o.countered = true
 		c.retire(o)
-		return nil
+		return sigRef{}
 	}
 	c.signalApplied(e, o)
-	ref := &sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
+	ref := sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
 	o.signaled = true
 	c.retire(o)
 	return ref
@@ -543,7 +561,7 @@ func (c *Checker) seen(e obs.Event, rank int) {
 			// Seeing this value covers it and every update before it
 			// that is still in the history.
 			for k := i; k < n; k++ {
-				c.cover(rank, ws.ops[(ws.n-1-k)%history])
+				c.cover(rank, &ws.ops[(ws.n-1-k)%history])
 			}
 			return
 		}
@@ -566,7 +584,7 @@ func (c *Checker) unwritten(e obs.Event, why string) {
 
 // cover records that rank observed signal ref.
 func (c *Checker) cover(rank int, ref *sigRef) {
-	if ref == nil || ref.ch == nil {
+	if ref.ch == nil {
 		return
 	}
 	if !ref.weak {
