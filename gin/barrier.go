@@ -191,6 +191,14 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 			h.waitSignal(sig, *ep&mask(32), 32)
 		}
 	}
+	var all uint64
+	if b.all {
+		all = 1
+	}
+	if !dc.c.prof.BarrierPerPeerSlots {
+		fence = 0 // 2.28: Relaxed only
+	}
+	g.completed("barrier", uint32(fence), all)
 	t.Sync()
 }
 

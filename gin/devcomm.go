@@ -74,6 +74,8 @@ type Requirements struct {
 // rank's kernels use, created collectively.
 type DevComm struct {
 	c       *Comm
+	dom     uint64 // observer domain (obs.Bus.NewDomain), drawn on first use
+	hasDom  bool
 	req     Requirements
 	typ     Type
 	backend Backend

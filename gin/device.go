@@ -548,6 +548,7 @@ func (g *Gin) Wait(r Request) {
 	g.record(Call{Op: CallWait, Req: r})
 	g.t.Sync()
 	g.dc.backend.Wait(g.t, g.dc, g.rank, r)
+	g.completed("wait", 0, uint64(r.Peer))
 	g.t.Sync()
 }
 
@@ -627,7 +628,9 @@ func (g *Gin) ReadSignal(id int, bits int) uint64 {
 	}
 	g.record(Call{Op: CallReadSignal, Signal: id, Bits: bits})
 	r, off, o := g.signalWord(id)
-	return (g.seenRaw(ownKey{g.t, g.ctx, id, false}, g.t.Load64(r, off)) - o) & mask(bits)
+	v := g.seenRaw(ownKey{g.t, g.ctx, id, false}, g.t.Load64(r, off))
+	g.read("signal", r, off, 8, v)
+	return (v - o) & mask(bits)
 }
 
 // WaitSignal is ncclGin::waitSignal: thread 0 spins until
@@ -754,7 +757,9 @@ func (g *Gin) ReadCounter(id int, bits int) uint64 {
 	}
 	g.record(Call{Op: CallReadCounter, Counter: id, Bits: bits})
 	r, off := g.counterWord(id)
-	return g.seenRaw(ownKey{g.t, g.ctx, id, true}, g.t.Load64(r, off)) & mask(bits)
+	v := g.seenRaw(ownKey{g.t, g.ctx, id, true}, g.t.Load64(r, off))
+	g.read("counter", r, off, 8, v)
+	return v & mask(bits)
 }
 
 // WaitCounter is ncclGin::waitCounter: spin until the counter reaches least
@@ -805,7 +810,23 @@ func (g *Gin) ReadVASignal(w *Window, off uint64, bits int) uint64 {
 		return 0
 	}
 	g.record(Call{Op: CallReadVASignal, Dst: w, DstOff: off, Bits: bits})
-	return g.t.Load64(w.regions[g.rank], off) & mask(bits)
+	r := w.regions[g.rank]
+	v := g.t.Load64(r, off)
+	g.read("va signal", r, off, 8, v)
+	return v & mask(bits)
+}
+
+// ReadWindow is a device load of len(dst) bytes at off of this rank's part
+// of w (the payload a kernel consumes; gpu.Group.Read's timing). It is not
+// a GIN call: it exists so that an observer sees which window bytes device
+// code read, and when.
+func (g *Gin) ReadWindow(w *Window, off uint64, dst []byte) {
+	if len(dst) == 0 || !g.window("read_window", "window", w, off, uint64(len(dst))) {
+		return
+	}
+	r := w.regions[g.rank]
+	g.t.Read(r, off, dst)
+	g.read("window", r, off, uint64(len(dst)), 0)
 }
 
 // WaitVASignal waits until the VA signal at off of this rank's part of w

@@ -31,8 +31,58 @@ func (g *Gin) issued() {
 	b := g.dc.c.obs
 	g.op.ID = b.NewOp()
 	g.lastOp = g.op.ID
+	n := g.op.Bytes
+	if g.op.Kind == OpPutValue {
+		n = uint64(g.op.ValueSize)
+	}
 	b.Emit(obs.Event{Kind: obs.Issued, At: g.t.Now(), Op: g.op.ID, Who: g.t.Agent(), Where: g.op.Kind.String(),
-		Index: uint64(g.rank), Value: uint64(g.op.Peer), Bytes: g.op.Bytes, QP: uint32(g.ctx)})
+		Index: uint64(g.rank), Value: uint64(g.op.Peer), Bytes: n, QP: uint32(g.ctx), Code: actions(&g.op), Addr: g.dc.domain()})
+}
+
+// domain returns the device communicator's observer domain, drawn from
+// the bus on first use.
+func (dc *DevComm) domain() uint64 {
+	if !dc.hasDom {
+		dc.dom, dc.hasDom = dc.c.obs.NewDomain(), true
+	}
+	return dc.dom
+}
+
+// actions returns the obs.Issued* bits of op.
+func actions(op *Op) uint32 {
+	var c uint32
+	switch op.Remote.(type) {
+	case SignalInc, SignalAdd:
+		c |= obs.IssuedSignal
+	case VASignalInc, VASignalAdd:
+		c |= obs.IssuedVASignal
+	}
+	if op.Remote != nil && IsWeak(op.Remote) {
+		c |= obs.IssuedWeak
+	}
+	if op.Local != nil {
+		c |= obs.IssuedCounter
+	}
+	return c
+}
+
+// read reports a device read of n bytes at off of r (Note what; v the
+// word read), stamped with the op that last changed the word.
+func (g *Gin) read(what string, r *mem.Region, off, n, v uint64) {
+	if g.dc.c.obs != nil && !g.internal {
+		b := g.dc.c.obs
+		b.Emit(obs.Event{Kind: obs.Read, At: g.t.Now(), Op: b.LastOp(r.Name(), off), Who: g.t.Agent(), Where: r.Name(),
+			Note: what, Addr: off, Bytes: n, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)})
+	}
+}
+
+// completed reports a flushAsync wait (what "wait", v the peer) or a
+// barrier (what "barrier", code its fence, v 1 for all contexts).
+func (g *Gin) completed(what string, code uint32, v uint64) {
+	if g.dc.c.obs != nil && !g.internal {
+		g.dc.c.obs.Emit(obs.Event{Kind: obs.Completed, At: g.t.Now(), Op: g.lastOp, Who: g.t.Agent(), Note: what,
+			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx), Addr: g.dc.domain()})
+	}
 }
 
 // seen reports that a wait on the word at off of r returned with v: kind
@@ -52,7 +102,7 @@ func (g *Gin) emitSeen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
 	if r != nil {
 		e.Op, e.Where = b.LastOp(r.Name(), off), r.Name()
 	} else {
-		e.Op = g.lastOp
+		e.Op, e.Addr = g.lastOp, g.dc.domain()
 	}
 	b.Emit(e)
 }

@@ -382,7 +382,7 @@ func (qp *QP) handleResponse(p *fabric.Packet) {
 			g := &w.wr.Local
 			landed := max(n.bus.Write(n.s.Now(), n.dev, g.MR.Where, sim.Bytes(ln)), qp.lastLand)
 			qp.lastLand = landed
-			n.schedLand(landed, landing{kind: landWrite, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off + off, n: ln, pkt: p})
+			n.schedLand(landed, landing{kind: landWrite, qp: qp, r: g.MR.Region, off: g.MR.Off + g.Off + off, n: ln, pkt: p, opid: w.wr.OpID})
 		} else {
 			n.net.Free(p)
 		}

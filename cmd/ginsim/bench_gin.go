@@ -44,7 +44,7 @@ func newBenchGinCmd(op string) *cobra.Command {
 		pattern, backend, profile, rsm, sizes, minB, maxB, version string
 		factor                                                     float64
 		iters, warmup, ctas, threads, depth                        int
-		ag, skip, strong, asJSON                                   bool
+		ag, skip, strong, asJSON, chk                              bool
 		seed                                                       uint64
 	)
 	cmd := &cobra.Command{
@@ -55,11 +55,14 @@ func newBenchGinCmd(op string) *cobra.Command {
 one node, NVLink stores and a release flag, put/put_signal/signal only): --pattern ping (issue, then
 flush or counter wait), pingpong (put+signal both ways; latency is half the
 round trip) or bw (-c CTAs × -t threads issuing). Output is a table like
-nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,
+nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.
+--check runs the semantic checker (gin/check) beside every run: each row
+gets its counts ("check" in JSON, a comment line in the table) and any
+violation of the GIN spec fails the command (exit 1).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := bench.Options{Op: op, Pattern: pattern, Iters: iters, Warmup: warmup, CTAs: ctas, Threads: threads,
-				Aggregate: ag, SkipCredit: skip, Strong: strong}
+				Aggregate: ag, SkipCredit: skip, Strong: strong, Check: chk}
 			o.Env = bench.EnvConfig{Profile: profile, Backend: backend, Seed: seed, QueueDepth: depth}
 			switch version {
 			case "2.28":
@@ -127,6 +130,12 @@ nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,
 				fmt.Fprintf(w, "  %12d %8d %14.3f %14.3f %12.4f %9.1f%%\n", r.Bytes, iters, r.LatencyUs, r.BandwidthGBps,
 					r.MsgRateM, 100*r.ProxyCPU)
 			}
+			for _, r := range rows {
+				if c := r.Check; c != nil {
+					fmt.Fprintf(w, "# check %d B: %d events, %d ops, %d landings, %d updates, %d waits/reads: %d violations\n",
+						r.Bytes, c.Events, c.Ops, c.Landings, c.Updates, c.Observed, c.Violations)
+				}
+			}
 			return nil
 		},
 	}
@@ -153,6 +162,7 @@ nccl-tests or, with --json, rows {"bytes","latency_us","bandwidth_GBps"}.`,
 	f.BoolVar(&skip, "gin_skip_credit_check", false, "ncclGinOptFlagsMaySkipCreditCheck")
 	f.BoolVar(&strong, "gin_strong_signal", false, "strong instead of weak signals")
 	f.BoolVar(&asJSON, "json", false, "print JSON rows")
+	f.BoolVar(&chk, "check", false, "run the GIN semantic checker beside the run; a violation fails it")
 	f.Uint64Var(&seed, "seed", 1, "simulation seed")
 	addAliases(cmd, "cluster", "profile")
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/check"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
@@ -26,6 +27,9 @@ type Options struct {
 	// Aggregate, SkipCredit and Strong are --gin_ag,
 	// --gin_skip_credit_check and --gin_strong_signal.
 	Aggregate, SkipCredit, Strong bool
+	// Check runs the semantic checker (gin/check) beside each size's run:
+	// Row.Check holds its report, and a violation fails the run.
+	Check bool
 }
 
 // Row is one size's result.
@@ -43,6 +47,8 @@ type Row struct {
 	ProxyCPU float64 `json:"proxy_cpu_util,omitempty"`
 	// Stats is the backend's accounting of the whole run of this size.
 	Stats gin.BackendStats `json:"-"`
+	// Check is the semantic checker's report (Options.Check).
+	Check *check.Report `json:"check,omitempty"`
 }
 
 // Validate reports an unusable option set.
@@ -70,6 +76,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("bench: backend lsa runs put, put_signal and signal, not %s", o.Op)
 	case o.Env.Backend == "lsa" && o.Aggregate:
 		return fmt.Errorf("bench: --gin_ag applies to GIN backends, not lsa")
+	case o.Env.Backend == "lsa" && o.Check:
+		return fmt.Errorf("bench: --check applies to GIN backends, not lsa")
 	}
 	for _, n := range o.Sizes {
 		if n > o.Env.WindowBytes && o.Env.WindowBytes != 0 {
@@ -165,6 +173,11 @@ func runSize(o Options, n uint64) (Row, error) {
 		return Row{}, err
 	}
 	is := &issuer{o: &o, e: e, bytes: n}
+	var chk *check.Checker
+	if o.Check {
+		chk = check.New()
+		e.Observe(chk)
+	}
 	total := o.Warmup + o.Iters
 	var t0, t1 sim.Time
 	var busy0 sim.Duration
@@ -258,8 +271,15 @@ func runSize(o Options, n uint64) (Row, error) {
 			}
 		}
 	}
-	if err := e.Sim.Run(); err != nil {
-		return Row{}, err
+	runErr := e.Sim.Run()
+	if chk != nil {
+		chk.End(runErr != nil)
+		if runErr == nil {
+			runErr = chk.Err()
+		}
+	}
+	if runErr != nil {
+		return Row{}, runErr
 	}
 	if t1 == 0 {
 		return Row{}, fmt.Errorf("the benchmark kernel did not finish (deadlock: %v)", blocked(e))
@@ -270,6 +290,10 @@ func runSize(o Options, n uint64) (Row, error) {
 		msgs *= float64(o.CTAs * o.Threads)
 	}
 	r := Row{Bytes: n, Stats: e.Backend.Stats()}
+	if chk != nil {
+		rep := chk.Report()
+		r.Check = &rep
+	}
 	lat := el.Us() / float64(o.Iters)
 	if o.Pattern == "pingpong" {
 		lat /= 2

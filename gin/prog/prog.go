@@ -109,7 +109,7 @@ var fields = map[string]struct{ need, may []string }{
 	"lsa_store":        {[]string{"dst"}, []string{"peer", "dst_off", "src", "src_off", "bytes", "value", "size"}},
 	"increase_shadow":  {nil, []string{"ctx", "id", "value"}},
 	"wait_meet_shadow": {nil, []string{"ctx", "id", "bits"}},
-	"read":             {[]string{"src"}, []string{"src_off", "bytes"}},
+	"read":             {[]string{"src"}, []string{"ctx", "src_off", "bytes"}},
 	"read_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "bits"}},
 	"wait_va_signal":   {[]string{"dst"}, []string{"ctx", "dst_off", "least", "bits"}},
 }

@@ -217,7 +217,7 @@ func (r *runner) run(t *gpu.Group) {
 		start := t.Now()
 		w := func(name string) *gin.Window { return r.wins[name] }
 		var g *gin.Gin
-		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && op.Op != "read" && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
+		if op.Op != "sleep" && op.Op != "compute" && op.Op != "lsa_store" && !(op.Op == "read" && !r.dc.HasGin()) && !(op.Op == "barrier" && (op.Kind == "lsa" || op.Kind == "hybrid")) {
 			g = h(op.Ctx)
 			if op.Release != nil {
 				g.SetRelease(scope(op.Release[0]), scope(op.Release[1]))
@@ -272,8 +272,16 @@ func (r *runner) run(t *gpu.Group) {
 		case "wait_va_signal":
 			v = g.WaitVASignal(w(op.Dst), op.DstOff, op.Least, bits(op.Bits, 64))
 		case "read":
-			b = make([]byte, op.Bytes)
-			t.Read(w(op.Src).Region(rank), op.SrcOff, b)
+			// One byte past the window is enough for the front end to
+			// report an oversized read without allocating it.
+			b = make([]byte, min(op.Bytes, uint64(w(op.Src).Size())+1))
+			if g == nil { // no GIN to report it: a plain load (an LSA program)
+				sz := uint64(w(op.Src).Size())
+				b = b[:min(uint64(len(b)), sz-min(op.SrcOff, sz))]
+				t.Read(w(op.Src).Region(rank), op.SrcOff, b)
+			} else {
+				g.ReadWindow(w(op.Src), op.SrcOff, b)
+			}
 		case "barrier":
 			switch op.Kind {
 			case "rail_gin":

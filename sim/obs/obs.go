@@ -19,7 +19,9 @@ const (
 
 	// Issued: the GIN front end accepted an operation (gin). Where is the
 	// operation kind ("put", "signal", ...), Index the issuing rank, Value
-	// the peer rank, Bytes the payload size.
+	// the peer rank, Bytes the payload size (a put_value's value size),
+	// QP the context, Code the actions (IssuedSignal, ...), Addr the
+	// device communicator (Bus.NewDomain).
 	Issued
 	// Fence: a backend ran fence.release.sys before publishing (gin/gdaki,
 	// gin/proxy).
@@ -83,8 +85,12 @@ const (
 	// ConsumerIndex: the proxy published consumer index Value of a
 	// channel's GFD ring (Where).
 	ConsumerIndex
-	// Completed: the issuer observed completion: a counter wait (Where:
-	// "counter") or a flush (Where: "flush") returned.
+	// Completed: the issuer observed completion (Index its rank, QP its
+	// context; Note says what): a counter wait ("counter"; Where, Addr the
+	// word), a flush ("flush"), a flushAsync's wait ("wait", Value the
+	// peer) or a GIN barrier ("barrier", Code its fence bits, Value 1 when
+	// it fenced every context) returned; for the last three Addr is the
+	// device communicator as in Issued.
 	Completed
 	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
 	// whose atomic last changed the word (Where: region, Addr: offset).
@@ -93,6 +99,11 @@ const (
 	// issued by rank Index; Then is when it is visible at the peer. It has
 	// an op id of its own.
 	LSAStored
+	// Read: device code of rank Index on context QP read Bytes at Addr of
+	// region Where (gin's ReadWindow, readSignal, readCounter): Note says
+	// what ("window", "signal", "va signal", "counter"), Value is the word
+	// read (word reads), Op the op that last changed the word.
+	Read
 
 	numKinds
 )
@@ -102,7 +113,7 @@ var kindNames = [...]string{
 	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", Fetched: "fetched", Sent: "sent", Hop: "hop",
 	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
 	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
-	SignalSeen: "signal_seen", LSAStored: "lsa_stored",
+	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read",
 }
 
 func (k Kind) String() string {
@@ -121,6 +132,15 @@ func ParseKind(s string) (Kind, bool) {
 	}
 	return None, false
 }
+
+// Action bits of an Issued event's Code: what the operation asks for
+// beyond its payload.
+const (
+	IssuedSignal   = 1 << iota // an indexed signal at the peer
+	IssuedVASignal             // a VA signal at the peer
+	IssuedWeak                 // the signal is weak (covers only its own put)
+	IssuedCounter              // a local counter increment
+)
 
 // Event is one observation. Fields a kind does not use are zero (see the
 // Kind constants).
@@ -169,6 +189,7 @@ type word struct {
 type Bus struct {
 	subs []Observer
 	next OpID
+	doms uint64
 	last map[word]OpID
 }
 
@@ -184,6 +205,15 @@ func (b *Bus) Subscribe(o Observer) { b.subs = append(b.subs, o) }
 func (b *Bus) NewOp() OpID {
 	b.next++
 	return b.next
+}
+
+// NewDomain returns a fresh id (0, 1, ... in call order) for an ordering
+// domain: gin numbers its device communicators with it, so that contexts
+// of two communicators, which GIN never orders, are told apart (Issued
+// and Completed carry it in Addr).
+func (b *Bus) NewDomain() uint64 {
+	b.doms++
+	return b.doms - 1
 }
 
 // Emit delivers e to every subscriber.

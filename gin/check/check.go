@@ -1,0 +1,803 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
+)
+
+// Kind is the kind of a violation.
+type Kind uint8
+
+// Violation kinds (see the package doc).
+const (
+	DoubleLanding       Kind = iota // an op's bytes landed more than once
+	DoubleUpdate                    // an op updated a signal or counter word twice
+	SignalBeforePayload             // a signal's atomic landed before a put it covers
+	CounterEarly                    // a counter moved before its op completed locally
+	FlushEarly                      // a flush or wait returned before an op it covers completed
+	UnwrittenValue                  // a read or wait saw a value the word never held
+	LostUpdate                      // an atomic's old value was not the word's value
+	Lost                            // an issued op never took effect (run did not fail)
+	Race                            // device code read landed bytes no observation covers
+	NumKinds
+)
+
+var kindNames = [NumKinds]string{"double_landing", "double_update", "signal_before_payload", "counter_early",
+	"flush_early", "unwritten_value", "lost_update", "lost", "race"}
+
+func (k Kind) String() string {
+	if k < NumKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Violation is one breach of the spec: the op at fault and, where there is
+// one, the other op involved (the put a signal overtook, the op a flush
+// did not wait for), with ranks, contexts and times.
+type Violation struct {
+	Kind Kind
+	At   sim.Time // when the breach was observed
+	// Op is the op at fault (the signal, the flushed-over op, the put
+	// read too early); OpKind its kind ("put", ...). Rank, Ctx and Peer
+	// are its issuer, context and peer.
+	Op              obs.OpID
+	OpKind          string
+	Rank, Ctx, Peer int
+	Other           obs.OpID // the other op (0: none)
+	OtherKind       string
+	OtherRank       int      // the other op's issuer (-1: none)
+	OtherAt         sim.Time // the other op's issue time
+	Who             string   // the agent that observed or caused it (waiter, reader, NIC QP)
+	Where           string   // region
+	Addr            uint64
+	Detail          string
+}
+
+func (v *Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v at %v: op %d (%s, rank %d ctx %d -> %d)", v.Kind, v.At, v.Op, v.OpKind, v.Rank, v.Ctx, v.Peer)
+	if v.Other != 0 {
+		fmt.Fprintf(&b, " vs op %d (%s, rank %d, issued %v)", v.Other, v.OtherKind, v.OtherRank, v.OtherAt)
+	}
+	if v.Who != "" {
+		fmt.Fprintf(&b, " by %s", v.Who)
+	}
+	if v.Where != "" {
+		fmt.Fprintf(&b, " at %s+%d", v.Where, v.Addr)
+	}
+	if v.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(v.Detail)
+	}
+	return b.String()
+}
+
+// Report counts what the checker saw and found.
+type Report struct {
+	Events    uint64 `json:"events"`
+	Ops       uint64 `json:"ops"`      // GIN ops issued
+	Landings  uint64 `json:"landings"` // payload landings
+	Updates   uint64 `json:"updates"`  // signal and counter updates
+	Observed  uint64 `json:"observed"` // waits and reads checked by the memory oracle
+	Reads     uint64 `json:"reads"`    // window reads checked for races
+	Undecided uint64 `json:"undecided"`
+	// Untracked counts landings dropped from the race check (MaxSpans).
+	Untracked uint64 `json:"untracked"`
+	// Live and Spans are the state held when the report was taken: ops
+	// not yet retired and landings not yet overwritten.
+	Live       int              `json:"live"`
+	Spans      int              `json:"spans"`
+	Violations uint64           `json:"violations"`
+	ByKind     map[string]int64 `json:"by_kind,omitempty"`
+	// Kept are the first MaxKept violations.
+	Kept []Violation `json:"-"`
+}
+
+// Limits of the checker's memory.
+const (
+	MaxKept  = 1000 // violations kept in Report.Kept (all are counted)
+	MaxSpans = 4096 // uncovered landings remembered per region of a rank
+	history  = 16   // values remembered per signal or counter word
+)
+
+type chanKey struct {
+	dom             uint64 // the device communicator (obs.Issued Addr)
+	rank, ctx, peer int
+}
+
+// channel is one (rank, context, peer) ordering domain: the ops posted on
+// it that are not yet applied, in post order.
+type channel struct {
+	key     chanKey
+	seq     uint64
+	pending []*op
+	// covered is the highest post sequence of a strong signal on the
+	// channel that its destination observed.
+	covered uint64
+}
+
+type op struct {
+	id        obs.OpID
+	kind      string
+	who       string
+	at        sim.Time
+	dom       uint64
+	rank, ctx int
+	peer      int
+	bytes     uint64
+	code      uint32
+	landed    uint64
+	signaled  bool
+	countered bool
+	cqe       bool
+	posted    bool
+	seq       uint64
+	ch        *channel
+	words     [2]word // words this op updated (a signal and a counter)
+	nwords    int
+	last      *span   // the span its last landing made or extended
+	spans     []*span // its spans, kept for a weak signal to cover
+}
+
+func (o *op) data() bool {
+	return o.kind == "put" || o.kind == "put_value" || o.kind == "get"
+}
+func (o *op) wantSignal() bool  { return o.code&(obs.IssuedSignal|obs.IssuedVASignal) != 0 }
+func (o *op) wantCounter() bool { return o.code&obs.IssuedCounter != 0 }
+func (o *op) weak() bool        { return o.code&obs.IssuedWeak != 0 }
+
+// applied: payload landed and signal applied (what a later strong signal
+// on the channel must wait for).
+func (o *op) applied() bool {
+	return (!o.data() || o.landed >= o.bytes) && (!o.wantSignal() || o.signaled)
+}
+
+func (o *op) done() bool {
+	return o.applied() && (!o.wantCounter() || o.countered) && o.cqe
+}
+
+type word struct {
+	where string
+	addr  uint64
+}
+
+// wordState is a signal or counter word's recent history.
+type wordState struct {
+	vals  [history]uint64
+	ops   [history]sigRef // what observing each value covers (ch nil: nothing)
+	n     uint64          // updates seen
+	last  uint64
+	reset bool
+}
+
+// sigRef is what an observation of a signal value covers: the signalling
+// op's channel and post sequence (strong), or the op alone (weak).
+type sigRef struct {
+	id    obs.OpID
+	ch    *channel
+	seq   uint64
+	weak  bool
+	spans []*span // a weak signal's own put
+}
+
+// span is a landed byte range of a put or get at a rank, not yet covered
+// for the readers of that rank.
+type span struct {
+	id      obs.OpID
+	kind    string
+	rank    int // issuer
+	at      sim.Time
+	region  string
+	lo, hi  uint64
+	ch      *channel
+	seq     uint64
+	ctx     int
+	get     bool
+	covered bool
+	dead    bool // overwritten or dropped
+	rs      *regionSpans
+}
+
+// isCovered reports whether a read of s is safe: an observation marked
+// it, or a strong signal posted after it on its channel was observed.
+func (s *span) isCovered() bool {
+	return s.covered || !s.get && s.seq > 0 && s.seq <= s.ch.covered
+}
+
+type spanKey struct {
+	rank   int
+	region string
+}
+
+// regionSpans are the uncovered landings in one region of one rank,
+// sorted by start offset.
+type regionSpans struct {
+	s      []*span
+	maxLen uint64 // the longest span, to find those that start before a range
+}
+
+func (rs *regionSpans) lowerBound(lo uint64) int {
+	i, _ := slices.BinarySearchFunc(rs.s, lo, func(s *span, lo uint64) int { return cmp.Compare(s.lo, lo) })
+	return i
+}
+
+func (rs *regionSpans) grow(s *span) { rs.maxLen = max(rs.maxLen, s.hi-s.lo) }
+
+func (rs *regionSpans) insert(s *span) {
+	i := rs.lowerBound(s.lo)
+	rs.s = slices.Insert(rs.s, i, s)
+	rs.grow(s)
+}
+
+// Checker is the semantic checker; use New, subscribe it to the run's bus
+// (Attach), run, then End and Report.
+type Checker struct {
+	ops    map[obs.OpID]*op
+	issued []uint64 // bitset of issued op ids
+	chans  map[chanKey]*channel
+	words  map[word]*wordState
+	spans  map[spanKey]*regionSpans
+	byRank map[int][]*regionSpans
+	rep    Report
+	byKind [NumKinds]int64
+	ended  bool
+	free   *op // a retired op to reuse
+}
+
+// New returns an empty checker.
+func New() *Checker {
+	return &Checker{ops: map[obs.OpID]*op{}, chans: map[chanKey]*channel{}, words: map[word]*wordState{},
+		spans: map[spanKey]*regionSpans{}, byRank: map[int][]*regionSpans{}}
+}
+
+// Attach subscribes a new checker to bus and returns it.
+func Attach(bus *obs.Bus) *Checker {
+	c := New()
+	bus.Subscribe(c)
+	return c
+}
+
+// Observable is a component that emits into a bus: gin.Comm (the device
+// API front end and its op ids), gin/machine.Machine (fabric and NICs),
+// gdaki.Backend, proxy.Backend, nic.NIC.
+type Observable interface{ SetObserver(b *obs.Bus) }
+
+// Wire makes a bus, hands it to every component of xs and attaches a new
+// checker: for a driver that builds its own machine, pass the machine,
+// the communicator and its backends before the kernels run.
+func Wire(xs ...Observable) (*Checker, *obs.Bus) {
+	b := obs.NewBus()
+	for _, x := range xs {
+		x.SetObserver(b)
+	}
+	return Attach(b), b
+}
+
+func (c *Checker) markIssued(id obs.OpID) {
+	i := uint64(id)
+	for uint64(len(c.issued))*64 <= i {
+		c.issued = append(c.issued, 0)
+	}
+	c.issued[i/64] |= 1 << (i % 64)
+}
+
+func (c *Checker) wasIssued(id obs.OpID) bool {
+	i := uint64(id)
+	return i/64 < uint64(len(c.issued)) && c.issued[i/64]&(1<<(i%64)) != 0
+}
+
+func (c *Checker) flag(v Violation) {
+	c.rep.Violations++
+	c.byKind[v.Kind]++
+	if len(c.rep.Kept) < MaxKept {
+		c.rep.Kept = append(c.rep.Kept, v)
+	}
+}
+
+// violation builds a violation about o (nil: an op no longer known).
+func violation(k Kind, at sim.Time, id obs.OpID, o *op) Violation {
+	v := Violation{Kind: k, At: at, Op: id, OtherRank: -1, Rank: -1, Ctx: -1, Peer: -1}
+	if o != nil {
+		v.OpKind, v.Rank, v.Ctx, v.Peer = o.kind, o.rank, o.ctx, o.peer
+	}
+	return v
+}
+
+func (v *Violation) other(o *op) {
+	v.Other, v.OtherKind, v.OtherRank, v.OtherAt = o.id, o.kind, o.rank, o.at
+}
+
+// Observe implements obs.Observer.
+func (c *Checker) Observe(e obs.Event) {
+	c.rep.Events++
+	switch e.Kind {
+	case obs.Issued:
+		c.issue(e)
+	case obs.Posted:
+		if o := c.ops[e.Op]; o != nil && !o.posted {
+			c.post(o)
+		}
+	case obs.Landed:
+		c.land(e)
+	case obs.Atomic, obs.Counter:
+		c.update(e)
+	case obs.CQE:
+		if o := c.ops[e.Op]; o != nil {
+			o.cqe = true
+			c.retire(o)
+		}
+	case obs.SignalSeen:
+		c.seen(e, int(e.Index))
+	case obs.Completed:
+		c.completed(e)
+	case obs.Read:
+		if e.Note == "window" {
+			c.read(e)
+		} else {
+			c.seen(e, int(e.Index))
+		}
+	}
+}
+
+func (c *Checker) issue(e obs.Event) {
+	if e.Op == 0 {
+		return
+	}
+	c.rep.Ops++
+	c.markIssued(e.Op)
+	o := c.free
+	if o != nil {
+		c.free = nil
+	} else {
+		o = &op{}
+	}
+	*o = op{id: e.Op, kind: e.Where, who: e.Who, at: e.At, dom: e.Addr, rank: int(e.Index), ctx: int(e.QP),
+		peer: int(e.Value), bytes: e.Bytes, code: e.Code}
+	c.ops[e.Op] = o
+}
+
+func (c *Checker) post(o *op) {
+	o.posted = true
+	k := chanKey{o.dom, o.rank, o.ctx, o.peer}
+	ch := c.chans[k]
+	if ch == nil {
+		ch = &channel{key: k}
+		c.chans[k] = ch
+	}
+	ch.seq++
+	o.ch, o.seq = ch, ch.seq
+	if o.kind != "get" && !o.applied() {
+		ch.pending = append(ch.pending, o)
+	}
+}
+
+// retire forgets o once every effect it has was observed.
+func (c *Checker) retire(o *op) {
+	if o.ch != nil && o.applied() {
+		c.unpend(o)
+	}
+	if o.done() {
+		delete(c.ops, o.id)
+		c.free = o // nothing points to a retired op
+	}
+}
+
+func (c *Checker) unpend(o *op) {
+	p := o.ch.pending
+	for i, x := range p {
+		if x == o {
+			o.ch.pending = append(p[:i], p[i+1:]...)
+			return
+		}
+	}
+}
+
+func (c *Checker) land(e obs.Event) {
+	if e.Op == 0 {
+		return
+	}
+	c.rep.Landings++
+	o := c.ops[e.Op]
+	if o == nil {
+		if c.wasIssued(e.Op) {
+			v := violation(DoubleLanding, e.At, e.Op, nil)
+			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+			v.Detail = fmt.Sprintf("%d bytes landed after the op had taken full effect", e.Bytes)
+			c.flag(v)
+		}
+		return
+	}
+	if o.landed+e.Bytes > o.bytes {
+		v := violation(DoubleLanding, e.At, e.Op, o)
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = fmt.Sprintf("%d bytes land on top of %d of a %d-byte op", e.Bytes, o.landed, o.bytes)
+		c.flag(v)
+	}
+	o.landed += e.Bytes
+	rank := o.peer
+	if o.kind == "get" {
+		rank = o.rank
+	}
+	c.addSpan(rank, o, e)
+	c.retire(o)
+}
+
+// isCounter says whether an update by o of region where is its counter.
+func isCounter(o *op, e obs.Event) bool {
+	if e.Kind == obs.Counter {
+		return true
+	}
+	if !o.wantCounter() {
+		return false
+	}
+	return !o.wantSignal() || strings.HasSuffix(e.Where, "counters")
+}
+
+func (c *Checker) update(e obs.Event) {
+	c.rep.Updates++
+	w := word{e.Where, e.Addr}
+	ws := c.words[w]
+	if ws == nil {
+		ws = &wordState{}
+		c.words[w] = ws
+	}
+	if e.Old != ws.last && e.Old != 0 {
+		v := violation(LostUpdate, e.At, e.Op, c.ops[e.Op])
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = fmt.Sprintf("old value %d, the word held %d", e.Old, ws.last)
+		c.flag(v)
+	}
+	var ref sigRef
+	if e.Op != 0 {
+		ref = c.opUpdate(e, w)
+	}
+	ws.vals[ws.n%history], ws.ops[ws.n%history] = e.Value, ref
+	ws.n++
+	ws.last = e.Value
+}
+
+// opUpdate checks an update of w by op e.Op and returns what observing
+// it covers.
+func (c *Checker) opUpdate(e obs.Event, w word) sigRef {
+	o := c.ops[e.Op]
+	if o == nil {
+		if c.wasIssued(e.Op) {
+			v := violation(DoubleUpdate, e.At, e.Op, nil)
+			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+			v.Detail = "update after the op had taken full effect"
+			c.flag(v)
+		}
+		return sigRef{}
+	}
+	for _, x := range o.words[:o.nwords] {
+		if x == w {
+			v := violation(DoubleUpdate, e.At, e.Op, o)
+			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+			v.Detail = "second update of the word by one op"
+			c.flag(v)
+			return sigRef{}
+		}
+	}
+	if o.nwords == len(o.words) { // a third word: no op has one
+		v := violation(DoubleUpdate, e.At, e.Op, o)
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = "a third word updated by one op"
+		c.flag(v)
+		return sigRef{}
+	}
+	o.words[o.nwords] = w
+	o.nwords++
+	if isCounter(o, e) {
+		if !o.cqe {
+			v := violation(CounterEarly, e.At, e.Op, o)
+			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+			v.Detail = "counter moved before any CQE of its op"
+			c.flag(v)
+		}
+		o.countered = true
+		c.retire(o)
+		return sigRef{}
+	}
+	c.signalApplied(e, o)
+	ref := sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
+	o.signaled = true
+	c.retire(o)
+	return ref
+}
+
+// signalApplied checks that what signal o covers has landed.
+func (c *Checker) signalApplied(e obs.Event, o *op) {
+	if o.data() && o.landed < o.bytes {
+		v := violation(SignalBeforePayload, e.At, o.id, o)
+		v.other(o)
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = fmt.Sprintf("its own put had landed %d of %d bytes", o.landed, o.bytes)
+		c.flag(v)
+	}
+	if o.weak() || o.ch == nil {
+		return
+	}
+	for _, p := range o.ch.pending {
+		if p.seq >= o.seq {
+			break
+		}
+		if !p.applied() {
+			v := violation(SignalBeforePayload, e.At, o.id, o)
+			v.other(p)
+			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+			v.Detail = fmt.Sprintf("strong signal overtook an earlier op on its (context, peer) (landed %d of %d bytes)", p.landed, p.bytes)
+			c.flag(v)
+		}
+	}
+}
+
+// seen checks a value a waiter or reader at rank saw in a signal or
+// counter word and applies what it covers.
+func (c *Checker) seen(e obs.Event, rank int) {
+	if e.Where == "" {
+		return
+	}
+	c.rep.Observed++
+	ws := c.words[word{e.Where, e.Addr}]
+	v := e.Value
+	if ws == nil {
+		// No GIN update reached the word: what wrote it (a driver's
+		// own store, host set-up) is outside the stream.
+		if v != 0 {
+			c.rep.Undecided++
+		}
+		return
+	}
+	n := min(ws.n, history)
+	for i := uint64(0); i < n; i++ {
+		j := (ws.n - 1 - i) % history
+		if ws.vals[j] == v {
+			// Seeing this value covers it and every update before it
+			// that is still in the history.
+			for k := i; k < n; k++ {
+				c.cover(rank, &ws.ops[(ws.n-1-k)%history])
+			}
+			return
+		}
+	}
+	switch {
+	case v == 0:
+	case ws.n > history:
+		c.rep.Undecided++
+	default:
+		c.unwritten(e, fmt.Sprintf("the word's last value is %d", ws.last))
+	}
+}
+
+func (c *Checker) unwritten(e obs.Event, why string) {
+	vi := violation(UnwrittenValue, e.At, e.Op, c.ops[e.Op])
+	vi.Who, vi.Where, vi.Addr = e.Who, e.Where, e.Addr
+	vi.Detail = fmt.Sprintf("saw %d; %s", e.Value, why)
+	c.flag(vi)
+}
+
+// cover records that rank observed signal ref.
+func (c *Checker) cover(rank int, ref *sigRef) {
+	if ref.ch == nil {
+		return
+	}
+	if !ref.weak {
+		ref.ch.covered = max(ref.ch.covered, ref.seq)
+		return
+	}
+	for _, s := range ref.spans {
+		s.covered = true
+	}
+}
+
+func (c *Checker) completed(e obs.Event) {
+	rank, ctx, dom := int(e.Index), int(e.QP), e.Addr
+	switch e.Note {
+	case "counter":
+		c.seen(e, rank)
+	case "flush", "wait":
+		for _, o := range c.ops {
+			if o.dom != dom || o.rank != rank || o.ctx != ctx || o.who != e.Who || o.at > e.At || (e.Note == "wait" && o.peer != int(e.Value)) {
+				continue
+			}
+			if !o.cqe || (o.kind == "get" && o.landed < o.bytes) {
+				v := violation(FlushEarly, e.At, o.id, o)
+				v.Who = e.Who
+				v.Detail = fmt.Sprintf("%s returned before the op completed locally (landed %d of %d bytes)", e.Note, o.landed, o.bytes)
+				c.flag(v)
+			}
+		}
+		onePeer := e.Note == "wait"
+		c.coverAt(rank, func(s *span) bool {
+			return s.get && s.ch.key.dom == dom && s.ctx == ctx && (!onePeer || s.ch.key.peer == int(e.Value))
+		})
+	case "barrier":
+		all := e.Value == 1
+		put, get := e.Code&1 != 0, e.Code&2 != 0 // gin.FencePut, gin.FenceGet
+		if put || get {
+			c.coverAt(rank, func(s *span) bool {
+				return s.ch.key.dom == dom && (all || s.ctx == ctx) && (s.get && get || !s.get && put)
+			})
+		}
+	}
+}
+
+// coverAt marks the spans at rank that pick accepts covered.
+func (c *Checker) coverAt(rank int, pick func(*span) bool) {
+	for _, rs := range c.byRank[rank] {
+		for _, s := range rs.s {
+			if pick(s) {
+				s.covered = true
+			}
+		}
+	}
+}
+
+func (c *Checker) addSpan(rank int, o *op, e obs.Event) {
+	lo, hi := e.Addr, e.Addr+e.Bytes
+	if s := o.last; s != nil && !s.dead && s.region == e.Where && s.hi == lo {
+		// This landing continues the op's last one.
+		s.hi = hi
+		s.rs.grow(s)
+		c.dropContained(s.rs, s.lo, s.hi, s)
+		return
+	}
+	k := spanKey{rank, e.Where}
+	rs := c.spans[k]
+	if rs == nil {
+		rs = &regionSpans{}
+		c.spans[k] = rs
+		c.byRank[rank] = append(c.byRank[rank], rs)
+	}
+	ch := o.ch
+	if ch == nil { // landed before its post was seen: order by nothing
+		ch = &channel{key: chanKey{o.dom, o.rank, o.ctx, o.peer}}
+	}
+	s := &span{id: o.id, kind: o.kind, rank: o.rank, at: o.at, region: e.Where, lo: lo, hi: hi,
+		ch: ch, seq: o.seq, ctx: o.ctx, get: o.kind == "get", rs: rs}
+	c.dropContained(rs, lo, hi, s)
+	if len(rs.s) >= MaxSpans {
+		rs.s = slices.DeleteFunc(rs.s, func(s *span) bool {
+			s.dead = s.isCovered()
+			return s.dead
+		})
+	}
+	if len(rs.s) >= MaxSpans {
+		c.rep.Untracked++
+		rs.s[0].dead = true
+		rs.s = slices.Delete(rs.s, 0, 1)
+	}
+	rs.insert(s)
+	o.last = s
+	if o.weak() {
+		o.spans = append(o.spans, s)
+	}
+}
+
+// dropContained removes the spans of rs other than keep that [lo, hi)
+// overwrote entirely.
+func (c *Checker) dropContained(rs *regionSpans, lo, hi uint64, keep *span) {
+	for i := rs.lowerBound(lo); i < len(rs.s) && rs.s[i].lo < hi; {
+		if s := rs.s[i]; s != keep && s.hi <= hi {
+			s.dead = true
+			rs.s = slices.Delete(rs.s, i, i+1)
+			continue
+		}
+		i++
+	}
+}
+
+func (c *Checker) read(e obs.Event) {
+	c.rep.Reads++
+	rank := int(e.Index)
+	rs := c.spans[spanKey{rank, e.Where}]
+	if rs == nil {
+		return
+	}
+	lo, hi := e.Addr, e.Addr+e.Bytes
+	for i := rs.lowerBound(lo - min(lo, rs.maxLen)); i < len(rs.s) && rs.s[i].lo < hi; i++ {
+		s := rs.s[i]
+		if s.hi <= lo || s.isCovered() {
+			continue
+		}
+		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: s.rank, Ctx: s.ctx, Peer: s.ch.key.peer, OtherRank: -1,
+			Who: e.Who, Where: e.Where, Addr: max(lo, s.lo)}
+		if s.get {
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get before a flush, wait or Get-fenced barrier", rank, lo, hi)
+		} else {
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put", rank, lo, hi)
+		}
+		c.flag(v)
+		return
+	}
+}
+
+// End runs the end-of-run checks: unless the run failed, every op issued
+// must have taken all its effects (Lost). Call it once, after the run.
+func (c *Checker) End(failed bool) {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	if failed {
+		return
+	}
+	ids := make([]obs.OpID, 0, len(c.ops))
+	for id := range c.ops {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		o := c.ops[id]
+		if o.applied() && (!o.wantCounter() || o.countered) {
+			continue
+		}
+		v := violation(Lost, o.at, id, o)
+		v.Who = o.who
+		v.Detail = fmt.Sprintf("landed %d of %d bytes, signal %v (wanted %v), counter %v (wanted %v)",
+			o.landed, o.bytes, o.signaled, o.wantSignal(), o.countered, o.wantCounter())
+		c.flag(v)
+	}
+}
+
+// Add adds o's counts to r and keeps o's violations up to MaxKept (a
+// driver that runs one machine per step sums the steps' reports).
+func (r *Report) Add(o Report) {
+	r.Events += o.Events
+	r.Ops += o.Ops
+	r.Landings += o.Landings
+	r.Updates += o.Updates
+	r.Observed += o.Observed
+	r.Reads += o.Reads
+	r.Undecided += o.Undecided
+	r.Untracked += o.Untracked
+	r.Violations += o.Violations
+	r.Live += o.Live
+	r.Spans += o.Spans
+	for k, n := range o.ByKind {
+		if r.ByKind == nil {
+			r.ByKind = map[string]int64{}
+		}
+		r.ByKind[k] += n
+	}
+	for _, v := range o.Kept {
+		if len(r.Kept) < MaxKept {
+			r.Kept = append(r.Kept, v)
+		}
+	}
+}
+
+// Report returns the counts so far and the violations kept.
+func (c *Checker) Report() Report {
+	r := c.rep
+	r.ByKind = map[string]int64{}
+	for k, n := range c.byKind {
+		if n > 0 {
+			r.ByKind[Kind(k).String()] = n
+		}
+	}
+	r.Kept = append([]Violation(nil), c.rep.Kept...)
+	r.Live = len(c.ops)
+	for _, rs := range c.spans {
+		r.Spans += len(rs.s)
+	}
+	return r
+}
+
+// Count returns the number of violations of kind k so far.
+func (c *Checker) Count(k Kind) int64 { return c.byKind[k] }
+
+// Err returns nil when no violation was found, else an error naming the
+// first one and the total.
+func (c *Checker) Err() error {
+	if c.rep.Violations == 0 {
+		return nil
+	}
+	return fmt.Errorf("check: %d violation(s); first: %s", c.rep.Violations, c.rep.Kept[0].String())
+}
