@@ -33,10 +33,10 @@ func TestFatTree(t *testing.T) {
 	for _, c := range []struct {
 		k, nodes, gpus int
 	}{
-		{2, 2, 1},   // 2 hosts, one per pod
-		{4, 16, 1},  // 16 hosts
-		{4, 3, 4},   // 12 of 16 host ports used
-		{8, 16, 8},  // 128 hosts: htsim's 128-host fat tree
+		{2, 2, 1},  // 2 hosts, one per pod
+		{4, 16, 1}, // 16 hosts
+		{4, 3, 4},  // 12 of 16 host ports used
+		{8, 16, 8}, // 128 hosts: htsim's 128-host fat tree
 		{16, 1024, 1},
 	} {
 		t.Run(fmt.Sprintf("k%d_%dx%d", c.k, c.nodes, c.gpus), func(t *testing.T) {
