@@ -59,6 +59,7 @@ func newBenchAllToAllCmd() *cobra.Command {
 		linkLat   time.Duration
 		switchLat time.Duration
 		ackEvery  int
+		lossless  bool
 		seed      uint64
 		asJSON    bool
 	)
@@ -137,6 +138,10 @@ profile); --hosts must then be a multiple of its NICs per node.
 					return Usagef("%v", err)
 				}
 				o.NIC = nic.DefaultConfig()
+				if lossless {
+					o.Topo.Switch.PortBufferKiB = -1
+					o.NIC.ECT, o.NIC.DCQCN = false, false
+				}
 				if topoKind == topo.KindFatTree {
 					kk := k
 					if kk == 0 {
@@ -194,6 +199,7 @@ profile); --hosts must then be a multiple of its NICs per node.
 	f.Int64Var(&linkGbps, "link-gbps", 100, "link rate without --cluster, Gb/s")
 	f.DurationVar(&linkLat, "link-latency", time.Microsecond, "every link's propagation delay without --cluster")
 	f.DurationVar(&switchLat, "switch-latency", 300*time.Nanosecond, "switch port-to-port latency without --cluster (0: the default, 300ns)")
+	f.BoolVar(&lossless, "lossless", false, "without --cluster: unbounded switch buffers (no drops) and no DCQCN, as the lossless presets")
 	f.IntVar(&ackEvery, "ack-every", 0, "ask for an ACK every N packets (1: every packet, as htsim; 0: the NIC's default)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")

@@ -29,6 +29,8 @@ type AllToAllOptions struct {
 	// its WRs back to back from time 0, destination (i+1)%N first.
 	PostCost sim.Duration
 	Seed     uint64
+	// Tracer, if set, sees every event (sim.Sim.SetTracer).
+	Tracer sim.Tracer
 }
 
 // AllToAllResult is what one all-to-all run did.
@@ -141,6 +143,9 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 		return nil, fmt.Errorf("perftest: %w", err)
 	}
 	s := sim.New(sim.Config{Seed: o.Seed, StallLimit: -1})
+	if o.Tracer != nil {
+		s.SetTracer(o.Tracer)
+	}
 	c, err := topo.Build(s, o.Topo)
 	if err != nil {
 		return nil, fmt.Errorf("perftest: %w", err)
