@@ -11,6 +11,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/moe"
@@ -80,17 +81,26 @@ Output files are written only when the run succeeds.`,
 	return c
 }
 
-// ginBackends builds the GIN backends a communicator may select.
+// ginBackends builds the GIN backends a communicator may select, with the
+// default profile's configurations.
 func ginBackends() map[gin.Type]gin.Backend {
-	g, err := gdaki.New(gdaki.DefaultConfig())
-	if err != nil {
-		panic(fmt.Sprintf("ginsim: default GDAKI config: %v", err))
+	return specBackends(machine.Profile{Proxy: proxy.DefaultConfig(), GDAKI: gdaki.DefaultConfig()})()
+}
+
+// specBackends returns a builder of the GIN backends with a cluster's
+// effective proxy and gdaki configurations (validated by the spec).
+func specBackends(prof machine.Profile) func() map[gin.Type]gin.Backend {
+	return func() map[gin.Type]gin.Backend {
+		g, err := gdaki.New(prof.GDAKI)
+		if err != nil {
+			panic(fmt.Sprintf("ginsim: gdaki config: %v", err))
+		}
+		p, err := proxy.New(prof.Proxy)
+		if err != nil {
+			panic(fmt.Sprintf("ginsim: proxy config: %v", err))
+		}
+		return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 	}
-	p, err := proxy.New(proxy.DefaultConfig())
-	if err != nil {
-		panic(fmt.Sprintf("ginsim: default proxy config: %v", err))
-	}
-	return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 }
 
 func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
@@ -144,8 +154,12 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
+	prof, err := spec.Hardware()
+	if err != nil {
+		return err
+	}
 	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: ginBackends}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: specBackends(prof)}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

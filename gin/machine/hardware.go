@@ -441,3 +441,19 @@ func (s *Spec) validateHardware() error {
 	_, err := s.Hardware()
 	return err
 }
+
+// MarshalYAML writes the fields sorted by key, values unquoted where YAML
+// allows.
+func (p Params) MarshalYAML() (any, error) {
+	ks := make([]string, 0, len(p))
+	for k := range p {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for _, k := range ks {
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: p[k]})
+	}
+	return n, nil
+}
