@@ -27,6 +27,7 @@ type allToAllReport struct {
 	MTU          int     `json:"mtu"`
 	Seed         uint64  `json:"seed"`
 	WallSeconds  float64 `json:"wall_s"`
+	CPUSeconds   float64 `json:"cpu_s"` // user+system CPU of the process during the run (GC included)
 	Events       uint64  `json:"events"`
 	EventsPerS   float64 `json:"events_per_s"`
 	Traversals   uint64  `json:"link_traversals"`
@@ -155,16 +156,16 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			runtime.GC()
 			stop := memsample.Start(20 * time.Millisecond)
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime()
 			r, err := perftest.AllToAll(o)
-			wall := time.Since(start)
+			wall, cpu := time.Since(start), cpuTime()-cpu0
 			peak := stop()
 			if err != nil {
 				return err
 			}
 			st := r.Stats()
 			rep := allToAllReport{Topology: name, Hosts: r.Hosts, Switches: r.Switches, Links: r.Links,
-				BytesPerPair: bytes, MTU: 4096, Seed: seed, WallSeconds: wall.Seconds(),
+				BytesPerPair: bytes, MTU: 4096, Seed: seed, WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(),
 				Events: r.Events, EventsPerS: float64(r.Events) / wall.Seconds(),
 				Traversals: r.Traversals, TravPerS: float64(r.Traversals) / wall.Seconds(),
 				DataPackets: r.DataPackets, Retransmits: r.Retransmits, ACKs: r.ACKs, CNPs: r.CNPs,
@@ -180,7 +181,7 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			fmt.Fprintf(w, "all-to-all: %d hosts, %s (%d switches, %d links), %d B per pair, MTU 4096, seed %d\n",
 				rep.Hosts, rep.Topology, rep.Switches, rep.Links, bytes, seed)
-			fmt.Fprintf(w, "wall %.2f s, peak heap %.0f MiB\n", rep.WallSeconds, rep.PeakHeapMiB)
+			fmt.Fprintf(w, "wall %.2f s, CPU %.2f s, peak heap %.0f MiB\n", rep.WallSeconds, rep.CPUSeconds, rep.PeakHeapMiB)
 			fmt.Fprintf(w, "events %d (%.2f M/s), link traversals %d (%.2f M/s)\n",
 				rep.Events, rep.EventsPerS/1e6, rep.Traversals, rep.TravPerS/1e6)
 			fmt.Fprintf(w, "data packets %d, retransmits %d, ACKs %d, CNPs %d, drops %d, ECN marks %d\n",
