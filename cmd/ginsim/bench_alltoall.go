@@ -111,12 +111,13 @@ profile); --hosts must then be a multiple of its NICs per node.
 				if err != nil {
 					return err
 				}
-				o.Topo = machine.TopoSpec(spec, nodes)
-				prof, _ := machine.ProfileByName(spec.Profile)
-				o.NIC = prof.NIC
-				if spec.Topology.Lossless {
-					o.NIC.ECT, o.NIC.DCQCN = false, false
+				prof, err := spec.Hardware()
+				if err != nil {
+					return err
 				}
+				o.Topo = machine.TopoSpec(spec, nodes)
+				o.Topo.PCIe, o.Topo.NVLink = &prof.PCIe, &prof.NVLink
+				o.NIC = prof.NIC
 				name = spec.Name + " (" + spec.Topology.Kind + ")"
 			} else {
 				if linkGbps < 1 {
