@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/ginsim/ginsim/sim"
@@ -40,6 +41,16 @@ var errNaN = errors.New("not a number")
 // integral, non-negative result.
 func scaled(num string, unit int64, what string) (int64, error) {
 	num = strings.TrimSpace(num)
+	// A huge exponent would make big.Rat build a huge number: no value of
+	// the model needs more than 30 digits either way.
+	if i := strings.IndexAny(num, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(num[i+1:]); err != nil || e < -30 || e > 30 {
+			return 0, fmt.Errorf("%q: %w", num, errNaN)
+		}
+	}
+	if len(num) > 64 {
+		return 0, fmt.Errorf("%s %q is too long", what, num)
+	}
 	r, ok := new(big.Rat).SetString(num)
 	if !ok || num == "" {
 		return 0, fmt.Errorf("%q: %w", num, errNaN)
