@@ -62,9 +62,10 @@ func BenchmarkHold(b *testing.B) {
 	runHold(b, 100_000, h, func() Duration { return Duration(r.ExpFloat64() * h.mean) })
 }
 
-// BenchmarkHoldSizes is the hold model at several queue sizes.
+// BenchmarkHoldSizes is the hold model at several queue sizes, the 0.1-1 M
+// pending range of a large replay included.
 func BenchmarkHoldSizes(b *testing.B) {
-	for _, n := range []int{1_000, 10_000, 100_000, 1_000_000} {
+	for _, n := range []int{1_000, 10_000, 100_000, 300_000, 1_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			r := NewRand(1, "hold")
 			h := &holdModel{r: r, mean: float64(Microsecond)}

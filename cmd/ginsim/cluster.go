@@ -47,14 +47,25 @@ file may start from a preset with "base: NAME" and override any field.`,
 			return w.Flush()
 		},
 	})
-	c.AddCommand(&cobra.Command{
+	var asWritten bool
+	show := &cobra.Command{
 		Use:   "show NAME|FILE",
-		Short: "Print a preset or a cluster file as resolved YAML",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print a preset or a cluster file's full effective configuration as YAML",
+		Long: `show prints the cluster with every default resolved: the profile's device
+constants (gpu, nic, pcie, nvlink, proxy, gdaki sections), the PCIe layout and
+the switches' buffers and ECN thresholds. The output is itself a cluster file
+that builds the same machine; edit any field and pass it back with --cluster.
+docs/cluster.md is the field reference.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := resolveCluster(args[0])
 			if err != nil {
 				return err
+			}
+			if !asWritten {
+				if s, err = machine.Effective(s); err != nil {
+					return err
+				}
 			}
 			b, err := machine.MarshalSpec(s)
 			if err != nil {
@@ -63,7 +74,9 @@ file may start from a preset with "base: NAME" and override any field.`,
 			_, err = cmd.OutOrStdout().Write(b)
 			return err
 		},
-	})
+	}
+	show.Flags().BoolVar(&asWritten, "as-written", false, "print only the fields the preset or file sets, not the resolved defaults")
+	c.AddCommand(show)
 	return c
 }
 

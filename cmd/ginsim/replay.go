@@ -84,7 +84,7 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
 	fl.StringVar(&f.corrupt, "corrupt", "", "corrupt packets on every link with probability `P` (the receiver's ICRC check drops them)")
-	fl.Uint8Var(&f.ibTimeout, "ib-timeout", sweep.DefaultIBTimeout, "the QPs' local ACK timeout code, NCCL_IB_TIMEOUT: 4.096us × 2^`N` (GDAKI and Proxy), what a lost tail waits before go-back-N")
+	fl.Uint8Var(&f.ibTimeout, "ib-timeout", 0, "the QPs' local ACK timeout code, NCCL_IB_TIMEOUT: 4.096us × 2^`N` (GDAKI and Proxy), what a lost tail waits before go-back-N (0: the cluster's, 20 unless its gdaki:/proxy: sections say)")
 	fl.StringArrayVar(&f.faults, "fault", nil, "set a field of the cluster's faults section, `PATH=VALUE` (down.link=rank3, down.at=20us, straggler.rank=5, straggler.factor=2, ...); repeatable")
 	return c
 }
@@ -112,17 +112,10 @@ func applyFaultFlags(spec machine.Spec, f *replayFlags) (machine.Spec, error) {
 	return s, nil
 }
 
-// ginBackends builds the GIN backends a communicator may select.
+// ginBackends builds the GIN backends a communicator may select, with the
+// default profile's configurations.
 func ginBackends() map[gin.Type]gin.Backend {
-	g, err := gdaki.New(gdaki.DefaultConfig())
-	if err != nil {
-		panic(fmt.Sprintf("ginsim: default GDAKI config: %v", err))
-	}
-	p, err := proxy.New(proxy.DefaultConfig())
-	if err != nil {
-		panic(fmt.Sprintf("ginsim: default proxy config: %v", err))
-	}
-	return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
+	return sweep.ProfileBackends(proxy.DefaultConfig(), gdaki.DefaultConfig())()
 }
 
 func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
@@ -182,8 +175,12 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
+	backends, err := sweep.Backends(spec, f.ibTimeout)
+	if err != nil {
+		return err
+	}
 	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: sweep.Backends(spec, f.ibTimeout)}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

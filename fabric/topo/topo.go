@@ -15,11 +15,12 @@ const (
 	KindSingle    = "single"    // every NIC port on one switch
 	KindLeafSpine = "leafspine" // NIC ports on leaves by node, leaves joined by spines
 	KindRail      = "rail"      // NIC i of every node on rail-i leaves, rails joined by spines
+	KindFatTree   = "fattree"   // three-tier k-ary fat tree: edge, aggregation and core switches
 )
 
 // Spec declares a cluster. Zero fields take the defaults listed with them.
 type Spec struct {
-	Kind        string `yaml:"kind"`          // single | leafspine | rail
+	Kind        string `yaml:"kind"`          // single | leafspine | rail | fattree
 	Nodes       int    `yaml:"nodes"`         // nodes (servers); required
 	GPUsPerNode int    `yaml:"gpus_per_node"` // default 8 (HGX H100)
 	NICsPerGPU  int    `yaml:"nics_per_gpu"`  // default 1 (one 400G ConnectX-7 per GPU)
@@ -39,6 +40,14 @@ type Spec struct {
 	// NodesPerLeaf is how many nodes share one rail leaf (rail); default
 	// all nodes, i.e. one switch per rail.
 	NodesPerLeaf int `yaml:"nodes_per_leaf"`
+	// K is the fat tree's switch radix (fattree): k pods of k/2 edge and
+	// k/2 aggregation switches, (k/2)² core switches, k³/4 host ports,
+	// every switch with k ports. It must be even; 0 takes the smallest
+	// even k whose k³/4 ports hold every NIC port. NIC ports fill the
+	// host ports in (node, nic) order, k/2 per edge switch; spare host
+	// ports stay empty. HostPropNs is the host-to-edge delay and
+	// FabricPropNs that of every switch-to-switch link.
+	K int `yaml:"k"`
 	// Spines is the number of spine switches (leafspine, rail); required.
 	Spines int `yaml:"spines"`
 	// Oversubscription is a leaf's host-facing to spine-facing bandwidth
@@ -70,6 +79,12 @@ type SwitchSpec struct {
 	ECNPmax         float64 `yaml:"ecn_pmax"`          // default 0.2
 }
 
+// maxK bounds a fat tree's radix: 128 gives 524 288 host ports.
+const maxK = 128
+
+// FatTreeHosts returns the host ports of a k-ary three-tier fat tree: k³/4.
+func FatTreeHosts(k int) int { return k * k * k / 4 }
+
 func fieldErr(field, format string, args ...any) error {
 	return fmt.Errorf("topo: field %q: %s", field, fmt.Sprintf(format, args...))
 }
@@ -97,6 +112,13 @@ func (s Spec) withDefaults() Spec {
 	def(&s.NodesPerLeaf, s.Nodes)
 	def(&s.Oversubscription, 1)
 	def(&s.GPUsPerPCIeSwitch, 2)
+	if s.Kind == KindFatTree && s.K == 0 {
+		eps := max(s.Nodes*s.GPUsPerNode*s.NICsPerGPU, 1)
+		s.K = 2
+		for FatTreeHosts(s.K) < eps && s.K < maxK {
+			s.K += 2
+		}
+	}
 	d := fabric.DefaultSwitchConfig()
 	def64(&s.Switch.LatencyNs, int64(d.Latency/sim.Nanosecond))
 	def64(&s.Switch.PortBufferKiB, int64(d.PortBuffer/sim.KiB))
@@ -127,8 +149,8 @@ type plan struct {
 func (s Spec) check() (plan, error) {
 	var p plan
 	switch {
-	case s.Kind != KindSingle && s.Kind != KindLeafSpine && s.Kind != KindRail:
-		return p, fieldErr("kind", "%q is not one of single, leafspine, rail", s.Kind)
+	case s.Kind != KindSingle && s.Kind != KindLeafSpine && s.Kind != KindRail && s.Kind != KindFatTree:
+		return p, fieldErr("kind", "%q is not one of single, leafspine, rail, fattree", s.Kind)
 	case s.Nodes < 1:
 		return p, fieldErr("nodes", "must be ≥ 1")
 	case s.GPUsPerNode < 1:
@@ -156,6 +178,16 @@ func (s Spec) check() (plan, error) {
 	p.eps = s.Nodes * p.nics
 	switch s.Kind {
 	case KindSingle:
+		return p, nil
+	case KindFatTree:
+		switch {
+		case s.K < 2 || s.K%2 != 0:
+			return p, fieldErr("k", "%d must be even and ≥ 2", s.K)
+		case s.K > maxK:
+			return p, fieldErr("k", "%d is more than %d", s.K, maxK)
+		case p.eps > FatTreeHosts(s.K):
+			return p, fieldErr("k", "a k=%d fat tree has %d host ports, fewer than the %d NIC ports", s.K, FatTreeHosts(s.K), p.eps)
+		}
 		return p, nil
 	case KindLeafSpine:
 		if s.Leaves < 1 {
@@ -195,6 +227,7 @@ type Cluster struct {
 	nicDev [][]pcie.DevID
 	nics   int
 	leaves []fabric.NodeID
+	aggs   []fabric.NodeID
 	spines []fabric.NodeID
 }
 
@@ -276,8 +309,10 @@ func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
 				connect(n.Node(ep), c.leaves[nic*per+node/spec.NodesPerLeaf], host)
 			}
 		}
+	case KindFatTree:
+		c.buildFatTree(spec.K, p.eps, sc, host, core, connect)
 	}
-	if spec.Kind != KindSingle {
+	if spec.Kind != KindSingle && spec.Kind != KindFatTree {
 		for sp := range spec.Spines {
 			c.spines = append(c.spines, n.AddSwitch("spine"+strconv.Itoa(sp), sc))
 		}
@@ -364,5 +399,45 @@ func (c *Cluster) MAC(ep fabric.EndpointID) [6]byte { return c.Net.MAC(ep) }
 // build order: for rail, rail-major.
 func (c *Cluster) Leaves() []fabric.NodeID { return c.leaves }
 
-// Spines returns the spine switches.
+// Spines returns the spine switches: for a fat tree, the core switches.
 func (c *Cluster) Spines() []fabric.NodeID { return c.spines }
+
+// Aggregation returns a fat tree's aggregation switches, pod-major (none
+// for the other kinds).
+func (c *Cluster) Aggregation() []fabric.NodeID { return c.aggs }
+
+// buildFatTree adds the switches and links of a k-ary fat tree (Al-Fares
+// et al., SIGCOMM 2008) and attaches eps endpoints: pod p holds edge
+// switches p*k/2 .. p*k/2+k/2-1, each joined to every aggregation switch
+// of its pod; aggregation switch j of every pod joins core switches
+// j*k/2 .. j*k/2+k/2-1. Host port h is on edge switch h/(k/2). ECMP
+// spreads the k/2 uplinks of every edge and aggregation switch.
+func (c *Cluster) buildFatTree(k, eps int, sc fabric.SwitchConfig, host, core fabric.LinkConfig, connect func(a, b fabric.NodeID, lc fabric.LinkConfig)) {
+	n, h := c.Net, k/2
+	for pod := range k {
+		for e := range h {
+			c.leaves = append(c.leaves, n.AddSwitch("pod"+strconv.Itoa(pod)+"/edge"+strconv.Itoa(e), sc))
+		}
+		for a := range h {
+			c.aggs = append(c.aggs, n.AddSwitch("pod"+strconv.Itoa(pod)+"/agg"+strconv.Itoa(a), sc))
+		}
+	}
+	for i := range h * h {
+		c.spines = append(c.spines, n.AddSwitch("core"+strconv.Itoa(i), sc))
+	}
+	for ep := range eps {
+		connect(n.Node(fabric.EndpointID(ep)), c.leaves[ep/h], host)
+	}
+	for pod := range k {
+		for e := range h {
+			for a := range h {
+				connect(c.leaves[pod*h+e], c.aggs[pod*h+a], core)
+			}
+		}
+		for a := range h {
+			for j := range h {
+				connect(c.aggs[pod*h+a], c.spines[a*h+j], core)
+			}
+		}
+	}
+}

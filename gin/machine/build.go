@@ -57,28 +57,12 @@ func BuildTuned(s *sim.Sim, spec Spec, nodes int, tune func(*Profile)) (*Machine
 		return nil, &FieldError{Field: "nodes", Msg: fmt.Sprintf("cluster %q has %d nodes; %d asked for",
 			spec.Name, spec.Nodes, nodes)}
 	}
-	prof, _ := profileByName(spec.Profile)
+	prof, err := spec.Hardware()
+	if err != nil {
+		return nil, err
+	}
 	if tune != nil {
 		tune(&prof)
-	}
-	prof.NVLink.PortRate = sim.BitRate(spec.NVLink.Bandwidth)
-	prof.NVLink.Latency = sim.Duration(spec.NVLink.Latency)
-	if err := prof.NVLink.Validate(); err != nil {
-		return nil, fmt.Errorf("machine: profile %s: %w", prof.Name, err)
-	}
-	if err := prof.PCIe.Validate(); err != nil {
-		return nil, fmt.Errorf("machine: profile %s: %w", prof.Name, err)
-	}
-	if err := prof.GPU.Validate(); err != nil {
-		return nil, fmt.Errorf("machine: profile %s: %w", prof.Name, err)
-	}
-	if err := prof.NIC.Validate(); err != nil {
-		return nil, fmt.Errorf("machine: profile %s: %w", prof.Name, err)
-	}
-	if spec.Topology.Lossless {
-		// Credit flow control instead of ECN: RoCE's DCQCN does not run
-		// on an InfiniBand port (IB congestion control is not modelled).
-		prof.NIC.ECT, prof.NIC.DCQCN = false, false
 	}
 	g, k := spec.GPUsPerNode, spec.NICsPerGPU
 	ts := TopoSpec(spec, nodes)
@@ -127,6 +111,12 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 		Switch:       topo.SwitchSpec{LatencyNs: int64(spec.Topology.SwitchLatency) / int64(sim.Nanosecond)},
 		Spines:       spec.Topology.Spines,
 	}
+	ts.GPUsPerPCIeSwitch, _ = spec.pcieLayout()
+	ts.GPUsPerPCIeSwitch = min(ts.GPUsPerPCIeSwitch, spec.GPUsPerNode)
+	t := spec.Topology.withDefaults()
+	ts.Oversubscription, ts.K = t.Oversubscription, t.K
+	ts.Switch.PortBufferKiB = int64(t.PortBuffer) / int64(sim.KiB)
+	ts.Switch.ECNKminKiB, ts.Switch.ECNKmaxKiB, ts.Switch.ECNPmax = int64(t.ECNKmin)/int64(sim.KiB), int64(t.ECNKmax)/int64(sim.KiB), t.ECNPmax
 	if spec.Topology.Lossless {
 		ts.Switch.PortBufferKiB = -1 // unbounded: no drops
 	}
@@ -139,6 +129,9 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 		if ts.Spines == 0 {
 			ts.Spines = 1
 		}
+	case TopoFatTree:
+		ts.Kind = topo.KindFatTree
+		ts.Spines = 0
 	case TopoLeafSpine:
 		ts.Kind = "leafspine"
 		ts.Leaves = nodes

@@ -52,3 +52,33 @@ func TestBuildErrors(t *testing.T) {
 	_, err = Build(s, p, 0)
 	require.Error(t, err)
 }
+
+// TestBuildFromYAML builds a file that sets the fabric's shape and device
+// constants and checks they reach the models.
+func TestBuildFromYAML(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml        string
+		nodes             int
+		switches, uplinks int
+	}{
+		// 4 nodes x 8 NICs = 32 ports on a k=6 fat tree (54 host ports): 45 switches.
+		{"fat tree", "base: h100-ib\ntopology:\n  kind: fat-tree\nnic:\n  tx_latency: 200ns\ngpu:\n  sms: 100\n", 4, 45, 0},
+		// Rail leaves of 4 hosts at 2:1 keep 2 uplinks, spread over 2 spines.
+		{"oversubscribed", "base: h100-ib\ntopology:\n  spines: 2\n  oversubscription: 2\n", 4, 10, 8 * 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := ParseSpec([]byte(c.yaml), "c.yaml")
+			require.NoError(t, err)
+			m, err := Build(sim.New(sim.Config{Seed: 1}), spec, c.nodes)
+			require.NoError(t, err)
+			assert.Equal(t, c.switches, m.Net.Switches())
+			if c.uplinks > 0 {
+				assert.Equal(t, c.nodes*8+c.uplinks, m.Net.Links())
+			}
+			if spec.GPU != nil {
+				assert.Equal(t, 100, m.Profile.GPU.SMs)
+				assert.Equal(t, 200*sim.Nanosecond, m.NICs[0].Config().TxLatency)
+			}
+		})
+	}
+}

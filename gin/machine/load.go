@@ -136,14 +136,25 @@ func decodeStruct(m *yaml.Node, v reflect.Value, prefix, file string, pos map[st
 		if top && k.Value == BaseKey {
 			continue
 		}
-		fi := -1
+		fi, inline := -1, -1
 		var known []string
 		for j := 0; j < t.NumField(); j++ {
-			tag, _, _ := strings.Cut(t.Field(j).Tag.Get("yaml"), ",")
+			tag, opt, _ := strings.Cut(t.Field(j).Tag.Get("yaml"), ",")
+			if tag == "" && opt == "inline" {
+				inline = j
+				continue
+			}
 			known = append(known, tag)
 			if tag == k.Value {
 				fi = j
 			}
+		}
+		if fi < 0 && inline >= 0 {
+			// Other keys set the inline Params.
+			if err := decodeParams(k, val, v.Field(inline), prefix, file, pos); err != nil {
+				return err
+			}
+			continue
 		}
 		if fi < 0 {
 			if top {
@@ -154,6 +165,17 @@ func decodeStruct(m *yaml.Node, v reflect.Value, prefix, file string, pos map[st
 		}
 		pos[path] = val
 		f := v.Field(fi)
+		if f.Type() == reflect.TypeFor[Params]() {
+			if val.Kind != yaml.MappingNode {
+				return &SpecError{File: file, Line: val.Line, Column: val.Column, Field: path, Msg: "want a mapping of field: value"}
+			}
+			for j := 0; j+1 < len(val.Content); j += 2 {
+				if err := decodeParams(val.Content[j], val.Content[j+1], f, path+".", file, pos); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if f.Kind() == reflect.Struct && f.Addr().Type().Implements(reflect.TypeFor[yaml.Unmarshaler]()) == false {
 			if err := decodeStruct(val, f, path+".", file, pos, false); err != nil {
 				return err
@@ -172,6 +194,37 @@ func decodeStruct(m *yaml.Node, v reflect.Value, prefix, file string, pos map[st
 			return &SpecError{File: file, Line: val.Line, Column: val.Column, Field: path, Msg: msg}
 		}
 	}
+	return nil
+}
+
+// decodeParams stores key k with value val in the Params p (allocated on
+// first use) under prefix; a mapping value sets a nested struct's fields
+// as dotted keys. Positions go into pos.
+func decodeParams(k, val *yaml.Node, p reflect.Value, prefix, file string, pos map[string]*yaml.Node) error {
+	path := prefix + k.Value
+	sec, _, _ := strings.Cut(prefix, ".")
+	key := strings.TrimPrefix(path, sec+".")
+	if p.IsNil() {
+		p.Set(reflect.ValueOf(Params{}))
+	}
+	m := p.Interface().(Params)
+	switch val.Kind {
+	case yaml.MappingNode:
+		for j := 0; j+1 < len(val.Content); j += 2 {
+			if err := decodeParams(val.Content[j], val.Content[j+1], p, path+".", file, pos); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.ScalarNode:
+	default:
+		return &SpecError{File: file, Line: val.Line, Column: val.Column, Field: path, Msg: "want a value"}
+	}
+	if _, dup := m[key]; dup && pos[path] != nil {
+		return &SpecError{File: file, Line: k.Line, Column: k.Column, Field: path, Msg: "duplicate key"}
+	}
+	m[key] = val.Value
+	pos[path] = val
 	return nil
 }
 

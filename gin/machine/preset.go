@@ -5,6 +5,8 @@ import (
 
 	"github.com/ginsim/ginsim/fabric/nvlink"
 	"github.com/ginsim/ginsim/fabric/pcie"
+	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/nic"
 
@@ -28,6 +30,10 @@ type Profile struct {
 	// NVLink is the configuration of every node's NVLink domain; Build
 	// overrides its PortRate and Latency with the Spec's nvlink values.
 	NVLink nvlink.Config
+	// Proxy is the CPU proxy backend's configuration.
+	Proxy proxy.Config
+	// GDAKI is the GPU-initiated backend's configuration.
+	GDAKI gdaki.Config
 }
 
 // profiles returns the built-in hardware profiles.
@@ -44,12 +50,14 @@ func profiles() []Profile {
 	nvl4 := nvlink.DefaultConfig()
 	h100 := gpu.DefaultConfig()
 	cx7 := nic.DefaultConfig()
+	px, gd := proxy.DefaultConfig(), gdaki.DefaultConfig()
 	return []Profile{
 		{Name: "h100", Description: "H100 SXM5 (132 SMs, 1.98 GHz boost), PCIe Gen5 x16 to a ConnectX-7",
-			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
+			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4, Proxy: px, GDAKI: gd},
 		{Name: "h800", Description: "H800 SXM5 (H100 silicon with NVLink cut to 400 GB/s bidirectional), ConnectX-7",
-			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
-		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7", GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4},
+			GPU: h100, NIC: cx7, PCIe: gen5, NVLink: nvl4, Proxy: px, GDAKI: gd},
+		{Name: "h200", Description: "H200 SXM (H100 compute, 141 GB HBM3e), ConnectX-7", GPU: h100, NIC: cx7, PCIe: gen5,
+			NVLink: nvl4, Proxy: px, GDAKI: gd},
 	}
 }
 

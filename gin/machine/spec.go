@@ -19,10 +19,15 @@ const (
 	// TopoLeafSpine puts each node's NICs on the node's leaf switch and
 	// joins the leaves through spines.
 	TopoLeafSpine = "leaf-spine"
+	// TopoFatTree is a three-tier k-ary fat tree (edge, aggregation and
+	// core switches; k³/4 NIC ports at most), ECMP over every uplink.
+	TopoFatTree = "fat-tree"
 )
 
 // TopologyKinds lists the accepted topology kinds.
-func TopologyKinds() []string { return []string{TopoSingleSwitch, TopoRailOptimized, TopoLeafSpine} }
+func TopologyKinds() []string {
+	return []string{TopoSingleSwitch, TopoRailOptimized, TopoLeafSpine, TopoFatTree}
+}
 
 // Spec describes a cluster: its shape, link rates, topology and the name of
 // the hardware profile that supplies every device's timing constants.
@@ -50,6 +55,18 @@ type Spec struct {
 	Topology Topology `yaml:"topology"`
 	// Faults are what-if impairments (faults.go); zero: none.
 	Faults Faults `yaml:"faults,omitempty"`
+
+	// Hardware beyond the profile (hardware.go). The PCIe layout: GPUs
+	// per PCIe switch (0: 2) and x16 downstream ports per switch (0: 8),
+	// which bound the NICs a GPU can have. Then every device
+	// configuration's fields over the profile's, by name.
+	GPUsPerPCIeSwitch int    `yaml:"gpus_per_pcie_switch,omitempty"`
+	PCIeSwitchPorts   int    `yaml:"pcie_switch_ports,omitempty"`
+	GPU               Params `yaml:"gpu,omitempty"`
+	NIC               Params `yaml:"nic,omitempty"`
+	PCIe              Params `yaml:"pcie,omitempty"`
+	Proxy             Params `yaml:"proxy,omitempty"`
+	GDAKI             Params `yaml:"gdaki,omitempty"`
 }
 
 // NVLinkSpec is the scale-up domain of one node.
@@ -59,6 +76,8 @@ type NVLinkSpec struct {
 	Bandwidth Rate `yaml:"bandwidth"`
 	// Latency is the one-way latency of a store crossing the NVSwitch.
 	Latency Duration `yaml:"latency"`
+	// Params sets nvlink.Config's other fields (hardware.go).
+	Params Params `yaml:",inline"`
 }
 
 // Topology is the fabric description.
@@ -79,6 +98,20 @@ type Topology struct {
 	// congestion control is not modelled). false keeps fabric/topo's
 	// finite buffers, which tail-drop, with DCQCN on (lossy RoCE).
 	Lossless bool `yaml:"lossless"`
+
+	// The fabric's finer shape and switch buffers (hardware.go); zero
+	// takes fabric/topo's default. Oversubscription is a leaf's
+	// host-facing to spine-facing bandwidth ratio (default 1); K is a
+	// fat tree's radix (default: the smallest even k holding the NIC
+	// ports); PortBuffer is each switch egress queue (default 2MiB;
+	// unbounded when lossless); ECN marks from ECNKmin (128KiB) to ECNKmax
+	// (1MiB) of backlog, with probability up to ECNPmax (0.2).
+	Oversubscription int     `yaml:"oversubscription,omitempty"`
+	K                int     `yaml:"k,omitempty"`
+	PortBuffer       Size    `yaml:"port_buffer,omitempty"`
+	ECNKmin          Size    `yaml:"ecn_kmin,omitempty"`
+	ECNKmax          Size    `yaml:"ecn_kmax,omitempty"`
+	ECNPmax          float64 `yaml:"ecn_pmax,omitempty"`
 }
 
 // FieldError is a validation error on one field of a Spec. Field is the YAML
@@ -129,7 +162,7 @@ func (s *Spec) Validate() error {
 		return fe("nvlink.latency", "must not be negative")
 	}
 	switch s.Topology.Kind {
-	case TopoSingleSwitch, TopoRailOptimized, TopoLeafSpine:
+	case TopoSingleSwitch, TopoRailOptimized, TopoLeafSpine, TopoFatTree:
 	default:
 		return fe("topology.kind", "unknown kind %q (have %v)", s.Topology.Kind, TopologyKinds())
 	}
@@ -145,7 +178,7 @@ func (s *Spec) Validate() error {
 	if s.Topology.CableDelay < 0 {
 		return fe("topology.cable_delay", "must not be negative")
 	}
-	return nil
+	return s.validateHardware()
 }
 
 // NodesFor returns the node count for an EP size: s.Nodes when set (which

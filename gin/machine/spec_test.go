@@ -77,13 +77,13 @@ func TestParseSpecErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown field", "base: h100-ib\nname: x\ngpus_per_nod: 4\n",
-			`c.yaml:3:1: field "gpus_per_nod": unknown field (have name, description, profile, nodes, gpus_per_node, nics_per_gpu, link_rate, nvlink, topology, faults, base)`},
+			`c.yaml:3:1: field "gpus_per_nod": unknown field (have name, description, profile, nodes, gpus_per_node, nics_per_gpu, link_rate, nvlink, topology, faults, gpus_per_pcie_switch, pcie_switch_ports, gpu, nic, pcie, proxy, gdaki, base)`},
 		{"bad type", "base: h100-ib\nnodes: many\n", `c.yaml:2:8: field "nodes": cannot unmarshal !!str ` + "`many`" + ` into int`},
 		{"bad rate", "base: h100-ib\nlink_rate: 400 furlongs\n", `c.yaml:2:12: field "link_rate": rate "400 furlongs": want a number with a unit such as 400Gb/s or 50GB/s`},
 		{"nested bad duration", "base: h100-ib\ntopology:\n  switch_latency: soon\n",
 			`c.yaml:3:19: field "topology.switch_latency": duration "soon": want a number with a unit such as 150ns or 1.5us`},
 		{"validation with line", "base: h100-ib\ntopology:\n  kind: torus\n",
-			`c.yaml:3:9: field "topology.kind": unknown kind "torus" (have [single-switch rail-optimized leaf-spine])`},
+			`c.yaml:3:9: field "topology.kind": unknown kind "torus" (have [single-switch rail-optimized leaf-spine fat-tree])`},
 		{"validation missing", "name: x\nprofile: h100\n", `c.yaml: field "gpus_per_node": 0 out of range [1, 72] (field missing)`},
 		{"unknown base", "base: dgx9\n", `c.yaml:1:7: field "base": unknown preset "dgx9" (have [h100-ib h200-nvl h800-cx7])`},
 		{"unknown profile", "base: h100-ib\nprofile: tpu\n", `c.yaml:2:10: field "profile": unknown profile "tpu" (have [h100 h800 h200])`},

@@ -1,8 +1,10 @@
 package machine
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/ginsim/ginsim/sim"
@@ -33,13 +35,25 @@ var durUnits = []struct {
 	{"ps", 1}, {"ns", 1e3}, {"us", 1e6}, {"µs", 1e6}, {"ms", 1e9}, {"s", 1e12},
 }
 
+var errNaN = errors.New("not a number")
+
 // scaled parses a decimal number and multiplies it by unit, requiring an
 // integral, non-negative result.
 func scaled(num string, unit int64, what string) (int64, error) {
 	num = strings.TrimSpace(num)
+	// A huge exponent would make big.Rat build a huge number: no value of
+	// the model needs more than 30 digits either way.
+	if i := strings.IndexAny(num, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(num[i+1:]); err != nil || e < -30 || e > 30 {
+			return 0, fmt.Errorf("%q: %w", num, errNaN)
+		}
+	}
+	if len(num) > 64 {
+		return 0, fmt.Errorf("%s %q is too long", what, num)
+	}
 	r, ok := new(big.Rat).SetString(num)
 	if !ok || num == "" {
-		return 0, fmt.Errorf("%q is not a number", num)
+		return 0, fmt.Errorf("%q: %w", num, errNaN)
 	}
 	if r.Sign() < 0 {
 		return 0, fmt.Errorf("%s %s must not be negative", what, num)
@@ -60,6 +74,9 @@ func ParseRate(s string) (Rate, error) {
 	for _, u := range rateUnits {
 		if strings.HasSuffix(s, u.suffix) {
 			v, err := scaled(strings.TrimSuffix(s, u.suffix), u.bits, "rate")
+			if errors.Is(err, errNaN) {
+				return 0, fmt.Errorf("rate %q: want a number with a unit such as 400Gb/s or 50GB/s", s)
+			}
 			return Rate(v), err
 		}
 	}
@@ -77,6 +94,9 @@ func ParseDuration(s string) (Duration, error) {
 		// "s" is a suffix of every unit: the longer ones come first.
 		if strings.HasSuffix(s, u.suffix) {
 			v, err := scaled(strings.TrimSuffix(s, u.suffix), u.ps, "duration")
+			if errors.Is(err, errNaN) {
+				return 0, fmt.Errorf("duration %q: want a number with a unit such as 150ns or 1.5us", s)
+			}
 			return Duration(v), err
 		}
 	}

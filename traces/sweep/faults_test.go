@@ -3,6 +3,7 @@ package sweep
 import (
 	"testing"
 
+	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/moe"
@@ -35,7 +36,7 @@ func TestReplayLossDeliversOnce(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			run := func(spec machine.Spec) *moe.Report {
 				r, err := moe.Replay(tr, spec, moe.Options{Mode: moe.ModeLL, Backend: backend, Seed: 1,
-					Backends: Backends(spec, 8)})
+					Backends: mustBackends(t, spec, 8)})
 				require.NoError(t, err)
 				return r
 			}
@@ -53,4 +54,13 @@ func TestReplayLossDeliversOnce(t *testing.T) {
 			assert.Greater(t, b.RecvTail.Dispatch.Max+b.RecvTail.Combine.Max, a.RecvTail.Dispatch.Max+a.RecvTail.Combine.Max)
 		})
 	}
+}
+
+func mustBackends(t *testing.T, spec machine.Spec, ibTimeout uint8) func() map[gin.Type]gin.Backend {
+	t.Helper()
+	b, err := Backends(spec, ibTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

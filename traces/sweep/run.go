@@ -289,8 +289,13 @@ func runPoint(st *Study, p *Point, tr *traces.Trace, version string) Row {
 	if name == "" {
 		name = "generated"
 	}
+	backends, err := Backends(p.Cluster, s.IBTimeout)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
 	rep, err := moe.Replay(tr, p.Cluster, moe.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, Seed: s.Seed,
-		Layers: s.Layers, Jobs: 1, TraceName: name, ClusterName: p.Cluster.Name, Backends: Backends(p.Cluster, s.IBTimeout)})
+		Layers: s.Layers, Jobs: 1, TraceName: name, ClusterName: p.Cluster.Name, Backends: backends})
 	if err != nil {
 		row.Error = err.Error()
 		return row

@@ -60,13 +60,13 @@ func TestRunJobsAndResume(t *testing.T) {
 	assert.Equal(t, read(t, one+".csv"), read(t, two+".csv"))
 
 	// A study grown by one more value reuses every row it has.
-	grown, err := Parse([]byte(strings.Replace(runStudy, "[1, 2]", "[1, 4, 2]", 1)), "run.yaml")
+	grown, err := Parse([]byte(strings.Replace(runStudy, "[1, 2]", "[1, 3, 2]", 1)), "run.yaml")
 	require.NoError(t, err)
 	r, err = Run(grown, Options{Prefix: two, Jobs: 2, Version: "test"})
 	require.NoError(t, err)
 	assert.Equal(t, 2, r.Ran)
 	assert.Equal(t, 4, r.Skipped)
-	assert.Equal(t, "4", r.Rows[1].Axes["nics_per_gpu"])
+	assert.Equal(t, "3", r.Rows[1].Axes["nics_per_gpu"])
 	assert.Equal(t, 2, r.Rows[2].Index)
 	assert.Equal(t, "2", r.Rows[2].Axes["nics_per_gpu"])
 

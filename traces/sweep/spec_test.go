@@ -70,7 +70,7 @@ func TestParseErrors(t *testing.T) {
 		{"grid:\n  backend: [gdaki, gpu]\n", `s.yaml:2:20: field "backend": "gpu": want one of [gdaki proxy nccl]`},
 		{"grid:\n  ep: [8, x]\n", `s.yaml:2:11: field "ep": "x": want a whole number in [1, 4096]`},
 		{"base:\n  nics_per_gpu: 9\n", `s.yaml:2:17: field "nics_per_gpu": cluster field "nics_per_gpu": 9 out of range [1, 8]`},
-		{"grid:\n  topology.kind: [torus]\n", `s.yaml:2:19: field "topology.kind": cluster field "topology.kind": unknown kind "torus" (have [single-switch rail-optimized leaf-spine])`},
+		{"grid:\n  topology.kind: [torus]\n", `s.yaml:2:19: field "topology.kind": cluster field "topology.kind": unknown kind "torus" (have [single-switch rail-optimized leaf-spine fat-tree])`},
 		{"grid:\n  loss: [0, 2]\n", `s.yaml:2:13: field "loss": cluster field "faults.loss.host": probability 2 out of range [0, 1]`},
 		{"grid:\n  faults.loss.core: [0.1]\n", `s.yaml:2:22: field "faults.loss.core": cluster field "faults.loss.core": unknown field (have host, fabric)`},
 		{"base:\n  cluster: nosuch\n", `s.yaml:2:12: field "cluster": "nosuch" is neither a preset (h100-ib h200-nvl h800-cx7) nor a file`},

@@ -1,0 +1,79 @@
+package perftest
+
+import (
+	"testing"
+
+	"github.com/ginsim/ginsim/fabric/topo"
+)
+
+func smallFatTree() topo.Spec {
+	return topo.Spec{Kind: topo.KindFatTree, K: 4, Nodes: 16, GPUsPerNode: 1, LinkGbps: 100, HostPropNs: 1000, FabricPropNs: 1000}
+}
+
+// TestAllToAll runs a 16-host all-to-all on a k=4 fat tree and checks the
+// packet counts against the workload, the ACKs against the ACK policy, the
+// hop counts against the tree's shape and that a rerun is identical.
+func TestAllToAll(t *testing.T) {
+	const size = 64 << 10 // 16 packets of 4 KiB
+	for _, every := range []int{1, 0} {
+		o := AllToAllOptions{Topo: smallFatTree(), Bytes: size, AckEvery: every, Seed: 1}
+		r, err := AllToAll(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Stats()
+		t.Logf("ack-every %d: %d events, %d traversals, %d data, %d ACKs, %d CNPs, completion %v, fct %+v",
+			every, r.Events, r.Traversals, r.DataPackets, r.ACKs, r.CNPs, r.Completion, s)
+		if r.Flows != 16*15 || len(r.FCT) != r.Flows {
+			t.Fatalf("flows %d", r.Flows)
+		}
+		if got, want := r.DataPackets, uint64(16*15*16); got != want {
+			t.Errorf("data packets %d, want %d", got, want)
+		}
+		// Per source: 1 peer under its edge switch, 2 more in its pod and
+		// 12 in other pods, 2, 4 and 6 links away. Data packets spread
+		// evenly over the pairs; so do the ACKs when there is one per
+		// message; a CNP crosses 2 to 6 links.
+		perHost := uint64(1*2 + 2*4 + 12*6)
+		lo, hi := r.DataPackets*perHost/15+2*(r.ACKs+r.CNPs), r.DataPackets*perHost/15+6*(r.ACKs+r.CNPs)
+		if r.ACKs == uint64(r.Flows) {
+			lo, hi = lo+r.ACKs*perHost/15-2*r.ACKs, hi+r.ACKs*perHost/15-6*r.ACKs
+		}
+		if r.Retransmits == 0 && (r.Traversals < lo || r.Traversals > hi) {
+			t.Errorf("traversals %d, want [%d, %d]", r.Traversals, lo, hi)
+		}
+		if every == 1 && (r.ACKs < r.DataPackets/4 || r.ACKs > r.DataPackets) {
+			t.Errorf("ack-every 1: %d ACKs for %d packets", r.ACKs, r.DataPackets)
+		}
+		if every == 0 && r.ACKs > r.DataPackets/8 {
+			t.Errorf("default AckReqEvery: %d ACKs for %d packets", r.ACKs, r.DataPackets)
+		}
+		// 15 × 64 KiB leave each 100 Gb/s port: at least 78.6 us.
+		if s.Max < 78*1000*1000 || r.Completion.Sub(0) < s.Max {
+			t.Errorf("completion %v, max FCT %v", r.Completion, s.Max)
+		}
+		again, err := AllToAll(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Events != r.Events || again.Completion != r.Completion || again.Stats() != s {
+			t.Errorf("rerun differs: %d/%v vs %d/%v", again.Events, again.Completion, r.Events, r.Completion)
+		}
+	}
+}
+
+// BenchmarkAllToAll16 is a 16-host, 64 KiB-per-pair all-to-all of RC QPs
+// on a k=4 fat tree (100 Gb/s, 1 us links).
+func BenchmarkAllToAll16(b *testing.B) {
+	var ev, hops uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := AllToAll(AllToAllOptions{Topo: smallFatTree(), Bytes: 64 << 10, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ev, hops = ev+r.Events, hops+r.Traversals
+	}
+	b.ReportMetric(float64(ev)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(hops)/b.Elapsed().Seconds(), "packet-hops/s")
+}
