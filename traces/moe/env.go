@@ -13,28 +13,41 @@ import (
 	"github.com/ginsim/ginsim/traces"
 )
 
-// env is one step's simulation: the machine, the routing, the workload's
+// Env is one step's simulation: the machine, the routing, the workload's
 // parameters and the accounting of the phase running now.
-type env struct {
-	s      *sim.Sim
-	m      *machine.Machine
-	st     *step
-	opt    *Options
-	p      Params
-	ph     *phase
-	disp   phase
-	comb   phase
-	hdr    traces.Header
-	hidden int
+type Env struct {
+	Sim    *sim.Sim
+	M      *machine.Machine
+	Step   *Step
+	Cfg    Config
+	P      Params
+	Ph     *Phase
+	Disp   Phase
+	Comb   Phase
+	Hdr    traces.Header
+	Hidden int
 	// epRank maps NIC endpoints to ranks.
-	epRank []int
+	EPRank []int
 	// atomics lists, per (source rank, destination rank), the tap times of
 	// atomic (signal) packets, for the critical-path breakdown.
 	atomics map[[2]int][]wireTimes
 	issues  map[sigKey]issueRec
-	newComm func() (*gin.Comm, error)
+	NewComm func() (*gin.Comm, error)
 	// posts records the Proxy backend's host path of signal GFDs.
 	posts *proxyPosts
+}
+
+// Config is what a workload reads of the replay options.
+type Config struct {
+	// Backend is the GIN backend (BackendGDAKI, BackendProxy) or
+	// BackendNCCL.
+	Backend string
+	// NVLink sends intra-node traffic over NVLink instead of RDMA
+	// loopback.
+	NVLink bool
+	// NoThen runs every device program on a process, even where the
+	// backend can issue without one (tests compare the two).
+	NoThen bool
 }
 
 // wireTimes are the tap instants of one atomic (signal) packet.
@@ -45,105 +58,105 @@ type wireTimes struct {
 }
 
 // phase is the accounting of one dispatch or combine phase.
-type phase struct {
-	name      string
-	start     sim.Time
-	left      []int      // per rank: receiver groups not yet done
-	done      []sim.Time // per rank: when its last receiver finished
-	ranksLeft int
-	msgs      int64
-	sigs      int64
-	rdmaBytes int64
-	bwBytes   []int64 // per rank: DeepEP bandwidth numerator
-	last      []sigPath
-	nccl      *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
+type Phase struct {
+	Name      string
+	Start     sim.Time
+	Left      []int      // per rank: receiver groups not yet done
+	Done      []sim.Time // per rank: when its last receiver finished
+	RanksLeft int
+	Msgs      int64
+	Sigs      int64
+	RDMABytes int64
+	BWBytes   []int64 // per rank: DeepEP bandwidth numerator
+	Last      []SigPath
+	NCCL      *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
 }
 
 // sigPath is the path of the signal a receiver group saw last.
-type sigPath struct {
-	valid       bool
-	issueStart  sim.Time // sender warp began issuing the signal op
-	issueEnd    sim.Time // the issue returned
-	from, to    int      // sending and receiving rank
-	landed      sim.Time // the signal word changed at the receiver
-	seen        sim.Time // the receiver's wait returned
-	done        sim.Time // the receiver group finished
-	proxyQueued sim.Time // host path: descriptor ready for the CPU (0: none)
-	proxyPosted sim.Time // host path: CPU posted the work request
-	rdma        bool
+type SigPath struct {
+	Valid       bool
+	IssueStart  sim.Time // sender warp began issuing the signal op
+	IssueEnd    sim.Time // the issue returned
+	From, To    int      // sending and receiving rank
+	Landed      sim.Time // the signal word changed at the receiver
+	Seen        sim.Time // the receiver's wait returned
+	Done        sim.Time // the receiver group finished
+	ProxyQueued sim.Time // host path: descriptor ready for the CPU (0: none)
+	ProxyPosted sim.Time // host path: CPU posted the work request
+	RDMA        bool
 }
 
-func (e *env) begin(ph *phase, name string, receivers []int) {
-	ep := e.st.ep
-	*ph = phase{name: name, start: e.s.Now(), left: receivers, done: make([]sim.Time, ep), ranksLeft: ep,
-		bwBytes: make([]int64, ep), last: make([]sigPath, ep)}
+func (e *Env) Begin(ph *Phase, name string, receivers []int) {
+	ep := e.Step.EP
+	*ph = Phase{Name: name, Start: e.Sim.Now(), Left: receivers, Done: make([]sim.Time, ep), RanksLeft: ep,
+		BWBytes: make([]int64, ep), Last: make([]SigPath, ep)}
 	for r, n := range receivers {
 		if n == 0 {
-			ph.done[r] = ph.start
-			ph.ranksLeft--
+			ph.Done[r] = ph.Start
+			ph.RanksLeft--
 		}
 	}
-	e.ph = ph
+	e.Ph = ph
 }
 
 // beginOne begins a phase in which each rank has one receiver (a final
 // reduction or the end of a kernel).
-func (e *env) beginOne(ph *phase, name string) {
-	one := make([]int, e.st.ep)
+func (e *Env) BeginOne(ph *Phase, name string) {
+	one := make([]int, e.Step.EP)
 	for r := range one {
 		one[r] = 1
 	}
-	e.begin(ph, name, one)
+	e.Begin(ph, name, one)
 }
 
 // receiverDone marks one receiver group of rank r finished; path is the
 // signal it waited for last (may be invalid).
-func (e *env) receiverDone(r int, path sigPath) {
-	ph := e.ph
-	now := e.s.Now()
-	path.done = now
-	if path.valid && (!ph.last[r].valid || path.seen >= ph.last[r].seen) {
-		ph.last[r] = path
+func (e *Env) ReceiverDone(r int, path SigPath) {
+	ph := e.Ph
+	now := e.Sim.Now()
+	path.Done = now
+	if path.Valid && (!ph.Last[r].Valid || path.Seen >= ph.Last[r].Seen) {
+		ph.Last[r] = path
 	}
-	ph.left[r]--
-	if ph.left[r] < 0 {
-		panic(fmt.Sprintf("moe: t=%v rank %d: more receivers done than launched in %s", now, r, ph.name))
+	ph.Left[r]--
+	if ph.Left[r] < 0 {
+		panic(fmt.Sprintf("moe: t=%v rank %d: more receivers done than launched in %s", now, r, ph.Name))
 	}
-	if ph.left[r] == 0 {
-		ph.done[r] = now
-		ph.ranksLeft--
-		if ph.ranksLeft == 0 {
-			e.s.Stop()
+	if ph.Left[r] == 0 {
+		ph.Done[r] = now
+		ph.RanksLeft--
+		if ph.RanksLeft == 0 {
+			e.Sim.Stop()
 		}
 	}
 }
 
 // run runs the simulation until every rank's receivers are done.
-func (e *env) run() error {
-	err := e.s.Run()
+func (e *Env) Run() error {
+	err := e.Sim.Run()
 	if err != nil {
-		return fmt.Errorf("moe: %s: %w", e.ph.name, err)
+		return fmt.Errorf("moe: %s: %w", e.Ph.Name, err)
 	}
-	if e.ph.ranksLeft > 0 {
+	if e.Ph.RanksLeft > 0 {
 		var b strings.Builder
-		for i, p := range e.s.Blocked() {
+		for i, p := range e.Sim.Blocked() {
 			if i == 8 {
 				fmt.Fprintf(&b, "; ...")
 				break
 			}
 			fmt.Fprintf(&b, "; %v", p)
 		}
-		return fmt.Errorf("moe: %s: deadlock at t=%v: %d ranks never finished%s", e.ph.name, e.s.Now(), e.ph.ranksLeft, b.String())
+		return fmt.Errorf("moe: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Sim.Now(), e.Ph.RanksLeft, b.String())
 	}
 	return nil
 }
 
 // tap records atomic packets' NIC transmit and receive times.
-func (e *env) tap(iface int, at sim.Time, p *fabric.Packet) {
+func (e *Env) Tap(iface int, at sim.Time, p *fabric.Packet) {
 	if p.Hdr.Opcode != roce.OpFetchAdd {
 		return
 	}
-	k := [2]int{e.epRank[p.Src], e.epRank[p.Dst]}
+	k := [2]int{e.EPRank[p.Src], e.EPRank[p.Dst]}
 	if fabric.EndpointID(iface) == p.Src {
 		e.atomics[k] = append(e.atomics[k], wireTimes{qp: p.Hdr.DestQP, psn: p.Hdr.PSN, tx: at})
 		return
@@ -158,44 +171,44 @@ func (e *env) tap(iface int, at sim.Time, p *fabric.Packet) {
 }
 
 // landWatch records when a watched signal word changes.
-type landWatch struct {
-	at sim.Time
-	s  *sim.Sim
+type LandWatch struct {
+	At  sim.Time
+	Sim *sim.Sim
 }
 
-func (w *landWatch) WordChanged(r *mem.Region, off uint64) { w.at = w.s.Now() }
+func (w *LandWatch) WordChanged(r *mem.Region, off uint64) { w.At = w.Sim.Now() }
 
 // result turns the phase into its report.
-func (e *env) result(ph *phase) PhaseReport {
-	pr := PhaseReport{Messages: ph.msgs, Signals: ph.sigs, RDMABytes: ph.rdmaBytes, NCCL: ph.nccl}
+func (e *Env) Result(ph *Phase) PhaseReport {
+	pr := PhaseReport{Messages: ph.Msgs, Signals: ph.Sigs, RDMABytes: ph.RDMABytes, NCCL: ph.NCCL}
 	var end sim.Time
 	slow := 0
-	for r, d := range ph.done {
+	for r, d := range ph.Done {
 		if d > end {
 			end, slow = d, r
 		}
 	}
-	t := end.Sub(ph.start)
+	t := end.Sub(ph.Start)
 	pr.US = round3(t.Us())
-	for r, d := range ph.done {
-		pr.RecvDoneUS = append(pr.RecvDoneUS, round3(d.Sub(ph.start).Us()))
-		pr.BandwidthBytes += ph.bwBytes[r]
+	for r, d := range ph.Done {
+		pr.RecvDoneUS = append(pr.RecvDoneUS, round3(d.Sub(ph.Start).Us()))
+		pr.BandwidthBytes += ph.BWBytes[r]
 	}
 	if t > 0 {
 		var gbps float64
-		for _, b := range ph.bwBytes {
+		for _, b := range ph.BWBytes {
 			gbps += float64(b) / t.Seconds() / 1e9
 		}
-		pr.GBps = round3(gbps / float64(len(ph.bwBytes)))
+		pr.GBps = round3(gbps / float64(len(ph.BWBytes)))
 	}
-	pr.Breakdown = e.breakdown(ph.last[slow], ph.start, end)
+	pr.Breakdown = e.breakdown(ph.Last[slow], ph.Start, end)
 	return pr
 }
 
 // breakdown attributes the critical path. Each boundary is clamped to be
 // monotone; missing instants (no tap for an NVLink signal) fold the part
 // into the next one that is known.
-func (e *env) breakdown(p sigPath, start, end sim.Time) Breakdown {
+func (e *Env) breakdown(p SigPath, start, end sim.Time) Breakdown {
 	us := func(a, b sim.Time) float64 {
 		if b < a {
 			return 0
@@ -203,16 +216,16 @@ func (e *env) breakdown(p sigPath, start, end sim.Time) Breakdown {
 		return round3(b.Sub(a).Us())
 	}
 	b := Breakdown{TotalUS: us(start, end)}
-	if !p.valid {
+	if !p.Valid {
 		b.GPUIssueUS = b.TotalUS
 		return b
 	}
 	// The signal's packet: the latest atomic from the sender to the
 	// receiver that arrived by the time the word changed.
 	var w wireTimes
-	if p.rdma {
-		for _, x := range e.atomics[[2]int{p.from, p.to}] {
-			if x.rx != 0 && x.rx <= p.landed && x.rx >= w.rx {
+	if p.RDMA {
+		for _, x := range e.atomics[[2]int{p.From, p.To}] {
+			if x.rx != 0 && x.rx <= p.Landed && x.rx >= w.rx {
 				w = x
 			}
 		}
@@ -223,16 +236,16 @@ func (e *env) breakdown(p sigPath, start, end sim.Time) Breakdown {
 		}
 		return t
 	}
-	t1 := clamp(p.issueEnd, start)
+	t1 := clamp(p.IssueEnd, start)
 	tq := t1
-	if p.proxyQueued != 0 {
-		tq = clamp(p.proxyPosted, t1)
+	if p.ProxyQueued != 0 {
+		tq = clamp(p.ProxyPosted, t1)
 	}
-	landed := clamp(p.landed, tq)
-	seen := clamp(p.seen, landed)
+	landed := clamp(p.Landed, tq)
+	seen := clamp(p.Seen, landed)
 	b.GPUIssueUS = us(start, t1)
 	b.ProxyQueueUS = us(t1, tq)
-	if p.rdma && w.tx != 0 && w.rx != 0 {
+	if p.RDMA && w.tx != 0 && w.rx != 0 {
 		tx := clamp(w.tx, tq)
 		rx := clamp(w.rx, tx)
 		landed = clamp(landed, rx)
@@ -241,7 +254,7 @@ func (e *env) breakdown(p sigPath, start, end sim.Time) Breakdown {
 		// its payload; the tap gives only the first bit on the wire, so
 		// queueing in the NIC behind earlier WQEs counts as NIC time and
 		// the fixed doorbell/fetch latency as PCIe (see Notes).
-		pcieEnd := clamp(tq.Add(e.p.doorbellPath(e)), tq)
+		pcieEnd := clamp(tq.Add(e.P.doorbellPath(e)), tq)
 		if pcieEnd > tx {
 			pcieEnd = tx
 		}

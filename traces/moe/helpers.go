@@ -10,17 +10,17 @@ import (
 )
 
 // gpuArray is an array of 8-byte counters in one GPU's HBM.
-type gpuArray struct {
-	r *mem.Region
+type GPUArray struct {
+	R *mem.Region
 }
 
-func newGPUArray(g *gpu.GPU, name string, n int) *gpuArray {
-	return &gpuArray{r: g.Alloc(name, sim.Bytes(8*max(n, 1)), false)}
+func NewGPUArray(g *gpu.GPU, name string, n int) *GPUArray {
+	return &GPUArray{R: g.Alloc(name, sim.Bytes(8*max(n, 1)), false)}
 }
 
-func (a *gpuArray) off(i int) uint64 { return uint64(i) * 8 }
+func (a *GPUArray) Off(i int) uint64 { return uint64(i) * 8 }
 
-func putLE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, v) }
+func PutLE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, v) }
 
 // sigKey names one signal word: (rank, local expert context, signal id).
 type sigKey struct{ rank, le, id int }
@@ -33,29 +33,29 @@ type issueRec struct {
 }
 
 // noteIssue records the issue of the signal for (dst, le, id).
-func (e *env) noteIssue(dst, le, id int, start, end sim.Time, rdma bool) {
+func (e *Env) NoteIssue(dst, le, id int, start, end sim.Time, rdma bool) {
 	e.issues[sigKey{dst, le, id}] = issueRec{start: start, end: end, rdma: rdma}
 }
 
 // issued returns the path of signal (r, le, id) so far.
-func (e *env) issued(r, le, id int) sigPath {
+func (e *Env) Issued(r, le, id int) SigPath {
 	rec, ok := e.issues[sigKey{r, le, id}]
-	return sigPath{valid: ok, issueStart: rec.start, issueEnd: rec.end, rdma: rec.rdma}
+	return SigPath{Valid: ok, IssueStart: rec.start, IssueEnd: rec.end, RDMA: rec.rdma}
 }
 
 // noteLast keeps p as rank r's latest-seen signal of the phase.
-func (e *env) noteLast(r int, p sigPath) {
-	if p.valid && (!e.ph.last[r].valid || p.seen >= e.ph.last[r].seen) {
-		e.ph.last[r] = p
+func (e *Env) NoteLast(r int, p SigPath) {
+	if p.Valid && (!e.Ph.Last[r].Valid || p.Seen >= e.Ph.Last[r].Seen) {
+		e.Ph.Last[r] = p
 	}
 }
 
 // lastOf returns rank r's latest-seen signal of the phase.
-func (e *env) lastOf(r int) sigPath { return e.ph.last[r] }
+func (e *Env) LastOf(r int) SigPath { return e.Ph.Last[r] }
 
 // ginType is the GIN type of the run's backend.
-func (e *env) ginType() gin.Type {
-	if e.opt.Backend == BackendProxy {
+func (e *Env) GinType() gin.Type {
+	if e.Cfg.Backend == BackendProxy {
 		return gin.TypeProxy
 	}
 	return gin.TypeGDAKI
@@ -65,16 +65,16 @@ func (e *env) ginType() gin.Type {
 // selections live on (bit n: node n) and, per (token, node), the set of
 // that node's local GPUs it selects (gpus[t*nodes+n], bit l: local GPU l):
 // what node-deduplicating kernels (HT, V2 hybrid) route by.
-func (e *env) routeSets(r, nodes int) (ns, gs []uint64) {
-	st := e.st
-	ns = make([]uint64, st.tokens[r])
-	gs = make([]uint64, st.tokens[r]*nodes)
-	for t, sel := range st.topk[r] {
+func (e *Env) RouteSets(r, nodes int) (ns, gs []uint64) {
+	st := e.Step
+	ns = make([]uint64, st.Tokens[r])
+	gs = make([]uint64, st.Tokens[r]*nodes)
+	for t, sel := range st.TopKIdx[r] {
 		for _, x := range sel {
 			if x < 0 {
 				continue
 			}
-			rk := e.m.Ranks[st.home[x]]
+			rk := e.M.Ranks[st.Home[x]]
 			ns[t] |= 1 << uint(rk.Node)
 			gs[t*nodes+rk.Node] |= 1 << uint(rk.Local)
 		}

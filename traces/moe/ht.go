@@ -109,7 +109,7 @@ type htSM struct{ rd, wr link.Pipe }
 
 // htWorkload is DeepEP V1 normal mode, internode.
 type htWorkload struct {
-	e       *env
+	e       *Env
 	G, N, C int // GPUs per node, nodes, channels
 	dc, cc  HTChunks
 	recD    uint64 // dispatch record bytes
@@ -141,9 +141,9 @@ type htWorkload struct {
 	st                  htStats
 
 	dch, cch []htChan     // per (rank, channel): shared-memory state
-	land     []*landWatch // per (rank, channel, node): tail signal word watchers
+	land     []*LandWatch // per (rank, channel, node): tail signal word watchers
 	landBase int          // signal id of node 0's tail in land
-	fwdPath  []sigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+	fwdPath  []SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
 // htChan is the shared-memory state of one channel's SMs (the locks,
@@ -162,7 +162,7 @@ const htInf = int(^uint(0) >> 1)
 // its setup.
 var htObserve func(*htWorkload)
 
-func newHT(e *env) workload { return &htWorkload{e: e} }
+func newHT(e *Env) Workload { return &htWorkload{e: e} }
 
 // Control words of one (rank, channel).
 const (
@@ -187,30 +187,30 @@ func (w *htWorkload) ctlCHead(f, s int) uint64 { return uint64(ctlFixed+(2+w.N)*
 // ctlWords is the control words of one (rank, channel).
 func (w *htWorkload) ctlWords() int { return ctlFixed + 2*w.G + 2*w.G*w.N }
 
-func (w *htWorkload) setup() error {
-	e, st := w.e, w.e.st
-	h := e.hdr
+func (w *htWorkload) Setup() error {
+	e, st := w.e, w.e.Step
+	h := e.Hdr
 	prec, err := h.DispatchPrecision()
 	if err != nil {
 		return err
 	}
-	w.G = e.m.Spec.GPUsPerNode
-	if st.ep%w.G != 0 {
-		return fmt.Errorf("moe: ht: EP %d is not a whole number of %d-GPU nodes", st.ep, w.G)
+	w.G = e.M.Spec.GPUsPerNode
+	if st.EP%w.G != 0 {
+		return fmt.Errorf("moe: ht: EP %d is not a whole number of %d-GPU nodes", st.EP, w.G)
 	}
-	w.N = st.ep / w.G
+	w.N = st.EP / w.G
 	if w.G > 32 || w.N > 64 {
 		return fmt.Errorf("moe: ht: %d nodes of %d GPUs: DeepEP normal mode handles at most 8 NVLink peers", w.N, w.G)
 	}
-	p := e.p
-	if p.HTSMs < 2 || p.HTSMs > e.m.Profile.GPU.SMs {
-		return fmt.Errorf("moe: ht: HTSMs %d out of [2, %d]", p.HTSMs, e.m.Profile.GPU.SMs)
+	p := e.P
+	if p.HTSMs < 2 || p.HTSMs > e.M.Profile.GPU.SMs {
+		return fmt.Errorf("moe: ht: HTSMs %d out of [2, %d]", p.HTSMs, e.M.Profile.GPU.SMs)
 	}
 	if p.SMReadRate <= 0 || p.SMWriteRate <= 0 || p.HTCoordSleep < 0 {
 		return fmt.Errorf("moe: ht: SM rates must be positive and HTCoordSleep not negative")
 	}
 	w.C = p.HTSMs / 2
-	dd, cd := htDefaultChunks(st.ep)
+	dd, cd := htDefaultChunks(st.EP)
 	if w.dc, err = p.HTDispatch.fill(dd, "dispatch"); err != nil {
 		return err
 	}
@@ -224,28 +224,28 @@ func (w *htWorkload) setup() error {
 			w.cc, w.subC, w.N)
 	}
 	for i := range w.st.firstPut {
-		w.st.firstPut[i] = make([]sim.Time, st.ep)
+		w.st.firstPut[i] = make([]sim.Time, st.EP)
 	}
-	w.recD = uint64(traces.HTDispatchBytes(e.hidden, st.topK, prec))
-	w.recC = uint64(traces.HTCombineBytes(e.hidden, st.topK))
+	w.recD = uint64(traces.HTDispatchBytes(e.Hidden, st.TopK, prec))
+	w.recC = uint64(traces.HTCombineBytes(e.Hidden, st.TopK))
 	w.loadD = sim.Bytes(w.recD)
-	w.out2H = sim.Bytes(2 * e.hidden)
-	gc := e.m.Profile.GPU
+	w.out2H = sim.Bytes(2 * e.Hidden)
+	gc := e.M.Profile.GPU
 	w.hbmLat, w.l2Lat, w.poll = gc.HBMLatency, gc.L2Latency, gc.PollInterval
 
 	w.route()
 
-	nComm := (w.C + ctxsPerComm - 1) / ctxsPerComm
+	nComm := (w.C + CtxsPerComm - 1) / CtxsPerComm
 	N := uint64(w.N)
 	for set := range 2 {
 		for j := range nComm {
-			comm, err := e.newComm()
+			comm, err := e.NewComm()
 			if err != nil {
 				return err
 			}
-			ctxs := min(ctxsPerComm, w.C-j*ctxsPerComm)
+			ctxs := min(CtxsPerComm, w.C-j*CtxsPerComm)
 			dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * w.N,
-				ConnectionType: gin.ConnFull, Type: e.ginType()})
+				ConnectionType: gin.ConnFull, Type: e.GinType()})
 			if err != nil {
 				return fmt.Errorf("moe: ht communicator %d: %w", j, err)
 			}
@@ -259,10 +259,10 @@ func (w *htWorkload) setup() error {
 				name string
 				size uint64
 			}{
-				{&w.dSend, "ht/dispatch-send", ctxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
-				{&w.dRecv, "ht/dispatch-recv", ctxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
-				{&w.cSend, "ht/combine-send", ctxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
-				{&w.cRecv, "ht/combine-recv", ctxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+				{&w.dSend, "ht/dispatch-send", CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.dRecv, "ht/dispatch-recv", CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.cSend, "ht/combine-send", CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+				{&w.cRecv, "ht/combine-recv", CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
 			} {
 				win, err := comm.WindowRegister(x.name+strconv.Itoa(j), sim.Bytes(x.size), 0, false)
 				if err != nil {
@@ -273,8 +273,8 @@ func (w *htWorkload) setup() error {
 		}
 	}
 	G, C := uint64(w.G), uint64(w.C)
-	for r := range st.ep {
-		g := e.m.GPUs[r]
+	for r := range st.EP {
+		g := e.M.GPUs[r]
 		cs := make([]*mem.Region, w.C)
 		for c := range w.C {
 			cs[c] = g.Alloc("ht/ctl"+strconv.Itoa(c), sim.Bytes(8*w.ctlWords()), true)
@@ -289,10 +289,10 @@ func (w *htWorkload) setup() error {
 		w.sms = append(w.sms, sms)
 	}
 	// Rail check: count NIC packets between different local indices.
-	for _, n := range e.m.NICs {
+	for _, n := range e.M.NICs {
 		n.SetTap(func(pk *fabric.Packet) {
 			w.st.packets++
-			if e.epRank[pk.Src]%w.G != e.epRank[pk.Dst]%w.G {
+			if e.EPRank[pk.Src]%w.G != e.EPRank[pk.Dst]%w.G {
 				w.st.crossRail++
 			}
 		})
@@ -305,15 +305,15 @@ func (w *htWorkload) setup() error {
 
 // route resolves the node sets, local GPU sets and ring sequences.
 func (w *htWorkload) route() {
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	N, C := w.N, w.C
-	w.nodes = make([][]uint64, st.ep)
-	w.gpus = make([][]uint64, st.ep)
-	w.pairs = make([]int64, st.ep)
-	w.seq = make([][]int32, st.ep*C*N)
-	for r := range st.ep {
-		T := st.tokens[r]
-		ns, gs := e.routeSets(r, N)
+	w.nodes = make([][]uint64, st.EP)
+	w.gpus = make([][]uint64, st.EP)
+	w.pairs = make([]int64, st.EP)
+	w.seq = make([][]int32, st.EP*C*N)
+	for r := range st.EP {
+		T := st.Tokens[r]
+		ns, gs := e.RouteSets(r, N)
 		for _, m := range ns {
 			w.pairs[r] += int64(bits.OnesCount64(m))
 		}
@@ -347,19 +347,19 @@ func (w *htWorkload) seqOf(r, c, n int) []int32 { return w.seq[(r*w.C+c)*w.N+n] 
 // ringOff is the offset of slot in the [4 channels][node][slots] ring
 // window of channel c.
 func ringOff(c, node, nodes, slots, slot int, rec uint64) uint64 {
-	return ((uint64(c%ctxsPerComm)*uint64(nodes)+uint64(node))*uint64(slots) + uint64(slot)) * rec
+	return ((uint64(c%CtxsPerComm)*uint64(nodes)+uint64(node))*uint64(slots) + uint64(slot)) * rec
 }
 
 // sigWord returns rank r's word of signal id on the data (credit=false)
 // or credit context of channel c, and the backend's offset.
 func (w *htWorkload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint64) {
-	dc := w.dataComms[c/ctxsPerComm]
+	dc := w.dataComms[c/CtxsPerComm]
 	if credit {
-		dc = w.credComms[c/ctxsPerComm]
+		dc = w.credComms[c/CtxsPerComm]
 	}
 	b := dc.Backend()
-	reg, off := b.SignalWord(dc, r, c%ctxsPerComm, id)
-	return reg, off, b.SignalOffset(dc, r, c%ctxsPerComm, id)
+	reg, off := b.SignalWord(dc, r, c%CtxsPerComm, id)
+	return reg, off, b.SignalOffset(dc, r, c%CtxsPerComm, id)
 }
 
 // load is a warp's TMA/LSU read of n bytes of local HBM on SM sm: one HBM
@@ -373,7 +373,7 @@ func (w *htWorkload) load(t *gpu.Group, sm *htSM, n sim.Bytes) {
 // shared store bandwidth.
 func (w *htWorkload) store(t *gpu.Group, sm *htSM, n sim.Bytes) {
 	_, end := sm.wr.Reserve(t.Now(), n)
-	t.Compute(end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue)
+	t.Compute(end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue)
 }
 
 // storeNVL stores n bytes into region reg of GPU peer (same node) over
@@ -391,7 +391,7 @@ func (w *htWorkload) storeNVL(t *gpu.Group, sm *htSM, peer int, reg *mem.Region,
 // channel lock): visible to the SM at once.
 func (w *htWorkload) smemStore(t *gpu.Group, reg *mem.Region, off, v uint64) {
 	reg.Store64(off, v, t.Agent())
-	t.Compute(w.e.m.Profile.GPU.AtomicBlock)
+	t.Compute(w.e.M.Profile.GPU.AtomicBlock)
 }
 
 // bump advances a shared-memory progress word that a coordinator polls.
@@ -493,16 +493,16 @@ func (l *landTimes) stop() {
 
 // pathOf returns the issue path of the signal rank to saw from rank from on
 // (channel c, id), landed at land and seen now.
-func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) sigPath {
-	p := w.e.issued(to, c, id)
-	p.from, p.to = from, to
-	p.seen = t.Now()
-	p.landed = land
-	if land == 0 || land > p.seen {
-		p.landed = p.seen
+func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) SigPath {
+	p := w.e.Issued(to, c, id)
+	p.From, p.To = from, to
+	p.Seen = t.Now()
+	p.Landed = land
+	if land == 0 || land > p.Seen {
+		p.Landed = p.Seen
 	}
 	// Tails ride the data communicator's context c%4 (putChunk).
-	w.e.proxyPath(&p, w.dataComms[c/ctxsPerComm], to, c%ctxsPerComm, id)
+	w.e.ProxyPath(&p, w.dataComms[c/CtxsPerComm], to, c%CtxsPerComm, id)
 	return p
 }
 
@@ -514,21 +514,21 @@ func readSig(t *gpu.Group, reg *mem.Region, off, o uint64) uint64 { return t.Loa
 // on the same context. local chunks only publish the tail with a local
 // atomic (the records were written into the local receive ring).
 func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me, dst, slot, k, id int,
-	send, recv *gin.Window, slots int, rec uint64, ph *phase, chunks, tails *int64) {
+	send, recv *gin.Window, slots int, rec uint64, ph *Phase, chunks, tails *int64) {
 	e := w.e
 	start := t.Now()
 	if dst == me {
 		t.Fence(gpu.ScopeDevice)
 		reg, off, _ := w.sigWord(r, c, id, false)
 		t.AtomicAdd64(reg, off, uint64(k), gpu.ScopeDevice)
-		e.noteIssue(r, c, id, start, t.Now(), false)
+		e.NoteIssue(r, c, id, start, t.Now(), false)
 		w.st.localChunks++
 		return
 	}
 	peer := w.rank(dst, r%w.G)
 	n := uint64(k) * rec
 	fp := &w.st.firstPut[0][r]
-	if ph == &e.comb {
+	if ph == &e.Comb {
 		fp = &w.st.firstPut[1][r]
 	}
 	if *fp == 0 {
@@ -538,10 +538,10 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 		n, nil, nil)
 	start = t.Now()
 	gn.Signal(dc.World(r), peer, gin.SignalAdd{Signal: id, Value: uint64(k)})
-	e.noteIssue(peer, c, id, start, t.Now(), true)
-	ph.msgs++
-	ph.sigs++
-	ph.rdmaBytes += int64(n)
+	e.NoteIssue(peer, c, id, start, t.Now(), true)
+	ph.Msgs++
+	ph.Sigs++
+	ph.RDMABytes += int64(n)
 	*chunks++
 	*tails++
 }
@@ -555,18 +555,18 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 // re-checks every HTCoordSleep and, when the warps' progress word at off
 // of ctl has not moved, waits for it.
 func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *htChan, warps, chunk int,
-	ctl *mem.Region, off uint64, ph *phase, count *int64) {
+	ctl *mem.Region, off uint64, ph *Phase, count *int64) {
 	N := w.N
 	if w.htThenGin() {
 		m := &htCredits{w: w, ch: ch, ctl: ctl, off: off, why: why, r: r, c: c, id: id, warps: warps, chunk: chunk,
-			ph: ph, count: count, dc: w.credComms[c/ctxsPerComm], last: make([]int, N)}
+			ph: ph, count: count, dc: w.credComms[c/CtxsPerComm], last: make([]int, N)}
 		m.changed = func(v uint64) bool { return v != m.seen }
 		m.t = g.LaunchHandler(name, 32, m, 0)
 		return
 	}
 	g.Launch(name, 32, func(t *gpu.Group) {
-		dc := w.credComms[c/ctxsPerComm]
-		gn := dc.Gin(t, r, c%ctxsPerComm)
+		dc := w.credComms[c/CtxsPerComm]
+		gn := dc.Gin(t, r, c%CtxsPerComm)
 		last := make([]int, N)
 		for {
 			seen := ctl.Load64(off)
@@ -587,7 +587,7 @@ func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, c
 			if all {
 				return
 			}
-			t.Sleep(w.e.p.HTCoordSleep)
+			t.Sleep(w.e.P.HTCoordSleep)
 			if ctl.Load64(off) == seen {
 				t.WaitWord(ctl, off, why, func(v uint64) bool { return v != seen })
 			}
@@ -595,14 +595,14 @@ func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, c
 	})
 }
 
-func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *phase, n *int64) {
+func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *Phase, n *int64) {
 	if src == r/w.G {
 		reg, off, _ := w.sigWord(r, c, id, true)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
 		return
 	}
 	gn.Signal(dc.World(r), w.rank(src, r%w.G), gin.SignalAdd{Signal: id, Value: v})
-	ph.sigs++
+	ph.Sigs++
 	*n++
 }
 
@@ -613,7 +613,7 @@ func (w *htWorkload) copyLocal(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) {
 	if wr > 0 {
 		_, end = sm.wr.Reserve(end, wr)
 	}
-	t.Compute(end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue)
+	t.Compute(end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue)
 }
 
 // forBits calls f for every set bit of m, lowest first.
@@ -624,21 +624,21 @@ func forBits(m uint64, f func(i int)) {
 }
 
 // dispatch launches the dispatch kernel on every rank.
-func (w *htWorkload) dispatch() {
-	e, st := w.e, w.e.st
-	recv := make([]int, st.ep)
-	for r := range st.ep {
+func (w *htWorkload) Dispatch() {
+	e, st := w.e, w.e.Step
+	recv := make([]int, st.EP)
+	for r := range st.EP {
 		recv[r] = w.C * w.G
 	}
-	e.begin(&e.disp, "dispatch", recv)
-	prec, _ := e.hdr.DispatchPrecision()
-	for r := range st.ep {
-		e.disp.bwBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.hidden, prec)
+	e.Begin(&e.Disp, "dispatch", recv)
+	prec, _ := e.Hdr.DispatchPrecision()
+	for r := range st.EP {
+		e.Disp.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, prec)
 	}
 	w.watchTails(0)
-	w.fwdPath = make([]sigPath, st.ep*w.C*w.G)
-	w.dch = make([]htChan, st.ep*w.C)
-	for r := range st.ep {
+	w.fwdPath = make([]SigPath, st.EP*w.C*w.G)
+	w.dch = make([]htChan, st.EP*w.C)
+	for r := range st.EP {
 		for c := range w.C {
 			ch := &w.dch[r*w.C+c]
 			ch.rel = make([][]bool, w.N)
@@ -650,7 +650,7 @@ func (w *htWorkload) dispatch() {
 			ch.retired = make([]bool, w.G)
 		}
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		for c := range w.C {
 			w.launchDispatch(r, c)
 		}
@@ -666,11 +666,11 @@ func (w *htWorkload) watchTails(base int) {
 		reg.Unwatch(off, lw)
 	}
 	w.land, w.landBase = w.land[:0], base
-	for r := range w.e.st.ep {
+	for r := range w.e.Step.EP {
 		for c := range w.C {
 			for s := range w.N {
 				reg, off, _ := w.sigWord(r, c, base+s, false)
-				lw := &landWatch{s: w.e.s}
+				lw := &LandWatch{Sim: w.e.Sim}
 				reg.Watch(off, lw)
 				w.land = append(w.land, lw)
 			}
@@ -678,19 +678,19 @@ func (w *htWorkload) watchTails(base int) {
 	}
 }
 
-func (w *htWorkload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].at }
+func (w *htWorkload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].At }
 
 func (w *htWorkload) launchDispatch(r, c int) {
 	e := w.e
-	g := e.m.GPUs[r]
-	ph := &e.disp
+	g := e.M.GPUs[r]
+	ph := &e.Disp
 	me, l := r/w.G, r%w.G
 	ch := &w.dch[r*w.C+c]
 	ctl := w.ctl[r][c]
 	N, G, W := w.N, w.G, w.dc.RDMARecv
 	name := "ht/dispatch/c" + strconv.Itoa(c) + "/"
 	sendSM, fwdSM := &w.sms[r][2*c+1], &w.sms[r][2*c]
-	lo, hi := htRange(e.st.tokens[r], w.C, c)
+	lo, hi := htRange(e.Step.Tokens[r], w.C, c)
 	// RDMA sender warps.
 	for wi := range htSenderWarps {
 		if w.htThen() {
@@ -763,7 +763,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
 			nvlTail, nvlHead := 0, 0
 			src := (2 * c) % N
-			var path sigPath
+			var path SigPath
 			for total > 0 {
 				for w.dc.NVLRecv-(nvlTail-nvlHead) < w.dc.NVLSend {
 					need := nvlTail + w.dc.NVLSend - w.dc.NVLRecv
@@ -871,7 +871,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 				}
 				t.Store64(fctl, w.ctlDHead(l), uint64(head))
 			}
-			e.receiverDone(r, w.fwdPath[(fr*w.C+c)*G+l])
+			e.ReceiverDone(r, w.fwdPath[(fr*w.C+c)*G+l])
 		})
 	}
 }
@@ -879,14 +879,14 @@ func (w *htWorkload) launchDispatch(r, c int) {
 // launchCoord launches the dispatch sender coordinator of channel c of
 // rank r on a process: chunk puts + tail signals, rotated start.
 func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
-	ph := &w.e.disp
+	ph := &w.e.Disp
 	me := r / w.G
 	ch := &w.dch[r*w.C+c]
 	ctl := w.ctl[r][c]
 	N, W := w.N, w.dc.RDMARecv
 	g.Launch(name+"coordinator", 32, func(t *gpu.Group) {
-		dc := w.dataComms[c/ctxsPerComm]
-		gn := dc.Gin(t, r, c%ctxsPerComm)
+		dc := w.dataComms[c/CtxsPerComm]
+		gn := dc.Gin(t, r, c%CtxsPerComm)
 		remaining, last := make([]int, N), make([]int, N)
 		total := 0
 		for d := range N {
@@ -908,7 +908,7 @@ func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
 				}
 				slot := last[d] % W
 				k := min(done, chunk, W-slot)
-				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/ctxsPerComm], w.dRecv[c/ctxsPerComm],
+				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/CtxsPerComm], w.dRecv[c/CtxsPerComm],
 					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
 				last[d] += k
 				remaining[d] -= k
@@ -950,7 +950,7 @@ func (w *htWorkload) launchCFwdCoord(g *gpu.GPU, name string, r, c int) {
 			if all {
 				return
 			}
-			t.Sleep(e.p.HTCoordSleep)
+			t.Sleep(e.P.HTCoordSleep)
 			if ctl.Load64(ctlCFwdProg*8) == seen {
 				t.WaitWord(ctl, ctlCFwdProg*8, "ht combine forward coordinator", func(v uint64) bool { return v != seen })
 			}
@@ -969,20 +969,20 @@ func (w *htWorkload) recvWarps() int {
 func (w *htWorkload) fwdWarps() int { return max(htCombineForwarderWarps/w.N, 1) }
 
 // combine launches the combine kernel on every rank.
-func (w *htWorkload) combine() {
-	e, st := w.e, w.e.st
-	recv := make([]int, st.ep)
-	for r := range st.ep {
+func (w *htWorkload) Combine() {
+	e, st := w.e, w.e.Step
+	recv := make([]int, st.EP)
+	for r := range st.EP {
 		recv[r] = w.C * w.recvWarps()
 	}
-	e.begin(&e.comb, "combine", recv)
-	for r := range st.ep {
-		e.comb.bwBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.hidden, traces.BF16)
+	e.Begin(&e.Comb, "combine", recv)
+	for r := range st.EP {
+		e.Comb.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, traces.BF16)
 	}
 	w.watchTails(w.N)
 	nr := w.recvWarps()
-	w.cch = make([]htChan, 2*st.ep*w.C)
-	for r := range st.ep {
+	w.cch = make([]htChan, 2*st.EP*w.C)
+	for r := range st.EP {
 		for c := range w.C {
 			fw := &w.cch[2*(r*w.C+c)] // forwarder groups: head[s*G+p], position in peer p's sub-ring s
 			fw.head = make([]int, w.N*w.G)
@@ -992,7 +992,7 @@ func (w *htWorkload) combine() {
 			rv.retired = make([]bool, nr)
 		}
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		for c := range w.C {
 			w.launchCombine(r, c)
 		}
@@ -1015,8 +1015,8 @@ func (w *htWorkload) nvlCount(l, c, n, p, s int) int {
 
 func (w *htWorkload) launchCombine(r, c int) {
 	e := w.e
-	g := e.m.GPUs[r]
-	ph := &e.comb
+	g := e.M.GPUs[r]
+	ph := &e.Comb
 	me, l := r/w.G, r%w.G
 	fw, rv := &w.cch[2*(r*w.C+c)], &w.cch[2*(r*w.C+c)+1]
 	ctl := w.ctl[r][c]
@@ -1119,8 +1119,8 @@ func (w *htWorkload) launchCombine(r, c int) {
 			continue
 		}
 		g.Launch(name+"forwarder"+strconv.Itoa(s), 32*kw, func(t *gpu.Group) {
-			dc := w.dataComms[c/ctxsPerComm]
-			gn := dc.Gin(t, r, c%ctxsPerComm)
+			dc := w.dataComms[c/CtxsPerComm]
+			gn := dc.Gin(t, r, c%CtxsPerComm)
 			next, seenTail := make([]int, G), make([]int, G)
 			at := make([]sim.Time, kw)
 			// Tokens of the chunk reduced or reducing, not yet released:
@@ -1189,7 +1189,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				}
 				release(t.Now())
 				w.bump(t, ctl, ctlCFwdProg*8)
-				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/ctxsPerComm], w.cRecv[c/ctxsPerComm],
+				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/CtxsPerComm], w.cRecv[c/CtxsPerComm],
 					W, w.recC, ph, &w.st.combChunks, &w.st.combTails)
 				sent += k
 			}
@@ -1207,7 +1207,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 	}
 	// RDMA receivers: sum each own token's records across nodes.
 	nr := w.recvWarps()
-	lo, hi := htRange(e.st.tokens[r], w.C, c)
+	lo, hi := htRange(e.Step.Tokens[r], w.C, c)
 	for wi := range nr {
 		if w.htThen() {
 			m := newHTCRecv(w, r, c, wi, nr, lo, hi)
@@ -1216,7 +1216,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 		}
 		g.Launch(name+"receiver"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
 			pos, seenTail := make([]int, N), make([]int, N)
-			var path sigPath
+			var path SigPath
 			for tok := lo; tok < hi; tok++ {
 				m := w.nodes[r][tok]
 				if (tok-lo)%nr != wi {
@@ -1240,7 +1240,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 					if v < need {
 						v = t.WaitWord(reg, off, "ht combine RDMA tail", func(v uint64) bool { return v-o >= need }) - o
 						p := w.pathOf(t, r, w.rank(s, l), c, N+s, w.landAt(r, c, s))
-						if !path.valid || p.seen >= path.seen {
+						if !path.Valid || p.Seen >= path.Seen {
 							path = p
 						}
 					}
@@ -1254,7 +1254,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 			}
 			rv.retired[wi] = true
 			w.bump(t, ctl, ctlCRecvProg*8)
-			e.receiverDone(r, path)
+			e.ReceiverDone(r, path)
 		})
 	}
 	// Receiver coordinator: head credits back to the forwarders.

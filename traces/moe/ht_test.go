@@ -230,16 +230,16 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 		rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
 		require.NoError(t, err)
 	})
-	for i, ph := range []*phase{&w.e.disp, &w.e.comb} {
+	for i, ph := range []*Phase{&w.e.Disp, &w.e.Comb} {
 		lo, hi := sim.Duration(math.MaxInt64), sim.Duration(0)
 		for r, at := range w.st.firstPut[i] {
-			require.NotZero(t, at, "%s: rank %d put nothing to the other node", ph.name, r)
-			d := at.Sub(ph.start)
+			require.NotZero(t, at, "%s: rank %d put nothing to the other node", ph.Name, r)
+			d := at.Sub(ph.Start)
 			lo, hi = min(lo, d), max(hi, d)
 		}
-		t.Logf("%s: first chunk put %.1f..%.1f us after the start", ph.name, lo.Us(), hi.Us())
+		t.Logf("%s: first chunk put %.1f..%.1f us after the start", ph.Name, lo.Us(), hi.Us())
 		assert.LessOrEqual(t, hi, lo+lo/4, "%s: the first chunk puts of the ranks are spread over %.1f..%.1f us",
-			ph.name, lo.Us(), hi.Us())
+			ph.Name, lo.Us(), hi.Us())
 	}
 	// Payload bytes each rank's NIC sends and receives in combine: one
 	// record per (token, node) pair between the nodes.
@@ -257,12 +257,12 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 		}
 		busiest = max(busiest, tx, rx)
 	}
-	wire := w.e.m.Net.LinkRate(0).TxTime(busiest)
+	wire := w.e.M.Net.LinkRate(0).TxTime(busiest)
 	var first sim.Time
 	for _, at := range w.st.firstPut[1] {
 		first = max(first, at)
 	}
-	bound := first.Sub(w.e.comb.start) + wire + wire/5
+	bound := first.Sub(w.e.Comb.Start) + wire + wire/5
 	t.Logf("combine %.1f us; busiest NIC direction %d B = %.1f us at line rate; bound %.1f us",
 		rep.CombineUS, busiest, wire.Us(), bound.Us())
 	assert.LessOrEqual(t, rep.CombineUS, bound.Us(), "combine runs at line rate once the first chunks go")

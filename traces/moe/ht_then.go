@@ -19,7 +19,7 @@ import (
 
 // htThen reports whether the HT warps that have a state machine run as
 // one.
-func (w *htWorkload) htThen() bool { return !w.e.opt.noThen }
+func (w *htWorkload) htThen() bool { return !w.e.Cfg.NoThen }
 
 // htFwd is a dispatch forwarder warp (channel c of rank r, NVLink peer p):
 // launchDispatch's forwarder closure as a state machine.
@@ -44,7 +44,7 @@ type htFwd struct {
 	offs             []uint64
 	nvlTail, nvlHead int
 	src              int
-	path             sigPath
+	path             SigPath
 	need             int // the NVLink space wait's head
 	k                int // sources tried in this round
 	s, srcRank       int // the chunk's source node and rank
@@ -253,7 +253,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 // bumpThen is bump for a group without a process.
 func (w *htWorkload) bumpThen(t *gpu.Group, reg *mem.Region, off uint64, h sim.Handler) {
 	reg.Store64(off, reg.Load64(off)+1, t.Agent())
-	t.ComputeThen(w.e.m.Profile.GPU.AtomicBlock, h, 0)
+	t.ComputeThen(w.e.M.Profile.GPU.AtomicBlock, h, 0)
 }
 
 // htNVLSender is a combine NVLink sender warp (channel c of rank r, to
@@ -423,7 +423,7 @@ func (w *htWorkload) copyLocalTime(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) sim
 	if wr > 0 {
 		_, end = sm.wr.Reserve(end, wr)
 	}
-	return end.Sub(t.Now()) + w.e.m.Profile.GPU.StoreIssue
+	return end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue
 }
 
 // htRecv is a dispatch NVLink receiver warp (channel c of rank r, from
@@ -462,7 +462,7 @@ func (m *htRecv) Handle(*sim.Sim, uint64) {
 		switch m.pc {
 		case drTop:
 			if m.head >= m.n {
-				w.e.receiverDone(m.r, w.fwdPath[(m.fr*w.C+m.c)*w.G+m.l])
+				w.e.ReceiverDone(m.r, w.fwdPath[(m.fr*w.C+m.c)*w.G+m.l])
 				t.End()
 				return
 			}
@@ -532,7 +532,7 @@ func newHTSender(w *htWorkload, r, c, wi, lo, hi int) *htSender {
 func (m *htSender) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	W := w.dc.RDMARecv
-	lo, _ := htRange(w.e.st.tokens[m.r], w.C, m.c)
+	lo, _ := htRange(w.e.Step.Tokens[m.r], w.C, m.c)
 	for {
 		switch m.pc {
 		case dsTok:
@@ -606,7 +606,7 @@ type htCRecv struct {
 	wi, nr        int
 	lo, tok, hi   int
 	pos, seenTail []int
-	path          sigPath
+	path          SigPath
 	m, bits       uint64
 	s             int
 	need, o       uint64
@@ -697,7 +697,7 @@ func (m *htCRecv) Handle(*sim.Sim, uint64) {
 			s := m.s
 			v := t.Result() - m.o
 			p := w.pathOf(t, m.r, w.rank(s, m.l), m.c, N+s, w.landAt(m.r, m.c, s))
-			if !m.path.valid || p.seen >= m.path.seen {
+			if !m.path.Valid || p.Seen >= m.path.Seen {
 				m.path = p
 			}
 			m.seenTail[s] = int(v)
@@ -709,7 +709,7 @@ func (m *htCRecv) Handle(*sim.Sim, uint64) {
 			m.tok++
 			m.pc = crTok
 		case crDone:
-			w.e.receiverDone(m.r, m.path)
+			w.e.ReceiverDone(m.r, m.path)
 			t.End()
 			return
 		}
@@ -778,7 +778,7 @@ func (m *htCFwdCoord) Handle(*sim.Sim, uint64) {
 				return
 			}
 			m.pc = fcSlept
-			t.SleepThen(w.e.p.HTCoordSleep, m, 0)
+			t.SleepThen(w.e.P.HTCoordSleep, m, 0)
 			return
 		case fcStored:
 			m.last[m.i-1] = m.h
@@ -811,7 +811,7 @@ type htChunkPut struct {
 	slot, k, id, slots int
 	send, recv         *gin.Window
 	rec                uint64
-	ph                 *phase
+	ph                 *Phase
 	chunks, tails      *int64
 	h                  sim.Handler
 	start              sim.Time
@@ -840,7 +840,7 @@ func (m *htChunkPut) run(h sim.Handler) {
 	m.peer = w.rank(m.dst, m.r%w.G)
 	n := uint64(m.k) * m.rec
 	fp := &w.st.firstPut[0][m.r]
-	if m.ph == &e.comb {
+	if m.ph == &e.Comb {
 		fp = &w.st.firstPut[1][m.r]
 	}
 	if *fp == 0 {
@@ -861,7 +861,7 @@ func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
 		m.pc = pcLocalAdded
 		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
 	case pcLocalAdded:
-		e.noteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
+		e.NoteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
 		w.st.localChunks++
 		m.h.Handle(s, 0)
 	case pcPut:
@@ -869,11 +869,11 @@ func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
 		m.pc = pcSignalled
 		m.gn.SignalThen(m, 0, m.dc.World(m.r), m.peer, gin.SignalAdd{Signal: m.id, Value: uint64(m.k)})
 	case pcSignalled:
-		e.noteIssue(m.peer, m.c, m.id, m.start, t.Now(), true)
+		e.NoteIssue(m.peer, m.c, m.id, m.start, t.Now(), true)
 		n := uint64(m.k) * m.rec
-		m.ph.msgs++
-		m.ph.sigs++
-		m.ph.rdmaBytes += int64(n)
+		m.ph.Msgs++
+		m.ph.Sigs++
+		m.ph.RDMABytes += int64(n)
 		*m.chunks++
 		*m.tails++
 		m.h.Handle(s, 0)
@@ -913,8 +913,8 @@ func newHTCoord(w *htWorkload, r, c int) *htCoord {
 		m.total += m.remaining[d]
 	}
 	m.changed = func(v uint64) bool { return v != m.seen }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/ctxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
-		send: w.dSend[c/ctxsPerComm], recv: w.dRecv[c/ctxsPerComm], rec: w.recD, ph: &w.e.disp,
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/CtxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
+		send: w.dSend[c/CtxsPerComm], recv: w.dRecv[c/CtxsPerComm], rec: w.recD, ph: &w.e.Disp,
 		chunks: &w.st.dispChunks, tails: &w.st.dispTails}
 	return m
 }
@@ -925,7 +925,7 @@ func (m *htCoord) Handle(*sim.Sim, uint64) {
 	N, W := w.N, w.dc.RDMARecv
 	if m.put.gn == nil {
 		m.put.t = t
-		m.put.gn = m.put.dc.Gin(t, m.r, m.c%ctxsPerComm)
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%CtxsPerComm)
 	}
 	for {
 		switch m.pc {
@@ -982,7 +982,7 @@ type htCredits struct {
 	why          string
 	r, c, id     int
 	warps, chunk int
-	ph           *phase
+	ph           *Phase
 	count        *int64
 	dc           *gin.DevComm
 	gn           *gin.Gin
@@ -1007,7 +1007,7 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N := w.N
 	if m.gn == nil {
-		m.gn = m.dc.Gin(t, m.r, m.c%ctxsPerComm)
+		m.gn = m.dc.Gin(t, m.r, m.c%CtxsPerComm)
 	}
 	for {
 		switch m.pc {
@@ -1047,10 +1047,10 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 				return
 			}
 			m.pc = ccSlept
-			t.SleepThen(w.e.p.HTCoordSleep, m, 0)
+			t.SleepThen(w.e.P.HTCoordSleep, m, 0)
 			return
 		case ccSignalled:
-			m.ph.sigs++
+			m.ph.Sigs++
 			*m.count++
 			m.pc = ccCredited
 		case ccCredited:
@@ -1119,8 +1119,8 @@ func newHTCFwd(w *htWorkload, r, c, s, kw int) *htCFwd {
 	m.creg, m.coff, m.co = w.sigWord(r, c, w.N+s, true)
 	m.credit = func(v uint64) bool { return v-m.co >= m.need }
 	m.tail = func(v uint64) bool { return int(v) >= int(m.need) }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/ctxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
-		slots: w.cc.RDMARecv, send: w.cSend[c/ctxsPerComm], recv: w.cRecv[c/ctxsPerComm], rec: w.recC, ph: &w.e.comb,
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
+		slots: w.cc.RDMARecv, send: w.cSend[c/CtxsPerComm], recv: w.cRecv[c/CtxsPerComm], rec: w.recC, ph: &w.e.Comb,
 		chunks: &w.st.combChunks, tails: &w.st.combTails}
 	return m
 }
@@ -1145,7 +1145,7 @@ func (m *htCFwd) Handle(*sim.Sim, uint64) {
 	N, G, W := w.N, w.G, w.cc.RDMARecv
 	if m.put.gn == nil {
 		m.put.t = t
-		m.put.gn = m.put.dc.Gin(t, m.r, m.c%ctxsPerComm)
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%CtxsPerComm)
 	}
 	rec := sim.Bytes(w.recC)
 	for {

@@ -12,14 +12,14 @@ import (
 
 // ctxsPerComm is DEEP_EP_NCCL_GIN_CTXS_PER_COMM in DeepEP PR #521: one GIN
 // context per local expert, four per communicator.
-const ctxsPerComm = 4
+const CtxsPerComm = 4
 
 // llWorkload is DeepEP V1 low-latency dispatch and combine as ported to
 // NCCL GIN by DeepEP PR #521 (spec moe-traffic 1.3, 1.4, 1.8), or, with
 // aggregate set, the NCCL EP / V2 flavour whose puts carry
 // OptAggregateRequests except the last one to each (context, peer).
 type llWorkload struct {
-	e   *env
+	e   *Env
 	agg bool
 
 	msg, comb uint64 // dispatch and combine message bytes
@@ -35,37 +35,37 @@ type llWorkload struct {
 }
 
 // memWord is a per-rank HBM array of 8-byte counters.
-type memWord = gpuArray
+type memWord = GPUArray
 
-func newLL(e *env, agg bool) *llWorkload {
+func newLL(e *Env, agg bool) *llWorkload {
 	return &llWorkload{e: e, agg: agg}
 }
 
-func (w *llWorkload) setup() error {
-	e, st := w.e, w.e.st
-	h := e.hdr
+func (w *llWorkload) Setup() error {
+	e, st := w.e, w.e.Step
+	h := e.Hdr
 	prec, err := h.DispatchPrecision()
 	if err != nil {
 		return err
 	}
-	hidden := e.hidden
+	hidden := e.Hidden
 	w.msg = uint64(traces.LLDispatchBytes(hidden, prec))
 	w.comb = uint64(traces.LLCombineBytes(hidden))
-	w.groups = (st.slots + e.m.Profile.GPU.SMs - 1) / e.m.Profile.GPU.SMs
-	w.sms = (st.slots + w.groups - 1) / w.groups
-	if st.topK > 32/w.groups {
-		return fmt.Errorf("moe: top-%d needs more warps than the %d a warp group has", st.topK, 32/w.groups)
+	w.groups = (st.Slots + e.M.Profile.GPU.SMs - 1) / e.M.Profile.GPU.SMs
+	w.sms = (st.Slots + w.groups - 1) / w.groups
+	if st.TopK > 32/w.groups {
+		return fmt.Errorf("moe: top-%d needs more warps than the %d a warp group has", st.TopK, 32/w.groups)
 	}
-	ep, T := uint64(st.ep), uint64(st.maxTokens)
-	nComm := (st.local + ctxsPerComm - 1) / ctxsPerComm
+	ep, T := uint64(st.EP), uint64(st.MaxTokens)
+	nComm := (st.Local + CtxsPerComm - 1) / CtxsPerComm
 	for c := range nComm {
-		ctxs := min(ctxsPerComm, st.local-c*ctxsPerComm)
-		comm, err := e.newComm()
+		ctxs := min(CtxsPerComm, st.Local-c*CtxsPerComm)
+		comm, err := e.NewComm()
 		if err != nil {
 			return err
 		}
-		dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * st.ep,
-			ConnectionType: gin.ConnFull, Type: e.ginType()})
+		dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * st.EP,
+			ConnectionType: gin.ConnFull, Type: e.GinType()})
 		if err != nil {
 			return fmt.Errorf("moe: communicator %d: %w", c, err)
 		}
@@ -75,10 +75,10 @@ func (w *llWorkload) setup() error {
 			name string
 			size uint64
 		}{
-			{&w.dRecv, "ll/dispatch-recv", ctxsPerComm * ep * T * w.msg},
+			{&w.dRecv, "ll/dispatch-recv", CtxsPerComm * ep * T * w.msg},
 			{&w.dSend, "ll/dispatch-send", T * w.msg},
-			{&w.cRecv, "ll/combine-recv", ep * ctxsPerComm * T * w.comb},
-			{&w.cSend, "ll/combine-send", ctxsPerComm * ep * T * w.comb},
+			{&w.cRecv, "ll/combine-recv", ep * CtxsPerComm * T * w.comb},
+			{&w.cSend, "ll/combine-send", CtxsPerComm * ep * T * w.comb},
 		} {
 			win, err := comm.WindowRegister(x.name+strconv.Itoa(c), sim.Bytes(x.size), 0, false)
 			if err != nil {
@@ -87,19 +87,19 @@ func (w *llWorkload) setup() error {
 			*x.dst = append(*x.dst, win)
 		}
 	}
-	for r := range st.ep {
-		g := e.m.GPUs[r]
-		w.slotCtr = append(w.slotCtr, newGPUArray(g, "ll/slot", st.slots))
-		w.finish = append(w.finish, newGPUArray(g, "ll/finish", st.slots))
-		w.flagsSeen = append(w.flagsSeen, newGPUArray(g, "ll/flags", 1))
+	for r := range st.EP {
+		g := e.M.GPUs[r]
+		w.slotCtr = append(w.slotCtr, NewGPUArray(g, "ll/slot", st.Slots))
+		w.finish = append(w.finish, NewGPUArray(g, "ll/finish", st.Slots))
+		w.flagsSeen = append(w.flagsSeen, NewGPUArray(g, "ll/flags", 1))
 	}
 	return nil
 }
 
 // gin returns the handle of local expert le's context for group t of rank.
 func (w *llWorkload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
-	dc := w.comms[le/ctxsPerComm]
-	return dc.Gin(t, rank, le%ctxsPerComm), dc
+	dc := w.comms[le/CtxsPerComm]
+	return dc.Gin(t, rank, le%CtxsPerComm), dc
 }
 
 // ginCache keeps a group's last GIN handle: device code builds its ncclGin
@@ -121,33 +121,33 @@ func (c *ginCache) get(w *llWorkload, t *gpu.Group, rank, le int) (*gin.Gin, *gi
 
 // nvl reports whether traffic from rank a to rank b goes over NVLink.
 func (w *llWorkload) nvl(a, b int) bool {
-	return w.e.opt.NVLink && w.e.m.Ranks[a].Node == w.e.m.Ranks[b].Node
+	return w.e.Cfg.NVLink && w.e.M.Ranks[a].Node == w.e.M.Ranks[b].Node
 }
 
 // dispatch launches the dispatch kernel on every rank.
-func (w *llWorkload) dispatch() {
-	e, st := w.e, w.e.st
-	recv := make([]int, st.ep)
-	for r := range st.ep {
-		recv[r] = len(st.experts[r]) * st.ep
+func (w *llWorkload) Dispatch() {
+	e, st := w.e, w.e.Step
+	recv := make([]int, st.EP)
+	for r := range st.EP {
+		recv[r] = len(st.Experts[r]) * st.EP
 	}
-	e.begin(&e.disp, "dispatch", recv)
-	for r := range st.ep {
+	e.Begin(&e.Disp, "dispatch", recv)
+	for r := range st.EP {
 		w.launchDispatch(r)
 	}
 }
 
 func (w *llWorkload) launchDispatch(r int) {
-	e, st := w.e, w.e.st
-	g := e.m.GPUs[r]
-	ph := &e.disp
+	e, st := w.e, w.e.Step
+	g := e.M.GPUs[r]
+	ph := &e.Disp
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
 	// Over a backend that can issue without a process (GDAKI, Proxy) they are
 	// state machines (llSender): 262k of them run at once at EP256.
 	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.opt.noThen
-	for s := 0; s < w.sms && s < st.tokens[r]; s++ {
-		for i := range st.topK {
+	then = then && !w.e.Cfg.NoThen
+	for s := 0; s < w.sms && s < st.Tokens[r]; s++ {
+		for i := range st.TopK {
 			name := "dispatch/sm" + strconv.Itoa(s) + "/w" + strconv.Itoa(i)
 			if then {
 				m := &llSender{w: w, r: r, i: i, tok: s}
@@ -156,27 +156,27 @@ func (w *llWorkload) launchDispatch(r int) {
 			}
 			g.Launch(name, 32, func(t *gpu.Group) {
 				var gc ginCache
-				for tok := s; tok < st.tokens[r]; tok += w.sms {
-					t.Cycles(e.p.CastCycles)
-					x := int(st.topk[r][tok][i])
+				for tok := s; tok < st.Tokens[r]; tok += w.sms {
+					t.Cycles(e.P.CastCycles)
+					x := int(st.TopKIdx[r][tok][i])
 					if x < 0 {
 						continue
 					}
-					slot := t.AtomicAdd64(w.slotCtr[r].r, w.slotCtr[r].off(x), 1, gpu.ScopeDevice)
+					slot := t.AtomicAdd64(w.slotCtr[r].R, w.slotCtr[r].Off(x), 1, gpu.ScopeDevice)
 					switch dst, le, off := w.dispatchTo(r, x, slot); {
 					case dst == r:
 						// NVSHMEM and GIN ports copy to the local rank
 						// with SM loads/stores (no loopback QP).
-						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.msg)))
+						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.msg)))
 					case w.nvl(r, dst):
-						t.NVLinkWrite(e.m.Ranks[dst].Local, w.dRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
+						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
 					default:
 						gn, dc := gc.get(w, t, r, le)
-						gn.Put(dc.World(r), dst, w.dRecv[le/ctxsPerComm], off, w.dSend[le/ctxsPerComm],
+						gn.Put(dc.World(r), dst, w.dRecv[le/CtxsPerComm], off, w.dSend[le/CtxsPerComm],
 							uint64(tok)*w.msg, w.msg, nil, nil, w.opts()...)
-						ph.rdmaBytes += int64(w.msg)
+						ph.RDMABytes += int64(w.msg)
 					}
-					t.AtomicAdd64(w.finish[r].r, w.finish[r].off(x), 1, gpu.ScopeDevice)
+					t.AtomicAdd64(w.finish[r].R, w.finish[r].Off(x), 1, gpu.ScopeDevice)
 				}
 			})
 		}
@@ -187,32 +187,32 @@ func (w *llWorkload) launchDispatch(r int) {
 	// A count sender needs no process while it waits (LaunchWaiting): it
 	// starts at the poll that sees the counter complete, as a spinning
 	// warp would.
-	for x := range st.slots {
-		n := uint64(st.count[r][x])
-		dst, le := st.home[x], st.localIdx[x]
+	for x := range st.Slots {
+		n := uint64(st.Count[r][x])
+		dst, le := st.Home[x], st.LocalIdx[x]
 		name := "dispatch/count" + strconv.Itoa(x)
 		if n == 0 {
 			g.Launch(name, 32, func(t *gpu.Group) {
-				ph.sigs++
-				w.signal(t, nil, r, dst, le, r, n+1, &ph.last)
+				ph.Sigs++
+				w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
 			})
 			continue
 		}
 		done := func(v uint64) bool { return v >= n }
-		g.LaunchWaiting(name, 32, w.finish[r].r, w.finish[r].off(x), "ll finish counter", done, func(t *gpu.Group) {
-			t.WaitWord(w.finish[r].r, w.finish[r].off(x), "ll finish counter", done)
-			ph.sigs++
-			w.signal(t, nil, r, dst, le, r, n+1, &ph.last)
+		g.LaunchWaiting(name, 32, w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done, func(t *gpu.Group) {
+			t.WaitWord(w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done)
+			ph.Sigs++
+			w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
 		})
 	}
 	// Receivers: one warp group per (local expert, source rank).
-	for le, x := range st.experts[r] {
-		for src := range st.ep {
-			n := st.count[src][x]
+	for le, x := range st.Experts[r] {
+		for src := range st.EP {
+			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
-				func(t *gpu.Group, path sigPath) {
-					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
-					e.receiverDone(r, path)
+				func(t *gpu.Group, path SigPath) {
+					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
+					e.ReceiverDone(r, path)
 				})
 		}
 	}
@@ -222,11 +222,11 @@ func (w *llWorkload) launchDispatch(r int) {
 // rank, its local index there, and the offset of receive slot slot; and
 // counts the message.
 func (w *llWorkload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
-	st, ph := w.e.st, &w.e.disp
-	dst, le = st.home[x], st.localIdx[x]
-	off = ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(r))*uint64(st.maxTokens) + slot) * w.msg
-	ph.msgs++
-	ph.bwBytes[r] += int64(w.msg)
+	st, ph := w.e.Step, &w.e.Disp
+	dst, le = st.Home[x], st.LocalIdx[x]
+	off = ((uint64(le%CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
+	ph.Msgs++
+	ph.BWBytes[r] += int64(w.msg)
 	return dst, le, off
 }
 
@@ -245,16 +245,16 @@ var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 // process-free sender, then continues at h: an SM copy to the rank
 // itself, an NVLink store to a GPU of its node with --nvlink, else a put.
 func (w *llWorkload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
-	off, src, n uint64, ph *phase) {
+	off, src, n uint64, ph *Phase) {
 	e := w.e
 	switch {
 	case dst == r:
-		t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(n)), h, 0)
+		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
 	case w.nvl(r, dst):
-		t.NVLinkWriteThen(e.m.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
+		t.NVLinkWriteThen(e.M.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
 	default:
 		gn, dc := gc.get(w, t, r, le)
-		ph.rdmaBytes += int64(n)
+		ph.RDMABytes += int64(n)
 		gn.PutThen(h, 0, dc.World(r), dst, recv, off, send, src, n, nil, nil, w.opts()...)
 	}
 }
@@ -284,35 +284,35 @@ const (
 // completed.
 func (m *llSender) Handle(*sim.Sim, uint64) {
 	w, t, r := m.w, m.t, m.r
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	for {
 		switch m.pc {
 		case llCast:
-			if m.tok >= st.tokens[r] {
+			if m.tok >= st.Tokens[r] {
 				t.End()
 				return
 			}
 			m.pc = llSlot
-			t.CyclesThen(e.p.CastCycles, m, 0)
+			t.CyclesThen(e.P.CastCycles, m, 0)
 			return
 		case llSlot:
-			m.x = int(st.topk[r][m.tok][m.i])
+			m.x = int(st.TopKIdx[r][m.tok][m.i])
 			if m.x < 0 {
 				m.pc = llNext
 				continue
 			}
 			m.pc = llSend
-			t.AtomicAdd64Then(w.slotCtr[r].r, w.slotCtr[r].off(m.x), 1, gpu.ScopeDevice, m, 0)
+			t.AtomicAdd64Then(w.slotCtr[r].R, w.slotCtr[r].Off(m.x), 1, gpu.ScopeDevice, m, 0)
 			return
 		case llSend:
 			m.pc = llFinish
 			dst, le, off := w.dispatchTo(r, m.x, t.Result())
-			w.sendThen(t, &m.gc, m, r, le, dst, w.dRecv[le/ctxsPerComm], w.dSend[le/ctxsPerComm], off,
-				uint64(m.tok)*w.msg, w.msg, &e.disp)
+			w.sendThen(t, &m.gc, m, r, le, dst, w.dRecv[le/CtxsPerComm], w.dSend[le/CtxsPerComm], off,
+				uint64(m.tok)*w.msg, w.msg, &e.Disp)
 			return
 		case llFinish:
 			m.pc = llNext
-			t.AtomicAdd64Then(w.finish[r].r, w.finish[r].off(m.x), 1, gpu.ScopeDevice, m, 0)
+			t.AtomicAdd64Then(w.finish[r].R, w.finish[r].Off(m.x), 1, gpu.ScopeDevice, m, 0)
 			return
 		case llNext:
 			m.tok += w.sms
@@ -327,12 +327,12 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 // gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
 // body repeats the wait through gin (which then succeeds at once), so the
 // timing is that of a warp spinning in ncclGin::waitSignal from launch.
-func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path sigPath)) {
-	dc := w.comms[le/ctxsPerComm]
-	ctx := le % ctxsPerComm
+func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path SigPath)) {
+	dc := w.comms[le/CtxsPerComm]
+	ctx := le % CtxsPerComm
 	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
 	least := 1 + dc.Backend().SignalOffset(dc, r, ctx, id)
-	lw := &landWatch{s: w.e.s} // from launch, as the spinning warp's
+	lw := &LandWatch{Sim: w.e.Sim} // from launch, as the spinning warp's
 	reg.Watch(off, lw)
 	g.LaunchWaiting(name, 32, reg, off, "gin signal", func(v uint64) bool { return gin.RollingLessEq(least, v, 64) },
 		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
@@ -341,7 +341,7 @@ func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from
 // signal adds v to signal id of local expert le's context at rank dst,
 // from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
 // be nil) is the group's handle cache.
-func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]sigPath) {
+func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]SigPath) {
 	e := w.e
 	start := t.Now()
 	if gc == nil {
@@ -349,64 +349,64 @@ func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v ui
 	}
 	gn, dc := gc.get(w, t, r, le)
 	if dst == r {
-		reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+		reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
-		e.noteIssue(dst, le, id, start, t.Now(), false)
+		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
 	if w.nvl(r, dst) {
-		reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+		reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
 		var b [8]byte
-		putLE64(b[:], v)
-		t.NVLinkWrite(e.m.Ranks[dst].Local, reg, off, b[:], 8)
-		e.noteIssue(dst, le, id, start, t.Now(), false)
+		PutLE64(b[:], v)
+		t.NVLinkWrite(e.M.Ranks[dst].Local, reg, off, b[:], 8)
+		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
-	gn.Put(dc.World(r), dst, w.dRecv[le/ctxsPerComm], 0, w.dSend[le/ctxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
-	e.noteIssue(dst, le, id, start, t.Now(), true)
+	gn.Put(dc.World(r), dst, w.dRecv[le/CtxsPerComm], 0, w.dSend[le/CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
+	e.NoteIssue(dst, le, id, start, t.Now(), true)
 }
 
 // waitSignal waits until signal id of local expert le's context at rank r is
 // non-zero, resets it and returns the path of that signal; from is the
 // sending rank; lw has watched the signal word since the wait began.
-func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *landWatch) sigPath {
+func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *LandWatch) SigPath {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
-	reg, off := dc.Backend().SignalWord(dc, r, le%ctxsPerComm, id)
+	reg, off := dc.Backend().SignalWord(dc, r, le%CtxsPerComm, id)
 	gn.WaitSignal(id, 1, 64)
 	reg.Unwatch(off, lw)
 	seen := t.Now()
 	gn.ResetSignal(id)
-	p := e.issued(r, le, id)
-	e.proxyPath(&p, dc, r, le%ctxsPerComm, id)
-	p.landed, p.seen = lw.at, seen
-	if lw.at == 0 {
-		p.landed = seen
+	p := e.Issued(r, le, id)
+	e.ProxyPath(&p, dc, r, le%CtxsPerComm, id)
+	p.Landed, p.Seen = lw.At, seen
+	if lw.At == 0 {
+		p.Landed = seen
 	}
-	p.from, p.to = from, r
+	p.From, p.To = from, r
 	return p
 }
 
 // combine launches the combine kernel on every rank.
-func (w *llWorkload) combine() {
-	e, st := w.e, w.e.st
-	e.beginOne(&e.comb, "combine") // the reducer, after every flag
-	for r := range st.ep {
+func (w *llWorkload) Combine() {
+	e, st := w.e, w.e.Step
+	e.BeginOne(&e.Comb, "combine") // the reducer, after every flag
+	for r := range st.EP {
 		w.launchCombine(r)
 	}
 }
 
 func (w *llWorkload) launchCombine(r int) {
-	e, st := w.e, w.e.st
-	g := e.m.GPUs[r]
-	ph := &e.comb
+	e, st := w.e, w.e.Step
+	g := e.M.GPUs[r]
+	ph := &e.Comb
 	// Senders: one warp group per (local expert, destination rank) sends
 	// every token it got from that rank back, then one flag.
 	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.opt.noThen
-	for le, x := range st.experts[r] {
-		for dst := range st.ep {
-			toks := st.recvTokens[dst][x]
+	then = then && !w.e.Cfg.NoThen
+	for le, x := range st.Experts[r] {
+		for dst := range st.EP {
+			toks := st.RecvTokens[dst][x]
 			name := "combine/send" + strconv.Itoa(le) + "." + strconv.Itoa(dst)
 			if then {
 				m := &combSender{w: w, r: r, le: le, dst: dst, toks: toks}
@@ -416,42 +416,42 @@ func (w *llWorkload) launchCombine(r int) {
 			g.Launch(name, 32, func(t *gpu.Group) {
 				var gc ginCache
 				for j, tok := range toks {
-					t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
+					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
 					off, src := w.combineAt(r, le, dst, j, int(tok))
 					if dst == r {
-						t.Compute(e.p.CopyRate.TxTime(sim.Bytes(w.comb)))
+						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb)))
 						continue
 					}
 					if w.nvl(r, dst) {
-						t.NVLinkWrite(e.m.Ranks[dst].Local, w.cRecv[le/ctxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
+						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
 						continue
 					}
 					gn, dc := gc.get(w, t, r, le)
-					gn.Put(dc.World(r), dst, w.cRecv[le/ctxsPerComm], off, w.cSend[le/ctxsPerComm], src, w.comb,
+					gn.Put(dc.World(r), dst, w.cRecv[le/CtxsPerComm], off, w.cSend[le/CtxsPerComm], src, w.comb,
 						nil, nil, w.opts()...)
-					ph.rdmaBytes += int64(w.comb)
+					ph.RDMABytes += int64(w.comb)
 				}
-				ph.sigs++
-				w.signal(t, &gc, r, dst, le, st.ep+r, 1, nil)
+				ph.Sigs++
+				w.signal(t, &gc, r, dst, le, st.EP+r, 1, nil)
 			})
 		}
 	}
 	// Flag waiters: one warp group per global expert; then a grid sync and
 	// the weighted reduction of k contributions per token.
-	for x := range st.slots {
-		home, le := st.home[x], st.localIdx[x]
-		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.ep+home, home, func(t *gpu.Group, path sigPath) {
-			e.noteLast(r, path)
-			t.AtomicAdd64(w.flagsSeen[r].r, 0, 1, gpu.ScopeDevice)
+	for x := range st.Slots {
+		home, le := st.Home[x], st.LocalIdx[x]
+		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, path SigPath) {
+			e.NoteLast(r, path)
+			t.AtomicAdd64(w.flagsSeen[r].R, 0, 1, gpu.ScopeDevice)
 		})
 	}
-	nflags := uint64(st.slots)
-	reduce := sim.Bytes(st.selections[r] * int64(w.comb))
+	nflags := uint64(st.Slots)
+	reduce := sim.Bytes(st.Selections[r] * int64(w.comb))
 	all := func(v uint64) bool { return v >= nflags }
-	g.LaunchWaiting("combine/reduce", 1024, w.flagsSeen[r].r, 0, "ll combine grid sync", all, func(t *gpu.Group) {
-		t.WaitWord(w.flagsSeen[r].r, 0, "ll combine grid sync", all)
-		t.Compute(e.p.ReduceRate.TxTime(reduce))
-		e.receiverDone(r, e.lastOf(r))
+	g.LaunchWaiting("combine/reduce", 1024, w.flagsSeen[r].R, 0, "ll combine grid sync", all, func(t *gpu.Group) {
+		t.WaitWord(w.flagsSeen[r].R, 0, "ll combine grid sync", all)
+		t.Compute(e.P.ReduceRate.TxTime(reduce))
+		e.ReceiverDone(r, e.LastOf(r))
 	})
 }
 
@@ -459,12 +459,12 @@ func (w *llWorkload) launchCombine(r int) {
 // that rank r's local expert le returns: in dst's receive buffer and in
 // r's send buffer; and counts the message.
 func (w *llWorkload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
-	st, ph := w.e.st, &w.e.comb
-	T := uint64(st.maxTokens)
-	off = ((uint64(r)*ctxsPerComm+uint64(le%ctxsPerComm))*T + uint64(tok)) * w.comb
-	src = ((uint64(le%ctxsPerComm)*uint64(st.ep)+uint64(dst))*T + uint64(j)) * w.comb
-	ph.msgs++
-	ph.bwBytes[dst] += int64(w.comb)
+	st, ph := w.e.Step, &w.e.Comb
+	T := uint64(st.MaxTokens)
+	off = ((uint64(r)*CtxsPerComm+uint64(le%CtxsPerComm))*T + uint64(tok)) * w.comb
+	src = ((uint64(le%CtxsPerComm)*uint64(st.EP)+uint64(dst))*T + uint64(j)) * w.comb
+	ph.Msgs++
+	ph.BWBytes[dst] += int64(w.comb)
 	return off, src
 }
 
@@ -494,7 +494,7 @@ const (
 // Handle implements sim.Handler.
 func (m *combSender) Handle(*sim.Sim, uint64) {
 	w, t, r, le, dst := m.w, m.t, m.r, m.le, m.dst
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	for {
 		switch m.pc {
 		case cbStage:
@@ -503,39 +503,39 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.pc = cbSend
-			t.ComputeThen(e.p.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
+			t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
 			return
 		case cbSend:
 			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
 			m.pc = cbNext
-			w.sendThen(t, &m.gc, m, r, le, dst, w.cRecv[le/ctxsPerComm], w.cSend[le/ctxsPerComm], off, src, w.comb, &e.comb)
+			w.sendThen(t, &m.gc, m, r, le, dst, w.cRecv[le/CtxsPerComm], w.cSend[le/CtxsPerComm], off, src, w.comb, &e.Comb)
 			return
 		case cbNext:
 			m.j++
 			m.pc = cbStage
 		case cbFlag: // signal, as a state
-			e.comb.sigs++
+			e.Comb.Sigs++
 			m.start = t.Now()
-			id := st.ep + r
+			id := st.EP + r
 			gn, dc := m.gc.get(w, t, r, le)
 			m.pc = cbFlagged
 			switch {
 			case dst == r:
-				reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+				reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
 				t.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, m, 0)
 			case w.nvl(r, dst):
-				reg, off := dc.Backend().SignalWord(dc, dst, le%ctxsPerComm, id)
+				reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
 				b := make([]byte, 8)
-				putLE64(b, 1)
-				t.NVLinkWriteThen(e.m.Ranks[dst].Local, reg, off, b, 8, m, 0)
+				PutLE64(b, 1)
+				t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, m, 0)
 			default:
 				m.rdma = true
-				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/ctxsPerComm], 0, w.dSend[le/ctxsPerComm], 0, 0,
+				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/CtxsPerComm], 0, w.dSend[le/CtxsPerComm], 0, 0,
 					gin.SignalAdd{Signal: id, Value: 1}, nil)
 			}
 			return
 		case cbFlagged:
-			e.noteIssue(dst, le, st.ep+r, m.start, t.Now(), m.rdma)
+			e.NoteIssue(dst, le, st.EP+r, m.start, t.Now(), m.rdma)
 			t.End()
 			return
 		}

@@ -308,7 +308,7 @@ const (
 
 // ncclWorkload is the NCCL baseline.
 type ncclWorkload struct {
-	e   *env
+	e   *Env
 	cfg NCCLConfig
 
 	tok, comb     uint64 // bytes per selection on the wire: dispatch (Megatron token) and combine (2H BF16)
@@ -383,46 +383,46 @@ type ncclConn struct {
 	lastQueued, lastPosted, lastCQE, lastLanded sim.Time
 }
 
-func newNCCL(e *env) workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
+func newNCCL(e *Env) Workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
 
-func (w *ncclWorkload) setup() error {
-	e, st := w.e, w.e.st
+func (w *ncclWorkload) Setup() error {
+	e, st := w.e, w.e.Step
 	if err := w.cfg.Validate(); err != nil {
 		return err
 	}
-	if st.ep < 2 {
-		return fmt.Errorf("moe: nccl: EP %d: the all-to-all needs at least 2 ranks", st.ep)
+	if st.EP < 2 {
+		return fmt.Errorf("moe: nccl: EP %d: the all-to-all needs at least 2 ranks", st.EP)
 	}
-	prec, err := e.hdr.DispatchPrecision()
+	prec, err := e.Hdr.DispatchPrecision()
 	if err != nil {
 		return err
 	}
-	w.bwDisp = int64(traces.LLDispatchBytes(e.hidden, prec))
-	w.bwCmb = int64(traces.LLCombineBytes(e.hidden))
+	w.bwDisp = int64(traces.LLDispatchBytes(e.Hidden, prec))
+	w.bwCmb = int64(traces.LLCombineBytes(e.Hidden))
 	w.tok = uint64(w.bwDisp) - traces.LLHeaderBytes // Megatron sends the token (and FP8 scales), no DeepEP header
 	w.comb = uint64(w.bwCmb)
 	w.step = uint64(w.cfg.NVLChunk)
-	if e.m.Nodes > 1 {
+	if e.M.Nodes > 1 {
 		w.step = uint64(w.cfg.NetChunk)
 	}
 	w.nextVA = 0x7e00_0000_0000
 	w.shared = map[[3]int]*ncclNetComm{}
 	var outMax uint64
-	for r := range st.ep {
-		outMax = max(outMax, uint64(st.selections[r]))
+	for r := range st.EP {
+		outMax = max(outMax, uint64(st.Selections[r]))
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		var in uint64
-		for s := range st.ep {
-			for _, x := range st.experts[r] {
-				in += uint64(st.count[s][x])
+		for s := range st.EP {
+			for _, x := range st.Experts[r] {
+				in += uint64(st.Count[s][x])
 			}
 		}
 		outMax = max(outMax, in)
 	}
-	local := uint64(e.m.Spec.GPUsPerNode)
-	for r := range st.ep {
-		rk := e.m.Ranks[r]
+	local := uint64(e.M.Spec.GPUsPerNode)
+	for r := range st.EP {
+		rk := e.M.Ranks[r]
 		if len(rk.NICs) == 0 {
 			return fmt.Errorf("moe: nccl: rank %d has no NIC", r)
 		}
@@ -432,7 +432,7 @@ func (w *ncclWorkload) setup() error {
 		// Shared buffers: Steps slots for every NET connection the rank
 		// may receive or send through its NIC (its own sends and, under
 		// PXN, those of every local rank to its rail), plus the ring.
-		size := uint64(w.cfg.Steps) * w.step * (uint64(st.ep*w.cfg.ChannelsPerPeer)*(1+local) + 2)
+		size := uint64(w.cfg.Steps) * w.step * (uint64(st.EP*w.cfg.ChannelsPerPeer)*(1+local) + 2)
 		nr.fifo = g.Alloc("nccl/gdr-buffers", sim.Bytes(size), false)
 		va := w.va(size)
 		for _, n := range nr.nics {
@@ -464,8 +464,8 @@ func (w *ncclWorkload) va(n uint64) uint64 {
 
 // viaNet reports whether a -> b uses the NET transport.
 func (w *ncclWorkload) viaNet(a, b int) bool {
-	m := w.e.m
-	return m.Ranks[a].Node != m.Ranks[b].Node || !w.e.opt.NVLink
+	m := w.e.M
+	return m.Ranks[a].Node != m.Ranks[b].Node || !w.e.Cfg.NVLink
 }
 
 // proxyOf is the rank whose proxy thread and NIC carry s's p2p NET sends
@@ -473,13 +473,13 @@ func (w *ncclWorkload) viaNet(a, b int) bool {
 // index (d's rail), when NVLink joins it to s (the P2P transport is on)
 // and it is a rank of the communicator; s itself otherwise.
 func (w *ncclWorkload) proxyOf(s, d int) int {
-	m := w.e.m
+	m := w.e.M
 	S, D := m.Ranks[s], m.Ranks[d]
-	if w.cfg.PXNLevel == 0 || !w.e.opt.NVLink || S.Node == D.Node || S.Local == D.Local {
+	if w.cfg.PXNLevel == 0 || !w.e.Cfg.NVLink || S.Node == D.Node || S.Local == D.Local {
 		return s
 	}
 	p := S.Node*m.Spec.GPUsPerNode + D.Local
-	if p >= w.e.st.ep || m.Ranks[p].Node != S.Node {
+	if p >= w.e.Step.EP || m.Ranks[p].Node != S.Node {
 		return s
 	}
 	return p
@@ -674,16 +674,16 @@ func (w *ncclWorkload) beginPhase() {
 // Simple over NET the chunk tuning of addP2pToPlan (a quarter step below
 // one step of bytes, half below eight steps).
 func (w *ncclWorkload) buildA2A(bytes func(s, d int) uint64) error {
-	st := w.e.st
-	for s := range st.ep {
-		for d := range st.ep {
+	st := w.e.Step
+	for s := range st.EP {
+		for d := range st.EP {
 			b := bytes(s, d)
 			if s == d || b == 0 {
 				continue
 			}
 			net := w.viaNet(s, d)
 			minPart := w.step / 8
-			if w.e.m.Nodes > 1 {
+			if w.e.M.Nodes > 1 {
 				minPart = w.step / 2
 			}
 			nch := int(min(uint64(w.cfg.ChannelsPerPeer), (b+minPart-1)/minPart))
@@ -717,21 +717,21 @@ func (c *ncclConn) stepBytes(i int) uint64 { return min(c.chunk, c.bytes-uint64(
 
 // dispatch: the counts all-gather on every rank's stream, then the host
 // path (D2H, sync, splits, enqueue), then the all-to-all-v.
-func (w *ncclWorkload) dispatch() {
-	e, st := w.e, w.e.st
+func (w *ncclWorkload) Dispatch() {
+	e, st := w.e, w.e.Step
 	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
 		var n uint64
-		for _, x := range st.experts[d] {
-			n += uint64(st.count[s][x])
+		for _, x := range st.Experts[d] {
+			n += uint64(st.Count[s][x])
 		}
 		return n * w.tok
 	})
 	if err == nil {
-		blk := uint64(st.slots) * uint64(w.cfg.CountBytes)
-		for r := range st.ep {
+		blk := uint64(st.Slots) * uint64(w.cfg.CountBytes)
+		for r := range st.EP {
 			var c *ncclConn
-			c, err = w.newConn(r, (r+1)%st.ep, 0, blk*uint64(st.ep-1), blk, true, w.cfg.AllGatherLL)
+			c, err = w.newConn(r, (r+1)%st.EP, 0, blk*uint64(st.EP-1), blk, true, w.cfg.AllGatherLL)
 			if err != nil {
 				break
 			}
@@ -741,21 +741,21 @@ func (w *ncclWorkload) dispatch() {
 	if err == nil {
 		err = w.finishComms()
 	}
-	e.begin(&e.disp, "dispatch", w.receivers())
-	e.disp.nccl = w.facts()
+	e.Begin(&e.Disp, "dispatch", w.receivers())
+	e.Disp.NCCL = w.facts()
 	if err != nil {
-		e.s.Fail(err)
+		e.Sim.Fail(err)
 		return
 	}
 	// The all-gather was enqueued by the host behind the router kernels:
 	// its proxy ops are posted and its kernel starts with the phase.
-	for r := range st.ep {
+	for r := range st.EP {
 		if c := w.ring[r]; c.net {
 			w.ranks[r].px.add(ncclSub{c: c}, false)
-			w.ranks[(r+1)%st.ep].px.add(ncclSub{g: c.grp}, false)
+			w.ranks[(r+1)%st.EP].px.add(ncclSub{g: c.grp}, false)
 		}
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		w.launchAllGather(r)
 	}
 }
@@ -763,20 +763,20 @@ func (w *ncclWorkload) dispatch() {
 // launchAllGather runs the ring all-gather of the counts on rank r and then
 // the rank's host thread through the host sync to the all-to-all launch.
 func (w *ncclWorkload) launchAllGather(r int) {
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
-	send, recv := w.ring[r], w.ring[(r+st.ep-1)%st.ep]
+	send, recv := w.ring[r], w.ring[(r+st.EP-1)%st.EP]
 	blk := send.chunk
-	rk.host = e.s.Spawn("nccl/rank"+strconv.Itoa(r)+"/host", func(p *sim.Proc) {
+	rk.host = e.Sim.Spawn("nccl/rank"+strconv.Itoa(r)+"/host", func(p *sim.Proc) {
 		p.Park("nccl host: cudaStreamSynchronize after the counts all-gather")
 		w.hostPath(p, r)
 	})
 	rk.g.Launch("nccl/allgather", w.cfg.OpThreads, func(t *gpu.Group) {
 		w.sendStep(t, send, 0)
-		for k := 0; k < st.ep-1; k++ {
+		for k := 0; k < st.EP-1; k++ {
 			w.waitData(t, recv, k)
 			t.Write(rk.out, 0, nil, sim.Bytes(blk)) // into the gathered counts
-			if k < st.ep-2 {
+			if k < st.EP-2 {
 				w.sendStep(t, send, k+1) // forward the block to the next rank
 			}
 			w.release(t, recv, k)
@@ -789,17 +789,17 @@ func (w *ncclWorkload) launchAllGather(r int) {
 // D2H copy and the completion semaphore cross PCIe, the sync returns, the
 // host builds the splits and enqueues the all-to-all group.
 func (w *ncclWorkload) hostPath(p *sim.Proc, r int) {
-	e, st, cfg := w.e, w.e.st, &w.cfg
+	e, st, cfg := w.e, w.e.Step, &w.cfg
 	rk := w.ranks[r]
 	bus := rk.g.Bus()
-	copied := bus.Write(p.Now().Add(cfg.D2HStart), rk.g.Dev(), bus.Host(), sim.Bytes(st.ep*st.slots)*cfg.CountBytes)
+	copied := bus.Write(p.Now().Add(cfg.D2HStart), rk.g.Dev(), bus.Host(), sim.Bytes(st.EP*st.Slots)*cfg.CountBytes)
 	sem := bus.Write(copied, rk.g.Dev(), bus.Host(), 8)
 	p.SleepUntil(sem.Add(cfg.SyncWake))
 	p.Sleep(cfg.SplitsCost)
-	p.Sleep(cfg.HostEnqueue + cfg.HostPerOp*sim.Duration(2*st.ep))
+	p.Sleep(cfg.HostEnqueue + cfg.HostPerOp*sim.Duration(2*st.EP))
 	w.postA2A(r, true)
 	p.Sleep(cfg.KernelStart)
-	w.launchA2A(r, &e.disp, w.bwDisp)
+	w.launchA2A(r, &e.Disp, w.bwDisp)
 }
 
 // postA2A hands rank r's all-to-all proxy ops to the proxy threads: its
@@ -821,17 +821,17 @@ func (w *ncclWorkload) postA2A(r int, wake bool) {
 
 // launchA2A starts rank r's all-to-all kernel: one send and one receive
 // warp group per (peer, channel), and the local copy.
-func (w *ncclWorkload) launchA2A(r int, ph *phase, bwPerSel int64) {
-	e, st := w.e, w.e.st
+func (w *ncclWorkload) launchA2A(r int, ph *Phase, bwPerSel int64) {
+	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
-	rk.kick = e.s.Now()
-	ph.bwBytes[r] = st.selections[r] * bwPerSel
+	rk.kick = e.Sim.Now()
+	ph.BWBytes[r] = st.Selections[r] * bwPerSel
 	self := w.selfBytes(r, ph)
 	rk.g.Launch("nccl/a2a/self", w.cfg.OpThreads, func(t *gpu.Group) {
 		if self > 0 {
 			t.Write(rk.out, 0, nil, sim.Bytes(self))
 		}
-		e.receiverDone(r, sigPath{})
+		e.ReceiverDone(r, SigPath{})
 	})
 	for _, c := range w.a2a {
 		switch r {
@@ -851,20 +851,20 @@ func (w *ncclWorkload) launchA2A(r int, ph *phase, bwPerSel int64) {
 					off += n
 					w.release(t, c, i)
 				}
-				e.receiverDone(r, w.path(c))
+				e.ReceiverDone(r, w.path(c))
 			})
 		}
 	}
 }
 
 // selfBytes is what rank r keeps for itself in the running phase.
-func (w *ncclWorkload) selfBytes(r int, ph *phase) uint64 {
-	st := w.e.st
+func (w *ncclWorkload) selfBytes(r int, ph *Phase) uint64 {
+	st := w.e.Step
 	var n uint64
-	for _, x := range st.experts[r] {
-		n += uint64(st.count[r][x])
+	for _, x := range st.Experts[r] {
+		n += uint64(st.Count[r][x])
 	}
-	if ph == &w.e.comb {
+	if ph == &w.e.Comb {
 		return n * w.comb
 	}
 	return n * w.tok
@@ -875,16 +875,16 @@ func (w *ncclWorkload) selfBytes(r int, ph *phase) uint64 {
 // path before it is the GPU-issue column), the proxy queue runs to the
 // post of the last chunk, the remote write to its completion at the
 // receiving proxy (NET) or the landing of its tail or lines (P2P).
-func (w *ncclWorkload) path(c *ncclConn) sigPath {
+func (w *ncclWorkload) path(c *ncclConn) SigPath {
 	S := w.ranks[c.src]
-	p := sigPath{valid: true, issueStart: S.kick, issueEnd: S.kick, from: c.src, to: c.dst, rdma: c.net,
-		seen: w.e.s.Now()}
+	p := SigPath{Valid: true, IssueStart: S.kick, IssueEnd: S.kick, From: c.src, To: c.dst, RDMA: c.net,
+		Seen: w.e.Sim.Now()}
 	if c.net {
-		p.proxyQueued = max(c.lastQueued, 1)
-		p.proxyPosted = c.lastPosted
-		p.landed = c.lastCQE
+		p.ProxyQueued = max(c.lastQueued, 1)
+		p.ProxyPosted = c.lastPosted
+		p.Landed = c.lastCQE
 	} else {
-		p.landed = c.lastLanded
+		p.Landed = c.lastLanded
 	}
 	return p
 }
@@ -940,30 +940,30 @@ func (w *ncclWorkload) release(t *gpu.Group, c *ncclConn, i int) {
 // combine: the reverse all-to-all-v, enqueued ahead by the host (its
 // splits are known), so the proxies hold the ops and the kernel starts at
 // the phase start.
-func (w *ncclWorkload) combine() {
-	e, st := w.e, w.e.st
+func (w *ncclWorkload) Combine() {
+	e, st := w.e, w.e.Step
 	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
 		var n uint64
-		for _, x := range st.experts[s] {
-			n += uint64(st.count[d][x])
+		for _, x := range st.Experts[s] {
+			n += uint64(st.Count[d][x])
 		}
 		return n * w.comb
 	})
 	if err == nil {
 		err = w.finishComms()
 	}
-	e.begin(&e.comb, "combine", w.receivers())
-	e.comb.nccl = w.facts()
+	e.Begin(&e.Comb, "combine", w.receivers())
+	e.Comb.NCCL = w.facts()
 	if err != nil {
-		e.s.Fail(err)
+		e.Sim.Fail(err)
 		return
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		w.postA2A(r, false)
 	}
-	for r := range st.ep {
-		w.launchA2A(r, &e.comb, w.bwCmb)
+	for r := range st.EP {
+		w.launchA2A(r, &e.Comb, w.bwCmb)
 	}
 }
 

@@ -127,8 +127,8 @@ func (w *ncclWorkload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
 	buf := c.llDst[:c.llWire(i)]
 	t.Read(c.rll, c.llOff(i), buf)
 	if k := c.llCheck(buf, i); k >= 0 {
-		w.e.s.Fail(fmt.Errorf("moe: nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
-			w.e.s.Now(), c.src, c.dst, c.ch, i, k))
+		w.e.Sim.Fail(fmt.Errorf("moe: nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
+			w.e.Sim.Now(), c.src, c.dst, c.ch, i, k))
 		return
 	}
 	c.llGot += c.stepBytes(i)

@@ -142,7 +142,7 @@ type watchRef struct {
 
 func newNCCLProxy(w *ncclWorkload, rk *ncclRank) *ncclProxy {
 	px := &ncclProxy{w: w, rk: rk, name: rk.g.Name() + "/nccl-proxy"}
-	px.p = w.e.s.Spawn(px.name, px.loop)
+	px.p = w.e.Sim.Spawn(px.name, px.loop)
 	return px
 }
 
@@ -335,8 +335,8 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 			data.RemoteVA, data.RKey = c.rllMR.VA+c.llOff(i), c.rllMR.RKey
 		}
 		q.wrs = append(q.wrs, data)
-		e.ph.msgs++
-		e.ph.rdmaBytes += int64(n)
+		e.Ph.Msgs++
+		e.Ph.RDMABytes += int64(n)
 	}
 	nreq := uint64(len(m.inSlot))
 	switch {
@@ -344,12 +344,12 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 		off := m.recBase + uint64(j%m.slots)*m.recStride
 		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true,
 			Local: nic.SGE{MR: m.sMR, Off: off, Len: 4 * nreq}, RemoteVA: m.rMR.VA + off, RKey: m.rMR.RKey, Imm: uint32(j)})
-		e.ph.sigs++
+		e.Ph.Sigs++
 	case cfg.AdaptiveRouting && n > uint64(cfg.ARThreshold):
 		last := &q.wrs[len(q.wrs)-1]
 		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: P.mrs[m.sk]},
 			RemoteVA: last.RemoteVA, RKey: last.RKey, Imm: uint32(j)})
-		e.ph.sigs++
+		e.Ph.Sigs++
 	default:
 		last := &q.wrs[len(q.wrs)-1]
 		last.Op, last.Signaled, last.Imm = nic.WRWriteImm, true, uint32(j)
@@ -382,7 +382,7 @@ func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) {
 	if recvSide {
 		arg |= 1
 	}
-	px.w.e.s.Post(arrive, px.w, arg)
+	px.w.e.Sim.Post(arrive, px.w, arg)
 }
 
 // progressRecv is recvProxyProgress for one receive group: post the next
@@ -396,7 +396,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		j := m.recvHead
 		px.work(cfg.PostRecvCost)
 		if err := m.rqp.PostRecv(nic.RecvWR{ID: uint64(j)}); err != nil {
-			w.e.s.Fail(fmt.Errorf("moe: nccl: %s: %w", m.rqp.Name(), err))
+			w.e.Sim.Fail(fmt.Errorf("moe: nccl: %s: %w", m.rqp.Name(), err))
 		}
 		nreq := 0
 		for _, c := range g.subs {
@@ -416,7 +416,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		m.rq.wrs = append(m.rq.wrs, nic.WR{ID: uint64(j), Op: nic.WRWrite, Local: nic.SGE{MR: m.rMR, Off: off, Len: size},
 			RemoteVA: m.sMR.VA + off, RKey: m.sMR.RKey})
 		m.rq.push(1)
-		w.e.ph.sigs++
+		w.e.Ph.Sigs++
 		px.post(m, true, 1)
 		m.recvHead++
 		g.posted++
@@ -488,7 +488,7 @@ func (g *ncclRecvGroup) canPost(steps int) bool {
 }
 
 func (w *ncclWorkload) fail(m *ncclNetComm, side string, e nic.CQE) {
-	w.e.s.Fail(fmt.Errorf("moe: nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", w.e.s.Now(),
+	w.e.Sim.Fail(fmt.Errorf("moe: nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", w.e.Sim.Now(),
 		m.proxy, m.dst, m.ch, side, e.Status, e.Opcode))
 }
 

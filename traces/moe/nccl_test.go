@@ -150,7 +150,7 @@ func TestNCCLDeterministic(t *testing.T) {
 	a := ncclRun(t, tr, true, cfg, nil, nil)
 	b := ncclRun(t, tr, true, cfg, nil, nil)
 	assert.Equal(t, a.rep, b.rep)
-	assert.Equal(t, a.e.s.Fired(), b.e.s.Fired())
+	assert.Equal(t, a.e.Sim.Fired(), b.e.Sim.Fired())
 }
 
 func TestNCCLNeedsModeLL(t *testing.T) {
@@ -222,7 +222,7 @@ func TestNCCLSlowerThanGDAKI(t *testing.T) {
 
 // ncclRunResult is one step replayed by ncclRun.
 type ncclRunResult struct {
-	e   *env
+	e   *Env
 	w   *ncclWorkload
 	rep LayerReport
 }
@@ -239,7 +239,7 @@ func ncclRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg NCCLConfig, before
 	nodes, err := spec.NodesFor(tr.EP())
 	require.NoError(t, err)
 	sp := Steps(tr, 1)[0]
-	st, err := newStep(tr, sp[0], sp[1])
+	st, err := NewStep(tr, sp[0], sp[1])
 	require.NoError(t, err)
 	s := sim.New(sim.Config{Seed: 1})
 	m, err := machine.Build(s, spec, nodes)
@@ -250,24 +250,24 @@ func ncclRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg NCCLConfig, before
 		hidden = mod.DeepEPHidden()
 	}
 	opt := &Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1}
-	e := &env{s: s, m: m, st: st, opt: opt, p: DefaultParams(), hdr: h, hidden: hidden,
+	e := &Env{Sim: s, M: m, Step: st, Cfg: Config{Backend: opt.Backend, NVLink: opt.NVLink}, P: DefaultParams(), Hdr: h, Hidden: hidden,
 		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
 	r := &ncclRunResult{e: e, w: &ncclWorkload{e: e, cfg: cfg}}
 	if before != nil {
 		before(r)
 	}
-	require.NoError(t, r.w.setup())
-	r.w.dispatch()
-	require.NoError(t, e.run())
+	require.NoError(t, r.w.Setup())
+	r.w.Dispatch()
+	require.NoError(t, e.Run())
 	if after != nil {
 		after(r, "dispatch")
 	}
-	r.w.combine()
-	require.NoError(t, e.run())
+	r.w.Combine()
+	require.NoError(t, e.Run())
 	if after != nil {
 		after(r, "combine")
 	}
-	r.rep = LayerReport{Dispatch: e.result(&e.disp), Combine: e.result(&e.comb)}
+	r.rep = LayerReport{Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb)}
 	return r
 }
 
@@ -278,21 +278,21 @@ type railTally struct {
 	payload [][]int64
 }
 
-func newRailTally(e *env) *railTally {
-	ep := e.st.ep
+func newRailTally(e *Env) *railTally {
+	ep := e.Step.EP
 	rt := &railTally{pkts: make([][]int64, ep), payload: make([][]int64, ep)}
 	for i := range ep {
 		rt.pkts[i], rt.payload[i] = make([]int64, ep), make([]int64, ep)
 	}
-	rank := make([]int, len(e.m.NICs))
-	for r, rk := range e.m.Ranks {
+	rank := make([]int, len(e.M.NICs))
+	for r, rk := range e.M.Ranks {
 		for _, n := range rk.NICs {
 			rank[n.Endpoint()] = r
 		}
 	}
-	for _, n := range e.m.NICs {
+	for _, n := range e.M.NICs {
 		id := n.Endpoint()
-		e.m.Net.TapEndpoint(id, int(id), func(iface int, _ sim.Time, p *fabric.Packet) {
+		e.M.Net.TapEndpoint(id, int(id), func(iface int, _ sim.Time, p *fabric.Packet) {
 			if fabric.EndpointID(iface) != p.Src {
 				return // the receive side of the same packet
 			}
@@ -327,16 +327,16 @@ func (rt *railTally) minus(o *railTally) *railTally {
 }
 
 // spinePackets sums the packets every port into or out of a spine carried.
-func spinePackets(e *env) int64 {
+func spinePackets(e *Env) int64 {
 	spine := map[fabric.NodeID]bool{}
-	for _, s := range e.m.Topo.Spines() {
+	for _, s := range e.M.Topo.Spines() {
 		spine[s] = true
 	}
 	var n int64
-	for p := range e.m.Net.Ports() {
-		from, to := e.m.Net.PortEnds(fabric.PortID(p))
+	for p := range e.M.Net.Ports() {
+		from, to := e.M.Net.PortEnds(fabric.PortID(p))
 		if spine[from] || spine[to] {
-			n += int64(e.m.Net.PortStats(fabric.PortID(p)).Packets)
+			n += int64(e.M.Net.PortStats(fabric.PortID(p)).Packets)
 		}
 	}
 	return n
@@ -344,9 +344,9 @@ func spinePackets(e *env) int64 {
 
 // nvlinkIn is the wire bytes each GPU's NVLink ingress port carried, by
 // world rank.
-func nvlinkIn(e *env) []int64 {
+func nvlinkIn(e *Env) []int64 {
 	var in []int64
-	for _, d := range e.m.NVLink {
+	for _, d := range e.M.NVLink {
 		st := d.Stats()
 		for g := 0; g < len(st); g += 2 {
 			in = append(in, int64(st[g+1].Bytes))
@@ -468,7 +468,7 @@ func TestNCCLPXNStaysOnRails(t *testing.T) {
 		// NVLink: the intermediates' ingress grows by the PXN copies and
 		// their packet headers (one per MaxPayload bytes, one more per
 		// copy at most).
-		nc := pxnRun.e.m.NVLink[0].Config()
+		nc := pxnRun.e.M.NVLink[0].Config()
 		m, o := int64(nc.MaxPayload), int64(nc.PacketOverhead)
 		for g := range ep {
 			delta := pc.nvlIn[g] - pl.nvlIn[g]
@@ -668,9 +668,9 @@ func TestNCCLLLRun(t *testing.T) {
 						rdma += uint64(ep-1) * 2 * blk
 					}
 				}
-				assert.Equal(t, int64(rdma), r.e.result(&r.e.disp).RDMABytes)
+				assert.Equal(t, int64(rdma), r.e.Result(&r.e.Disp).RDMABytes)
 			} else {
-				assert.Equal(t, int64(rdma), r.e.result(&r.e.comb).RDMABytes)
+				assert.Equal(t, int64(rdma), r.e.Result(&r.e.Comb).RDMABytes)
 			}
 		})
 		assert.Positive(t, lls)

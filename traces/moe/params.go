@@ -80,8 +80,8 @@ func DefaultParams() Params {
 // holding the WQE: the MMIO doorbell through the GPU's PCIe switch, the
 // NIC's doorbell handling and one WQE fetch read round trip. The breakdown
 // charges the rest of issue-to-wire as NIC queueing.
-func (p Params) doorbellPath(e *env) sim.Duration {
-	pc := e.m.Profile.PCIe
+func (p Params) doorbellPath(e *Env) sim.Duration {
+	pc := e.M.Profile.PCIe
 	hop := 2*pc.LinkLatency + pc.SwitchLatency
-	return hop + e.m.Profile.NIC.DoorbellCost + 2*hop + pc.DevMemReadLatency
+	return hop + e.M.Profile.NIC.DoorbellCost + 2*hop + pc.DevMemReadLatency
 }

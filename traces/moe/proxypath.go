@@ -36,9 +36,9 @@ func (pp *proxyPosts) Posted(p *proxy.Post) {
 
 // observeProxy installs the recorder on the proxy backend of a new
 // communicator's backend set (no-op for other backends).
-func (e *env) observeProxy(backends map[gin.Type]gin.Backend) {
+func (e *Env) ObserveProxy(backends map[gin.Type]gin.Backend) {
 	pb, ok := backends[gin.TypeProxy].(*proxy.Backend)
-	if !ok || e.opt.Backend != BackendProxy {
+	if !ok || e.Cfg.Backend != BackendProxy {
 		return
 	}
 	if e.posts == nil {
@@ -49,11 +49,11 @@ func (e *env) observeProxy(backends map[gin.Type]gin.Backend) {
 
 // proxyPath fills p's proxy instants from the latest post of signal id of
 // context ctx of dc to rank to, if the Proxy backend carried it.
-func (e *env) proxyPath(p *sigPath, dc *gin.DevComm, to, ctx, id int) {
-	if e.posts == nil || !p.rdma {
+func (e *Env) ProxyPath(p *SigPath, dc *gin.DevComm, to, ctx, id int) {
+	if e.posts == nil || !p.RDMA {
 		return
 	}
-	if r, ok := e.posts.m[postKey{dc, to, ctx, id}]; ok && r.posted >= p.issueEnd {
-		p.proxyQueued, p.proxyPosted = r.taken, r.posted
+	if r, ok := e.posts.m[postKey{dc, to, ctx, id}]; ok && r.posted >= p.IssueEnd {
+		p.ProxyQueued, p.ProxyPosted = r.taken, r.posted
 	}
 }

@@ -121,10 +121,10 @@ func (o *Options) Validate() error {
 }
 
 // workload is one library's dispatch and combine as device programs.
-type workload interface {
-	setup() error
-	dispatch()
-	combine()
+type Workload interface {
+	Setup() error
+	Dispatch()
+	Combine()
 }
 
 // Steps returns the (iteration, layer) pairs Replay would run.
@@ -284,7 +284,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 
 // runStep builds a machine for one step and runs dispatch then combine.
 func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options) (stepOut, error) {
-	st, err := newStep(tr, iter, layer)
+	st, err := NewStep(tr, iter, layer)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -297,30 +297,30 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Params != nil {
 		p = *opt.Params
 	}
-	e := &env{s: s, m: m, st: st, opt: opt, p: p, hdr: tr.Header(), hidden: hidden,
+	e := &Env{Sim: s, M: m, Step: st, Cfg: Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.noThen}, P: p, Hdr: tr.Header(), Hidden: hidden,
 		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
-	e.newComm = func() (*gin.Comm, error) {
+	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
-		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: ctxsPerComm}
+		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: CtxsPerComm}
 		if isV2(opt.Mode) || opt.Mode == ModeNCCLEP {
 			cfg.Version = gin.V2_30
 		}
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
-			e.observeProxy(cfg.Backends)
+			e.ObserveProxy(cfg.Backends)
 		}
-		return gin.NewComm(m.Ranks[:st.ep], cfg)
+		return gin.NewComm(m.Ranks[:st.EP], cfg)
 	}
-	e.epRank = make([]int, len(m.NICs))
+	e.EPRank = make([]int, len(m.NICs))
 	for r, rk := range m.Ranks {
 		for _, n := range rk.NICs {
-			e.epRank[n.Endpoint()] = r
+			e.EPRank[n.Endpoint()] = r
 		}
 	}
-	if err := e.installTaps(); err != nil {
+	if err := installTaps(e, opt); err != nil {
 		return stepOut{}, err
 	}
-	var w workload
+	var w Workload
 	switch opt.kernel {
 	case ModeLL:
 		if opt.Backend == BackendNCCL {
@@ -337,37 +337,37 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	case ModeHT:
 		w = newHT(e)
 	}
-	if err := w.setup(); err != nil {
+	if err := w.Setup(); err != nil {
 		return stepOut{}, err
 	}
-	w.dispatch()
-	if err := e.run(); err != nil {
+	w.Dispatch()
+	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
-	w.combine()
-	if err := e.run(); err != nil {
+	w.Combine()
+	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
-	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.result(&e.disp), Combine: e.result(&e.comb)}
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb)}
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
 	if opt.Timeline != nil {
-		o.tl = stepTimeline{ep: st.ep, iter: st.iter, layer: st.layer, disp: e.disp, comb: e.comb}
+		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
 	}
 	return o, nil
 }
 
 // installTaps taps every NIC port for the breakdown and, for pcap, the
 // chosen ranks' ports.
-func (e *env) installTaps() error {
+func installTaps(e *Env, opt *Options) error {
 	capture := map[fabric.EndpointID]int{}
-	if e.opt.Pcap != nil {
-		for _, r := range e.opt.PcapRanks {
-			if r < 0 || r >= e.st.ep {
-				return fmt.Errorf("moe: pcap rank %d out of range [0, %d)", r, e.st.ep)
+	if opt.Pcap != nil {
+		for _, r := range opt.PcapRanks {
+			if r < 0 || r >= e.Step.EP {
+				return fmt.Errorf("moe: pcap rank %d out of range [0, %d)", r, e.Step.EP)
 			}
-			for j, n := range e.m.Ranks[r].NICs {
-				iface, err := e.opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
-					"step "+strconv.Itoa(e.st.iter)+"/"+strconv.Itoa(e.st.layer))
+			for j, n := range e.M.Ranks[r].NICs {
+				iface, err := opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
+					"step "+strconv.Itoa(e.Step.Iter)+"/"+strconv.Itoa(e.Step.Layer))
 				if err != nil {
 					return err
 				}
@@ -375,20 +375,20 @@ func (e *env) installTaps() error {
 			}
 		}
 	}
-	for _, n := range e.m.NICs {
+	for _, n := range e.M.NICs {
 		ep := n.Endpoint()
 		iface, cap := capture[ep]
-		e.m.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
-			e.tap(int(ep), at, p)
+		e.M.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
+			e.Tap(int(ep), at, p)
 			if cap {
-				e.writePcap(iface, at, p)
+				writePcap(e.Sim, opt.Pcap, iface, at, p)
 			}
 		})
 	}
 	return nil
 }
 
-func (e *env) writePcap(iface int, at sim.Time, p *fabric.Packet) {
+func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Packet) {
 	var fs roce.FrameSpec
 	fs.SrcMAC = [6]byte{0x02, 0, 0, 0, byte(p.Src >> 8), byte(p.Src)}
 	fs.DstMAC = [6]byte{0x02, 0, 0, 0, byte(p.Dst >> 8), byte(p.Dst)}
@@ -396,8 +396,8 @@ func (e *env) writePcap(iface int, at sim.Time, p *fabric.Packet) {
 	fs.DstIP = [16]byte{10, 0, byte(p.Dst >> 8), byte(p.Dst)}
 	fs.SrcPort = p.SrcPort
 	fs.ECN = p.ECN
-	if err := e.opt.Pcap.WriteRoCE(iface, at, &fs, &p.Hdr, int(p.PayloadLen), ""); err != nil {
-		e.s.Fail(fmt.Errorf("moe: pcap: %w", err))
+	if err := w.WriteRoCE(iface, at, &fs, &p.Hdr, int(p.PayloadLen), ""); err != nil {
+		s.Fail(fmt.Errorf("moe: pcap: %w", err))
 	}
 }
 
@@ -405,7 +405,7 @@ func (e *env) writePcap(iface int, at sim.Time, p *fabric.Packet) {
 // phases; for the slowest rank, the critical path of each phase.
 type stepTimeline struct {
 	ep, iter, layer int
-	disp, comb      phase
+	disp, comb      Phase
 }
 
 // write draws the step, base later than its own clock.
@@ -418,27 +418,27 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 			tw.Thread(r, 1, "critical path")
 		}
 	}
-	for _, ph := range []*phase{&st.disp, &st.comb} {
+	for _, ph := range []*Phase{&st.disp, &st.comb} {
 		var slow int
-		for r, d := range ph.done {
-			tw.Slice(r, 0, ph.name, stepName, base+ph.start, d.Sub(ph.start),
+		for r, d := range ph.Done {
+			tw.Slice(r, 0, ph.Name, stepName, base+ph.Start, d.Sub(ph.Start),
 				timeline.Arg{Key: "layer", Value: st.layer}, timeline.Arg{Key: "iter", Value: st.iter})
-			if d > ph.done[slow] {
+			if d > ph.Done[slow] {
 				slow = r
 			}
 		}
-		p := ph.last[slow]
-		if !p.valid {
+		p := ph.Last[slow]
+		if !p.Valid {
 			continue
 		}
 		seg := func(name string, a, b sim.Time) {
 			if b > a {
-				tw.Slice(slow, 1, name, ph.name, base+a, b.Sub(a))
+				tw.Slice(slow, 1, name, ph.Name, base+a, b.Sub(a))
 			}
 		}
-		seg("signal issue (rank "+strconv.Itoa(p.from)+")", p.issueStart, p.issueEnd)
-		seg("in flight", p.issueEnd, p.landed)
-		seg("visibility", p.landed, p.seen)
-		seg("receiver work", p.seen, p.done)
+		seg("signal issue (rank "+strconv.Itoa(p.From)+")", p.IssueStart, p.IssueEnd)
+		seg("in flight", p.IssueEnd, p.Landed)
+		seg("visibility", p.Landed, p.Seen)
+		seg("receiver work", p.Seen, p.Done)
 	}
 }

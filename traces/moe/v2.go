@@ -220,7 +220,7 @@ func v2CombineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8
 // record per distinct destination rank, and a completion barrier (flush
 // every QP, grid sync, SignalInc to every rank, wait).
 type v2Workload struct {
-	e  *env
+	e  *Env
 	vp V2Params
 
 	rec, crec int   // dispatch and combine record bytes
@@ -235,28 +235,28 @@ type v2Workload struct {
 	dWin, cWin *gin.Window // data buffers
 	ws         *gin.Window // notify counts (backed)
 	rd, wr     [][]sim.Time
-	slot       []*gpuArray // per rank: sender slot counter per destination rank
-	topk       []*gpuArray // per rank: the routing tensor (L2-resident)
-	sync       []*gpuArray // per rank: grid-sync words of the phase
-	arrive     []*gpuArray // per rank: notify SM arrivals
-	nvlBar     []*gpuArray // per rank: NVLink barrier word
+	slot       []*GPUArray // per rank: sender slot counter per destination rank
+	topk       []*GPUArray // per rank: the routing tensor (L2-resident)
+	sync       []*GPUArray // per rank: grid-sync words of the phase
+	arrive     []*GPUArray // per rank: notify SM arrivals
+	nvlBar     []*GPUArray // per rank: NVLink barrier word
 	epoch      []uint64    // per rank: barriers passed
 	recvTokens []int64     // per rank: distinct tokens received in dispatch
 }
 
-func newV2(e *env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
+func newV2(e *Env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
 
 // sizes checks what both V2 modes need of the routing and fills the
 // record sizes and the DeepEP test's byte counts.
 func (w *v2Workload) sizes() error {
-	e, st := w.e, w.e.st
-	prec, err := e.hdr.DispatchPrecision()
+	e, st := w.e, w.e.Step
+	prec, err := e.Hdr.DispatchPrecision()
 	if err != nil {
 		return err
 	}
-	R, k, H := st.ep, st.topK, e.hidden
-	if st.slots%R != 0 {
-		return fmt.Errorf("moe: v2: %d experts do not divide over %d ranks (DeepEP V2 needs E %% EP == 0)", st.slots, R)
+	R, k, H := st.EP, st.TopK, e.Hidden
+	if st.Slots%R != 0 {
+		return fmt.Errorf("moe: v2: %d experts do not divide over %d ranks (DeepEP V2 needs E %% EP == 0)", st.Slots, R)
 	}
 	if k > 32 {
 		return fmt.Errorf("moe: v2: top-%d needs more lanes than a warp has", k)
@@ -274,59 +274,59 @@ func (w *v2Workload) sizes() error {
 	return nil
 }
 
-func (w *v2Workload) setup() error {
-	e, st := w.e, w.e.st
+func (w *v2Workload) Setup() error {
+	e, st := w.e, w.e.Step
 	if err := w.sizes(); err != nil {
 		return err
 	}
-	R, k := st.ep, st.topK
+	R, k := st.EP, st.TopK
 
-	gpn := e.m.Spec.GPUsPerNode
+	gpn := e.M.Spec.GPUsPerNode
 	nodes := (R + gpn - 1) / gpn
 	nvl := min(gpn, R)
-	w.nvlScale = e.opt.NVLink && nodes == 1
-	nvlGBps := sim.BitRate(e.m.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
-	w.sms = V2NumSMs(st.slots, k, R, nvl, nodes, nvlGBps, w.vp, e.m.Profile.GPU.SMs)
+	w.nvlScale = e.Cfg.NVLink && nodes == 1
+	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
+	w.sms = V2NumSMs(st.Slots, k, R, nvl, nodes, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
 	w.qps = V2NumQPs(w.sms, w.vp)
-	notifySmem := v2NotifySmem(R, st.slots, w.vp)
+	notifySmem := v2NotifySmem(R, st.Slots, w.vp)
 	w.dw = min((w.vp.SmemBytes-notifySmem)/(w.rec+32), 32-w.vp.NotifyWarps)
 	w.cw = min(w.vp.SmemBytes/(w.crec+32), 32)
 	if w.dw < 1 || w.cw < 1 {
 		return fmt.Errorf("moe: v2: a %d-byte token does not fit the %d bytes of shared memory", w.crec, w.vp.SmemBytes)
 	}
 
-	comm, err := e.newComm()
+	comm, err := e.NewComm()
 	if err != nil {
 		return err
 	}
 	w.dc, err = comm.DevCommCreate(gin.Requirements{GinContextCount: w.qps, GinSignalCount: R,
-		ConnectionType: gin.ConnFull, Type: e.ginType()})
+		ConnectionType: gin.ConnFull, Type: e.GinType()})
 	if err != nil {
 		return fmt.Errorf("moe: v2: %w", err)
 	}
-	T := uint64(st.maxTokens)
+	T := uint64(st.MaxTokens)
 	if w.dWin, err = comm.WindowRegister("v2/dispatch", sim.Bytes((uint64(R)+1)*T*uint64(w.rec)), 0, false); err != nil {
 		return fmt.Errorf("moe: v2: %w", err)
 	}
 	if w.cWin, err = comm.WindowRegister("v2/combine", sim.Bytes(2*uint64(R)*T*uint64(w.crec)), 0, false); err != nil {
 		return fmt.Errorf("moe: v2: %w", err)
 	}
-	if w.ws, err = comm.WindowRegister("v2/workspace", sim.Bytes(2*8*(R+R*st.local)), 0, true); err != nil {
+	if w.ws, err = comm.WindowRegister("v2/workspace", sim.Bytes(2*8*(R+R*st.Local)), 0, true); err != nil {
 		return fmt.Errorf("moe: v2: %w", err)
 	}
 	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
 	w.epoch = make([]uint64, R)
-	w.sync = make([]*gpuArray, R)
+	w.sync = make([]*GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	for r := range R {
-		g := e.m.GPUs[r]
+		g := e.M.GPUs[r]
 		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
-		w.slot = append(w.slot, newGPUArray(g, "v2/slot", R))
-		w.topk = append(w.topk, newGPUArray(g, "v2/topk", 1))
-		w.arrive = append(w.arrive, newGPUArray(g, "v2/notify-arrive", 1))
-		w.nvlBar = append(w.nvlBar, newGPUArray(g, "v2/nvl-barrier", 1))
+		w.slot = append(w.slot, NewGPUArray(g, "v2/slot", R))
+		w.topk = append(w.topk, NewGPUArray(g, "v2/topk", 1))
+		w.arrive = append(w.arrive, NewGPUArray(g, "v2/notify-arrive", 1))
+		w.nvlBar = append(w.nvlBar, NewGPUArray(g, "v2/nvl-barrier", 1))
 		for src := range R {
-			w.recvTokens[r] += int64(st.rankTokens[src][r])
+			w.recvTokens[r] += int64(st.RankTokens[src][r])
 		}
 	}
 	return nil
@@ -334,7 +334,7 @@ func (w *v2Workload) setup() error {
 
 // nvl reports whether rank a reaches rank b with NVLink stores (LSA).
 func (w *v2Workload) nvl(a, b int) bool {
-	return w.e.opt.NVLink && w.e.m.Ranks[a].Node == w.e.m.Ranks[b].Node
+	return w.e.Cfg.NVLink && w.e.M.Ranks[a].Node == w.e.M.Ranks[b].Node
 }
 
 // pipe reserves n bytes of one SM's TMA read or write bandwidth from now
@@ -355,8 +355,8 @@ func sleepUntil(t *gpu.Group, at sim.Time) {
 // every participant adds to a device-scope counter and spins on it.
 func (w *v2Workload) gridSync(t *gpu.Group, r, i int, n uint64) {
 	a := w.sync[r]
-	t.AtomicAdd64(a.r, a.off(i), 1, gpu.ScopeDevice)
-	t.WaitWord(a.r, a.off(i), "v2 grid sync", func(v uint64) bool { return v >= n })
+	t.AtomicAdd64(a.R, a.Off(i), 1, gpu.ScopeDevice)
+	t.WaitWord(a.R, a.Off(i), "v2 grid sync", func(v uint64) bool { return v >= n })
 }
 
 // barrier is comm::gpu_barrier's scale-up part run by SM 0: over GIN
@@ -365,55 +365,55 @@ func (w *v2Workload) gridSync(t *gpu.Group, r, i int, n uint64) {
 // NVLink domain, nvlink_barrier_wo_local_sync (a system-scope red.add to
 // every peer's barrier word). le tags the barrier in the breakdown.
 func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
-	e, R := w.e, w.e.st.ep
+	e, R := w.e, w.e.Step.EP
 	w.epoch[r]++
 	if w.nvlScale {
 		t.Parallel(R, func(th *gpu.Group, i int) {
 			start := th.Now()
-			th.Red64(w.nvlBar[i].r, 0, 1, gpu.ScopeSystem)
-			e.noteIssue(i, le, r, start, th.Now(), false)
+			th.Red64(w.nvlBar[i].R, 0, 1, gpu.ScopeSystem)
+			e.NoteIssue(i, le, r, start, th.Now(), false)
 		})
 		target := w.epoch[r] * uint64(R)
-		lw := &landWatch{s: e.s}
-		w.nvlBar[r].r.Watch(0, lw)
-		t.WaitWord(w.nvlBar[r].r, 0, "v2 nvlink barrier", func(v uint64) bool { return v >= target })
-		w.nvlBar[r].r.Unwatch(0, lw)
-		e.noteLast(r, sigPath{valid: true, issueStart: t.Now(), issueEnd: t.Now(), landed: lw.at, seen: t.Now(), from: r, to: r})
+		lw := &LandWatch{Sim: e.Sim}
+		w.nvlBar[r].R.Watch(0, lw)
+		t.WaitWord(w.nvlBar[r].R, 0, "v2 nvlink barrier", func(v uint64) bool { return v >= target })
+		w.nvlBar[r].R.Unwatch(0, lw)
+		e.NoteLast(r, SigPath{Valid: true, IssueStart: t.Now(), IssueEnd: t.Now(), Landed: lw.At, Seen: t.Now(), From: r, To: r})
 		return
 	}
-	ph := e.ph
+	ph := e.Ph
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		start := th.Now()
-		ph.sigs++
+		ph.Sigs++
 		if i == r {
 			// NCCL signals its own rank through a loopback QP; the model's
 			// backends have no self connection, so the increment is a
 			// device-scope atomic on the local signal word.
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, r)
 			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
-			e.noteIssue(r, le, r, start, th.Now(), false)
+			e.NoteIssue(r, le, r, start, th.Now(), false)
 			return
 		}
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		gn.Signal(w.dc.World(r), i, gin.SignalInc{Signal: r})
-		e.noteIssue(i, le, r, start, th.Now(), true)
+		e.NoteIssue(i, le, r, start, th.Now(), true)
 	})
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, i)
-		lw := &landWatch{s: e.s}
+		lw := &LandWatch{Sim: e.Sim}
 		reg.Watch(off, lw)
 		gn.IncreaseSignalShadow(i, 1)
 		gn.WaitSignalMeetShadow(i, 64)
 		reg.Unwatch(off, lw)
-		p := e.issued(r, le, i)
-		e.proxyPath(&p, w.dc, r, 0, i)
-		p.seen, p.landed = th.Now(), lw.at
-		if lw.at == 0 {
-			p.landed = p.seen
+		p := e.Issued(r, le, i)
+		e.ProxyPath(&p, w.dc, r, 0, i)
+		p.Seen, p.Landed = th.Now(), lw.At
+		if lw.At == 0 {
+			p.Landed = p.Seen
 		}
-		p.from, p.to = i, r
-		e.noteLast(r, p)
+		p.From, p.To = i, r
+		e.NoteLast(r, p)
 	})
 }
 
@@ -436,13 +436,13 @@ func (w *v2Workload) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
 // distinctRanks returns the destination ranks of token tok of rank r in
 // lane order, each once.
 func (w *v2Workload) distinctRanks(r, tok int, buf []int) []int {
-	st := w.e.st
+	st := w.e.Step
 	buf = buf[:0]
-	for _, x := range st.topk[r][tok] {
+	for _, x := range st.TopKIdx[r][tok] {
 		if x < 0 {
 			continue
 		}
-		d := st.home[x]
+		d := st.Home[x]
 		dup := false
 		for _, y := range buf {
 			dup = dup || y == d
@@ -455,22 +455,22 @@ func (w *v2Workload) distinctRanks(r, tok int, buf []int) []int {
 }
 
 // dispatch launches dispatch_impl on every rank.
-func (w *v2Workload) dispatch() {
-	e, st := w.e, w.e.st
-	e.beginOne(&e.disp, "dispatch")
-	for r := range st.ep {
-		e.disp.bwBytes[r] = w.recvTokens[r] * w.tokBytes
+func (w *v2Workload) Dispatch() {
+	e, st := w.e, w.e.Step
+	e.BeginOne(&e.Disp, "dispatch")
+	for r := range st.EP {
+		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
 
 func (w *v2Workload) launchDispatch(r int) {
-	e, st := w.e, w.e.st
-	g := e.m.GPUs[r]
+	e, st := w.e, w.e.Step
+	g := e.M.GPUs[r]
 	cfg := g.Config()
-	ph := &e.disp
-	R, T, rec := st.ep, st.maxTokens, w.rec
-	w.sync[r] = newGPUArray(g, "v2/dispatch-sync", 3)
+	ph := &e.Disp
+	R, T, rec := st.EP, st.MaxTokens, w.rec
+	w.sync[r] = NewGPUArray(g, "v2/dispatch-sync", 3)
 	// Tokens of dispatch warp (sm, wi): wi*sms + sm, stride dw*sms.
 	type warp struct {
 		sm, wi int
@@ -480,7 +480,7 @@ func (w *v2Workload) launchDispatch(r int) {
 	for wi := range w.dw {
 		for sm := range w.sms {
 			var toks []int
-			for tok := wi*w.sms + sm; tok < st.tokens[r]; tok += w.dw * w.sms {
+			for tok := wi*w.sms + sm; tok < st.Tokens[r]; tok += w.dw * w.sms {
 				toks = append(toks, tok)
 			}
 			if len(toks) > 0 {
@@ -497,7 +497,7 @@ func (w *v2Workload) launchDispatch(r int) {
 		w.gridSync(t, r, 1, n)
 		w.gridSync(t, r, 2, uint64(w.qps)+1)
 		w.barrier(t, r, 1)
-		e.receiverDone(r, e.lastOf(r))
+		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "dispatch", n, n)
 	for sm := range w.sms {
@@ -526,15 +526,15 @@ func (w *v2Workload) launchDispatch(r int) {
 				// dedup, one slot atomic per distinct destination rank.
 				sleepUntil(t, stored)
 				loaded := pipe(t, &w.rd[r][wp.sm], w.vp.SMReadRate, rec, cfg.HBMLatency)
-				t.Load64(w.topk[r].r, 0)
+				t.Load64(w.topk[r].R, 0)
 				t.Cycles(w.vp.RouteCycles)
 				dsts = w.distinctRanks(r, tok, dsts)
 				slots = append(slots[:0], make([]uint64, len(dsts))...)
 				t.Parallel(len(dsts), func(th *gpu.Group, i int) {
-					slots[i] = th.AtomicAdd64(w.slot[r].r, w.slot[r].off(dsts[i]), 1, gpu.ScopeDevice)
+					slots[i] = th.AtomicAdd64(w.slot[r].R, w.slot[r].Off(dsts[i]), 1, gpu.ScopeDevice)
 				})
 				sleepUntil(t, loaded)
-				ph.msgs += int64(len(dsts))
+				ph.Msgs += int64(len(dsts))
 				// TMA store into the send buffer (RDMA source).
 				var sent sim.Time
 				if !w.nvlScale {
@@ -558,7 +558,7 @@ func (w *v2Workload) launchDispatch(r int) {
 					if d == r {
 						at = pipe(th, &w.wr[r][wp.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency)
 					} else {
-						at = th.NVLinkWrite(e.m.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(rec))
+						at = th.NVLinkWrite(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(rec))
 					}
 					stored = max(stored, at)
 				})
@@ -575,7 +575,7 @@ func (w *v2Workload) launchDispatch(r int) {
 					gn := w.dc.GinShared(th, r, qp, sharing)
 					gn.Put(w.dc.World(r), d, w.dWin, off, w.dWin, (uint64(R)*uint64(T)+uint64(tok))*uint64(rec),
 						uint64(rec), nil, nil)
-					ph.rdmaBytes += int64(rec)
+					ph.RDMABytes += int64(rec)
 				})
 			}
 			sleepUntil(t, stored)
@@ -588,39 +588,39 @@ func (w *v2Workload) launchDispatch(r int) {
 // expert, reduce over the grid; SM 0 then sends the counts to every rank
 // and waits for every rank's counts.
 func (w *v2Workload) notify(t *gpu.Group, r, sm int) {
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
-	ph := e.ph
-	R, L := st.ep, st.local
+	ph := e.Ph
+	R, L := st.EP, st.Local
 	mine := 0
-	for tok := sm; tok < st.tokens[r]; tok += w.sms {
+	for tok := sm; tok < st.Tokens[r]; tok += w.sms {
 		mine++
 	}
 	for range (mine + w.vp.NotifyWarps - 1) / w.vp.NotifyWarps {
-		t.Load64(w.topk[r].r, 0)
+		t.Load64(w.topk[r].R, 0)
 		t.Cycles(w.vp.RouteCycles)
 	}
 	t.Sync()
 	// red.add of every (rank, expert) counter into the grid reduction
 	// workspace, posted, one per thread per round.
-	rounds := (R + st.slots + t.Size() - 1) / t.Size()
+	rounds := (R + st.Slots + t.Size() - 1) / t.Size()
 	t.Compute(sim.Duration(rounds) * cfg.StoreIssue)
-	t.AtomicAdd64(w.arrive[r].r, 0, 1, gpu.ScopeDevice)
+	t.AtomicAdd64(w.arrive[r].R, 0, 1, gpu.ScopeDevice)
 	if sm != 0 {
 		return
 	}
-	t.WaitWord(w.arrive[r].r, 0, "v2 notify grid reduction", func(v uint64) bool { return v >= uint64(w.sms) })
+	t.WaitWord(w.arrive[r].R, 0, "v2 notify grid reduction", func(v uint64) bool { return v >= uint64(w.sms) })
 	// Encoded counts (count + 1: zero means "not arrived") into the send
 	// area: rank counts, then per destination rank its experts' counts.
 	words := make([]byte, 8*(R+R*L))
 	for d := range R {
-		putLE64(words[8*d:], uint64(st.rankTokens[r][d])+1)
+		PutLE64(words[8*d:], uint64(st.RankTokens[r][d])+1)
 		for le := range L {
 			v := uint64(1)
-			if le < len(st.experts[d]) {
-				v += uint64(st.count[r][st.experts[d][le]])
+			if le < len(st.Experts[d]) {
+				v += uint64(st.Count[r][st.Experts[d][le]])
 			}
-			putLE64(words[8*(R+d*L+le):], v)
+			PutLE64(words[8*(R+d*L+le):], v)
 		}
 	}
 	ws := w.ws
@@ -631,15 +631,15 @@ func (w *v2Workload) notify(t *gpu.Group, r, sm int) {
 	expOff := func(src int) uint64 { return recvBase + 8*uint64(R+src*L) }
 	// Rank counts: put_value with AggregateRequests, a store for LSA peers.
 	t.Parallel(R, func(th *gpu.Group, i int) {
-		v := uint64(st.rankTokens[r][i]) + 1
+		v := uint64(st.RankTokens[r][i]) + 1
 		switch {
 		case i == r:
 			th.Store64(ws.Region(r), rankOff(r), v)
 		case w.nvl(r, i):
 			th.Store64(ws.Region(i), rankOff(r), v)
 		default:
-			ph.sigs++
-			ph.rdmaBytes += 8
+			ph.Sigs++
+			ph.RDMABytes += 8
 			w.dc.GinShared(th, r, 0, gin.SharingCTA).PutValue(w.dc.World(r), i, ws, rankOff(r), v, 8, nil,
 				gin.OptAggregateRequests)
 		}
@@ -656,8 +656,8 @@ func (w *v2Workload) notify(t *gpu.Group, r, sm int) {
 				th.Store64(ws.Region(i), expOff(r)+8*uint64(le), le64(words[src+8*uint64(le):]))
 			}
 		default:
-			ph.sigs++
-			ph.rdmaBytes += int64(8 * L)
+			ph.Sigs++
+			ph.RDMABytes += int64(8 * L)
 			w.dc.GinShared(th, r, 0, gin.SharingCTA).Put(w.dc.World(r), i, ws, expOff(r), ws, src, uint64(8*L), nil, nil)
 		}
 	})
@@ -686,30 +686,30 @@ func le64(b []byte) uint64 {
 type v2Record struct{ src, tok, c int }
 
 // combine launches combine_impl on every rank, then each rank's reduction.
-func (w *v2Workload) combine() {
-	e, st := w.e, w.e.st
-	e.beginOne(&e.comb, "combine")
-	for r := range st.ep {
-		e.comb.bwBytes[r] = w.recvTokens[r] * w.combBytes
+func (w *v2Workload) Combine() {
+	e, st := w.e, w.e.Step
+	e.BeginOne(&e.Comb, "combine")
+	for r := range st.EP {
+		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
 		w.launchCombine(r)
 	}
 }
 
 func (w *v2Workload) launchCombine(r int) {
-	e, st := w.e, w.e.st
-	g := e.m.GPUs[r]
+	e, st := w.e, w.e.Step
+	g := e.M.GPUs[r]
 	cfg := g.Config()
-	ph := &e.comb
-	R, T, crec := st.ep, st.maxTokens, w.crec
-	w.sync[r] = newGPUArray(g, "v2/combine-sync", 3)
+	ph := &e.Comb
+	R, T, crec := st.EP, st.MaxTokens, w.crec
+	w.sync[r] = NewGPUArray(g, "v2/combine-sync", 3)
 	// The records rank r received in dispatch, in receive-buffer order
 	// (source rank, then token).
 	var recs []v2Record
 	for src := range R {
-		for tok, sel := range st.topk[src] {
+		for tok, sel := range st.TopKIdx[src] {
 			c := 0
 			for _, x := range sel {
-				if x >= 0 && st.home[x] == r {
+				if x >= 0 && st.Home[x] == r {
 					c++
 				}
 			}
@@ -739,7 +739,7 @@ func (w *v2Workload) launchCombine(r int) {
 	// of each token) after the barrier (combine_reduce_epilogue).
 	var back int64
 	for d := range R {
-		back += int64(st.rankTokens[r][d])
+		back += int64(st.RankTokens[r][d])
 	}
 	reduce := sim.Bytes(back * int64(crec))
 	g.Launch("combine/barrier", 32*w.cw, func(t *gpu.Group) {
@@ -748,8 +748,8 @@ func (w *v2Workload) launchCombine(r int) {
 		w.gridSync(t, r, 1, n)
 		w.gridSync(t, r, 2, uint64(w.qps)+1)
 		w.barrier(t, r, 3)
-		t.Compute(e.p.ReduceRate.TxTime(reduce))
-		e.receiverDone(r, e.lastOf(r))
+		t.Compute(e.P.ReduceRate.TxTime(reduce))
+		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "combine", n, n)
 	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
@@ -768,21 +768,21 @@ func (w *v2Workload) launchCombine(r int) {
 				// Wait for the TMA buffer, load (or locally reduce) the
 				// rank's expert outputs of the token.
 				sleepUntil(t, stored)
-				sleepUntil(t, pipe(t, &w.rd[r][wp.sm], w.vp.SMReadRate, rc.c*2*e.hidden, cfg.HBMLatency))
-				ph.msgs++
+				sleepUntil(t, pipe(t, &w.rd[r][wp.sm], w.vp.SMReadRate, rc.c*2*e.Hidden, cfg.HBMLatency))
+				ph.Msgs++
 				off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 				switch {
 				case rc.src == r:
 					stored = pipe(t, &w.wr[r][wp.sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
 				case w.nvl(r, rc.src):
-					stored = t.NVLinkWrite(e.m.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec))
+					stored = t.NVLinkWrite(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec))
 				default:
 					send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 					stored = pipe(t, &w.wr[r][wp.sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
 					sleepUntil(t, stored)
 					w.dc.GinShared(t, r, qp, sharing).Put(w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
 						uint64(crec), nil, nil)
-					ph.rdmaBytes += int64(crec)
+					ph.RDMABytes += int64(crec)
 				}
 			}
 			sleepUntil(t, stored)

@@ -23,7 +23,7 @@ import (
 
 // v2Then reports whether the V2 warps that have a state machine run as
 // one.
-func (w *v2Workload) v2Then() bool { return !w.e.opt.noThen }
+func (w *v2Workload) v2Then() bool { return !w.e.Cfg.NoThen }
 
 // v2drive is the driving loop shared by the V2 machines: a machine starts
 // an operation with inOp set and then calls yield; an operation whose
@@ -79,24 +79,24 @@ func (d *v2drive) lastReduces(t *gpu.Group, live *int, reduce sim.Duration, h si
 
 // reduced ends rank r's last warp after its reduction: the rank's
 // receivers are done.
-func reduced(e *env, t *gpu.Group, r int) {
-	e.receiverDone(r, e.lastOf(r))
+func reduced(e *Env, t *gpu.Group, r int) {
+	e.ReceiverDone(r, e.LastOf(r))
 	t.End()
 }
 
 // arrive starts the machine's arrival at grid sync i (a device atomic on
 // the rank's sync word a); true when the machine now waits.
-func (d *v2drive) arrive(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
+func (d *v2drive) arrive(t *gpu.Group, a *GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
-	t.AtomicAdd64Then(a.r, a.off(i), 1, gpu.ScopeDevice, h, 0)
+	t.AtomicAdd64Then(a.R, a.Off(i), 1, gpu.ScopeDevice, h, 0)
 	return d.yield()
 }
 
 // waitGrid starts the machine's wait at grid sync i for every SM; true
 // when the machine now waits.
-func (d *v2drive) waitGrid(t *gpu.Group, a *gpuArray, i int, h sim.Handler) bool {
+func (d *v2drive) waitGrid(t *gpu.Group, a *GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
-	t.WaitWordThen(a.r, a.off(i), "v2 grid sync", d.gridReached, h, 0)
+	t.WaitWordThen(a.R, a.Off(i), "v2 grid sync", d.gridReached, h, 0)
 	return d.yield()
 }
 
@@ -186,7 +186,7 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 		case suTop:
 			m.pc = suLoaded
 			m.inOp = true
-			t.Load64Then(w.topk[r].r, 0, m, 0) // the next linked-list entry of every forwarder
+			t.Load64Then(w.topk[r].R, 0, m, 0) // the next linked-list entry of every forwarder
 			if m.yield() {
 				return
 			}
@@ -223,7 +223,7 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 			}
 		case suSlept:
 			cfg := t.GPU().Config()
-			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, 2*w.e.hidden, cfg.HBMLatency)
+			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, 2*w.e.Hidden, cfg.HBMLatency)
 			m.pc = suRead
 			if d := at.Sub(t.Now()); d > 0 {
 				t.SleepThen(d, m, 0)
@@ -245,7 +245,7 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 			m.cursor[dst]++
 			// nvlStore: the SM's store bandwidth, then the NVLink write.
 			cfg := t.GPU().Config()
-			if dst == w.e.m.Ranks[r].Local {
+			if dst == w.e.M.Ranks[r].Local {
 				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.crec, cfg.StoreLatency)
 				continue
 			}
@@ -323,7 +323,7 @@ type v2hForward struct {
 	cursor    []int // per source node: next token of its channel to look at
 	slots     []uint64
 	recs      []v2hFwd
-	lw        *landWatch
+	lw        *LandWatch
 	cur       int
 	stored    sim.Time
 	word      uint64 // the tail word waited on
@@ -360,7 +360,7 @@ func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
 	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
 	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp,
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
-		slots: make([]uint64, U), lw: &landWatch{s: w.e.s}, cur: c % S}
+		slots: make([]uint64, U), lw: &LandWatch{Sim: w.e.Sim}, cur: c % S}
 	for k := range S {
 		m.cursor[k] = c
 	}
@@ -427,7 +427,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			if m.tail[m.cur] <= m.old[m.cur] && !m.fin[m.cur] {
 				// Poll every source's tail until this one moved or finished.
 				m.word = w.tailOff(m.c, m.cur)
-				m.lw.at = 0
+				m.lw.At = 0
 				ws.Watch(m.word, m.lw)
 				m.o = uint64(m.old[m.cur])
 				m.pc = fwTailSeen
@@ -446,7 +446,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 				m.tail[k], m.fin[k] = int(v>>32), v&low != 0
 			}
 			if m.cur != me {
-				w.seenTail(t, r, m.c, m.cur, m.qp, m.lw.at)
+				w.seenTail(t, r, m.c, m.cur, m.qp, m.lw.At)
 			}
 			m.takeChunk()
 			m.pc = fwRecord
@@ -493,7 +493,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			m.d = bits.TrailingZeros64(m.gm)
 			m.pc = fwSlotDone
 			m.inOp = true
-			t.AtomicAdd64Then(w.cnt[r].r, w.cnt[r].off(m.d), 1, gpu.ScopeDevice, m, 0)
+			t.AtomicAdd64Then(w.cnt[r].R, w.cnt[r].Off(m.d), 1, gpu.ScopeDevice, m, 0)
 			if m.yield() {
 				return
 			}
@@ -501,7 +501,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			m.slots[m.d] = t.Result()
 			for k := m.gm & (m.gm - 1); k != 0; k &= k - 1 {
 				d := bits.TrailingZeros64(k)
-				m.slots[d] = w.cnt[r].r.FetchAdd64(w.cnt[r].off(d), 1, t.Agent())
+				m.slots[d] = w.cnt[r].R.FetchAdd64(w.cnt[r].Off(d), 1, t.Agent())
 			}
 			m.pc = fwStores
 			m.left = m.gm
@@ -520,7 +520,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			w.st.fwd[r*U+d]++
 			// nvlStore: the SM's store bandwidth, then the NVLink write.
 			cfg := t.GPU().Config()
-			if d == w.e.m.Ranks[r].Local {
+			if d == w.e.M.Ranks[r].Local {
 				m.stored = max(m.stored, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency))
 				continue
 			}
@@ -614,7 +614,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 	}
 	w, t, r, c := m.w, m.t, m.r, m.c
 	me, rec := r/w.U, w.rec
-	T, stride := w.e.st.tokens[r], w.nch
+	T, stride := w.e.Step.Tokens[r], w.nch
 	for {
 		switch m.pc {
 		case soGS0, soGS1:
@@ -655,7 +655,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 			// token's TMA load must have arrived.
 			m.pc = soLoaded
 			m.inOp = true
-			t.Load64Then(w.topk[r].r, 0, m, 0)
+			t.Load64Then(w.topk[r].R, 0, m, 0)
 			if m.yield() {
 				return
 			}
@@ -698,7 +698,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 			if next := m.tok + stride; next < T {
 				m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.payload, t.GPU().Config().HBMLatency)
 			}
-			w.e.disp.msgs += int64(bits.OnesCount64(m.mask))
+			w.e.Disp.Msgs += int64(bits.OnesCount64(m.mask))
 			if m.runLanes(m.putJobs(m.mask), soTails) {
 				return
 			}
@@ -775,7 +775,7 @@ type v2hCombFwd struct {
 	loaded, stored sim.Time
 	pending        int
 	k              int // clean, finish waits: the word
-	lw             *landWatch
+	lw             *LandWatch
 	word           uint64
 	fret, pc       uint8
 }
@@ -808,7 +808,7 @@ const (
 
 func newV2hCombFwd(w *v2HybridWorkload, r, sm, s, c int, n uint64, reduce sim.Duration) *v2hCombFwd {
 	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
-		recv: make([]int, w.U), cached: make([]int, w.U), lw: &landWatch{s: w.e.s}}
+		recv: make([]int, w.U), cached: make([]int, w.U), lw: &LandWatch{Sim: w.e.Sim}}
 	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, false)
 	m.team = w.dc.Rail(r)
 	m.setGrid(n)
@@ -858,7 +858,7 @@ func (f *v2hFinishSig) Handle(s *sim.Sim, _ uint64) {
 	m := f.m
 	w := m.w
 	w.issue[(w.rail(m.r, f.i)*w.nch+m.c)*w.S+m.r/w.U] = v2hIssue{f.start, f.th.Now()}
-	w.e.comb.sigs++
+	w.e.Comb.Sigs++
 	w.st.cFinish++
 	f.h.Handle(s, f.arg)
 }
@@ -871,7 +871,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 	w, t, r, c := m.w, m.t, m.r, m.c
 	U, S, me, crec := w.U, w.S, r/w.U, w.crec
 	ws := w.ws.Region(r)
-	ph := &w.e.comb
+	ph := &w.e.Comb
 	for {
 		switch m.pc {
 		case cfGS0, cfGS1:
@@ -957,7 +957,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 		case cfCycled:
 			m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
 			m.pending = m.i
-			ph.msgs++
+			ph.Msgs++
 			m.i++
 			m.pc = cfRec
 		case cfFlush:
@@ -980,7 +980,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 			if src == me {
 				continue
 			}
-			ph.rdmaBytes += int64(crec)
+			ph.RDMABytes += int64(crec)
 			w.st.cPuts++
 			m.inOp = true
 			if rc.last {
@@ -1033,7 +1033,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.word = w.tailOff(c, m.k)
-			m.lw.at = 0
+			m.lw.At = 0
 			ws.Watch(m.word, m.lw)
 			m.pc = cfFinSeen
 			m.inOp = true
@@ -1044,7 +1044,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 		case cfFinSeen:
 			ws.Unwatch(m.word, m.lw)
 			if m.k != me {
-				w.seenTail(t, r, c, m.k, m.qp, m.lw.at)
+				w.seenTail(t, r, c, m.k, m.qp, m.lw.At)
 			}
 			m.k++
 			m.pc = cfWaitFin
@@ -1108,7 +1108,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 	}
 	w, t, r := m.w, m.t, m.r
 	e := w.e
-	R, T, crec := e.st.ep, e.st.maxTokens, w.crec
+	R, T, crec := e.Step.EP, e.Step.MaxTokens, w.crec
 	for {
 		switch m.pc {
 		case dcGS0, dcGS1:
@@ -1143,7 +1143,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 			}
 		case dcSlept:
 			rc := m.recs[m.i]
-			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rc.c*2*e.hidden, t.GPU().Config().HBMLatency)
+			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rc.c*2*e.Hidden, t.GPU().Config().HBMLatency)
 			m.pc = dcRead
 			if d := at.Sub(t.Now()); d > 0 {
 				t.SleepThen(d, m, 0)
@@ -1151,7 +1151,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 			}
 		case dcRead:
 			rc := m.recs[m.i]
-			e.comb.msgs++
+			e.Comb.Msgs++
 			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 			switch {
 			case rc.src == r:
@@ -1162,7 +1162,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 				m.i++
 				m.pc = dcRec
 				m.inOp = true
-				m.stored = t.NVLinkWriteThen(e.m.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec), m, 0)
+				m.stored = t.NVLinkWriteThen(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec), m, 0)
 				if m.yield() {
 					return
 				}
@@ -1180,7 +1180,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 			m.pc = dcRec
 			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 			send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
-			e.comb.rdmaBytes += int64(crec)
+			e.Comb.RDMABytes += int64(crec)
 			m.inOp = true
 			w.dc.GinShared(t, r, m.qp, m.sharing).PutThen(m, 0, w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
 				uint64(crec), nil, nil)
@@ -1269,7 +1269,7 @@ func (m *v2DispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	sd := &m.sd[i]
 	sd.th, sd.h, sd.arg = th, h, arg
-	th.AtomicAdd64Then(w.slot[r].r, w.slot[r].off(m.dsts[i]), 1, gpu.ScopeDevice, sd, 0)
+	th.AtomicAdd64Then(w.slot[r].R, w.slot[r].Off(m.dsts[i]), 1, gpu.ScopeDevice, sd, 0)
 }
 
 // store is lane j's TMA store into the local rank or NVLink store into a
@@ -1279,13 +1279,13 @@ func (m *v2DispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	e := w.e
 	i := m.lsa[j]
 	d := m.dsts[i]
-	off := (uint64(r)*uint64(e.st.maxTokens) + m.slots[i]) * uint64(w.rec)
+	off := (uint64(r)*uint64(e.Step.MaxTokens) + m.slots[i]) * uint64(w.rec)
 	if d == r {
 		m.stored = max(m.stored, pipe(th, &w.wr[r][m.sm], w.vp.SMWriteRate, w.rec, th.GPU().Config().StoreLatency))
-		h.Handle(e.s, arg)
+		h.Handle(e.Sim, arg)
 		return
 	}
-	at := th.NVLinkWriteThen(e.m.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(w.rec), h, arg)
+	at := th.NVLinkWriteThen(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(w.rec), h, arg)
 	m.stored = max(m.stored, at)
 }
 
@@ -1293,11 +1293,11 @@ func (m *v2DispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 func (m *v2DispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	e := w.e
-	R, T, rec := e.st.ep, e.st.maxTokens, w.rec
+	R, T, rec := e.Step.EP, e.Step.MaxTokens, w.rec
 	i := m.remote[j]
 	d := m.dsts[i]
 	off := (uint64(r)*uint64(T) + m.slots[i]) * uint64(rec)
-	e.disp.rdmaBytes += int64(rec)
+	e.Disp.RDMABytes += int64(rec)
 	w.dc.GinShared(th, r, m.qp, m.sharing).PutThen(h, arg, w.dc.World(r), d, w.dWin, off, w.dWin,
 		(uint64(R)*uint64(T)+uint64(m.tok))*uint64(rec), uint64(rec), nil, nil)
 }
@@ -1346,7 +1346,7 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 			m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.rec, t.GPU().Config().HBMLatency)
 			m.pc = ddLoaded
 			m.inOp = true
-			t.Load64Then(w.topk[r].r, 0, m, 0)
+			t.Load64Then(w.topk[r].R, 0, m, 0)
 			if m.yield() {
 				return
 			}
@@ -1376,7 +1376,7 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case ddStores:
-			e.disp.msgs += int64(len(m.dsts))
+			e.Disp.Msgs += int64(len(m.dsts))
 			// TMA store into the send buffer (RDMA source).
 			m.sent = 0
 			if !w.nvlScale {

@@ -116,7 +116,7 @@ type v2HybridWorkload struct {
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
 	fwd   [][]v2hFwd
-	cnt   []*gpuArray   // per rank: scale-up slot counters, one per peer
+	cnt   []*GPUArray   // per rank: scale-up slot counters, one per peer
 	host  []*mem.Region // per rank: mapped host workspace (counts for the CPU)
 	nvlEp []uint64      // per rank: NVLink barriers passed
 	live  []int         // per rank: combine groups still running
@@ -128,7 +128,7 @@ type v2HybridWorkload struct {
 // after its setup.
 var v2hObserve func(*v2HybridWorkload)
 
-func newV2Hybrid(e *env) *v2HybridWorkload { return &v2HybridWorkload{v2Workload: newV2(e)} }
+func newV2Hybrid(e *Env) *v2HybridWorkload { return &v2HybridWorkload{v2Workload: newV2(e)} }
 
 // Workspace words of one rank (the backed window ws).
 func (w *v2HybridWorkload) tailOff(c, node int) uint64 { return uint64(c*w.S+node) * 8 }
@@ -140,7 +140,7 @@ func (w *v2HybridWorkload) sendOff() uint64            { return w.barOff() + 8 }
 // recvRankOff and recvExpOff are where the rank and expert counts of rail
 // peer on node j land (4-byte counts, count+1).
 func (w *v2HybridWorkload) recvRankOff(j int) uint64 {
-	return w.sendOff() + uint64((w.e.st.ep*(1+w.L)*4+7)/8*8) + uint64(j*w.U*4)
+	return w.sendOff() + uint64((w.e.Step.EP*(1+w.L)*4+7)/8*8) + uint64(j*w.U*4)
 }
 func (w *v2HybridWorkload) recvExpOff(j int) uint64 {
 	return w.recvRankOff(0) + uint64((w.S*w.U*4+7)/8*8) + uint64(j*w.U*w.L*4)
@@ -155,7 +155,7 @@ func (w *v2HybridWorkload) sendRec(tok int) uint64 {
 	return (uint64(w.U)*w.dsz + uint64(tok)) * uint64(w.rec)
 }
 func (w *v2HybridWorkload) recvRec(node, c, slot int) uint64 {
-	T := uint64(w.e.st.maxTokens)
+	T := uint64(w.e.Step.MaxTokens)
 	return (uint64(w.U)*w.dsz + T + uint64((node*w.nch+c)*w.tpc+slot)) * uint64(w.rec)
 }
 
@@ -166,24 +166,24 @@ func (w *v2HybridWorkload) cSuOff(e, c, i int) uint64 {
 	return uint64((e*w.nch+c)*per+i) * uint64(w.crec)
 }
 func (w *v2HybridWorkload) cRecvOff(node, tok int) uint64 {
-	return uint64(w.U*w.nch*w.S*w.tpc+node*w.e.st.maxTokens+tok) * uint64(w.crec)
+	return uint64(w.U*w.nch*w.S*w.tpc+node*w.e.Step.MaxTokens+tok) * uint64(w.crec)
 }
 func (w *v2HybridWorkload) cSendOff(c, i int) uint64 {
-	return uint64(w.U*w.nch*w.S*w.tpc+w.S*w.e.st.maxTokens+c*w.S*w.tpc+i) * uint64(w.crec)
+	return uint64(w.U*w.nch*w.S*w.tpc+w.S*w.e.Step.MaxTokens+c*w.S*w.tpc+i) * uint64(w.crec)
 }
 
-func (w *v2HybridWorkload) setup() error {
-	e, st := w.e, w.e.st
+func (w *v2HybridWorkload) Setup() error {
+	e, st := w.e, w.e.Step
 	if err := w.sizes(); err != nil {
 		return err
 	}
-	R, k := st.ep, st.topK
-	U := e.m.Spec.GPUsPerNode
+	R, k := st.EP, st.TopK
+	U := e.M.Spec.GPUsPerNode
 	if R%U != 0 || R/U < 2 {
 		return fmt.Errorf("moe: v2 hybrid: EP %d is not two or more whole %d-GPU nodes "+
 			"(DeepEP runs its direct kernels inside one NVLink domain)", R, U)
 	}
-	w.S, w.U, w.L = R/U, U, st.slots/R
+	w.S, w.U, w.L = R/U, U, st.Slots/R
 	if w.S > 32 || w.U > 64 {
 		return fmt.Errorf("moe: v2 hybrid: %d nodes of %d GPUs (DeepEP's hybrid kernels take at most 32 nodes of 64)", w.S, w.U)
 	}
@@ -191,25 +191,25 @@ func (w *v2HybridWorkload) setup() error {
 		return fmt.Errorf("moe: v2 hybrid: %d GPUs per node + %d experts per rank exceed the %d notify threads",
 			w.U, w.L, 32*w.vp.NotifyWarps)
 	}
-	rdma := sim.BitRate(e.m.Spec.LinkRate).GBps()
-	nvlGBps := sim.BitRate(e.m.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
-	w.sms = V2HybridNumSMs(st.slots, k, R, w.S, rdma, nvlGBps, w.vp, e.m.Profile.GPU.SMs)
+	rdma := sim.BitRate(e.M.Spec.LinkRate).GBps()
+	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
+	w.sms = V2HybridNumSMs(st.Slots, k, R, w.S, rdma, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
 	w.qps = V2HybridNumQPs(w.sms, w.vp)
-	w.C = v2HybridChannels(w.rec, w.crec, R, st.slots, w.vp)
+	w.C = v2HybridChannels(w.rec, w.crec, R, st.Slots, w.vp)
 	if w.C < 1 {
 		return fmt.Errorf("moe: v2 hybrid: a %d-byte record does not fit two warps' shared memory (%d bytes)", w.rec, w.vp.SmemBytes)
 	}
 	w.nch = w.sms * w.C
-	T := st.maxTokens
+	T := st.MaxTokens
 	w.tpc = (T + w.nch - 1) / w.nch
 	w.dsz = uint64(w.S * T)
 
-	comm, err := e.newComm()
+	comm, err := e.NewComm()
 	if err != nil {
 		return err
 	}
 	w.dc, err = comm.DevCommCreate(gin.Requirements{GinContextCount: w.qps, GinSignalCount: R + 4,
-		GinQueueDepth: w.vp.GinQPDepth, ConnectionType: gin.ConnRail, Type: e.ginType()})
+		GinQueueDepth: w.vp.GinQPDepth, ConnectionType: gin.ConnRail, Type: e.GinType()})
 	if err != nil {
 		return fmt.Errorf("moe: v2 hybrid: %w", err)
 	}
@@ -228,7 +228,7 @@ func (w *v2HybridWorkload) setup() error {
 		return fmt.Errorf("moe: v2 hybrid: %w", err)
 	}
 	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
-	w.sync = make([]*gpuArray, R)
+	w.sync = make([]*GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
@@ -237,15 +237,15 @@ func (w *v2HybridWorkload) setup() error {
 	w.st.writeBytes, w.st.atomics = make([]int64, R), make([]int64, R)
 	w.st.counts = make([][]uint64, R)
 	for r := range R {
-		g := e.m.GPUs[r]
+		g := e.M.GPUs[r]
 		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
-		w.topk = append(w.topk, newGPUArray(g, "v2h/topk", 1))
-		w.arrive = append(w.arrive, newGPUArray(g, "v2h/notify-arrive", 1))
-		w.cnt = append(w.cnt, newGPUArray(g, "v2h/scaleup-counter", U))
+		w.topk = append(w.topk, NewGPUArray(g, "v2h/topk", 1))
+		w.arrive = append(w.arrive, NewGPUArray(g, "v2h/notify-arrive", 1))
+		w.cnt = append(w.cnt, NewGPUArray(g, "v2h/scaleup-counter", U))
 		w.host = append(w.host, g.AllocHost("v2h/host-workspace", sim.Bytes(8*(U+w.L)), false))
 		w.st.counts[r] = make([]uint64, U+w.L)
 		for src := range R {
-			w.recvTokens[r] += int64(st.rankTokens[src][r])
+			w.recvTokens[r] += int64(st.RankTokens[src][r])
 		}
 	}
 	w.route()
@@ -258,13 +258,13 @@ func (w *v2HybridWorkload) setup() error {
 
 // route resolves node and GPU sets and sizes the forward records.
 func (w *v2HybridWorkload) route() {
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	S, U := w.S, w.U
-	w.nodes = make([][]uint64, st.ep)
-	w.gpus = make([][]uint64, st.ep)
-	fcap := make([]int, st.ep*w.nch)
-	for r := range st.ep {
-		ns, gs := e.routeSets(r, S)
+	w.nodes = make([][]uint64, st.EP)
+	w.gpus = make([][]uint64, st.EP)
+	fcap := make([]int, st.EP*w.nch)
+	for r := range st.EP {
+		ns, gs := e.RouteSets(r, S)
 		for t, m := range ns {
 			for ; m != 0; m &= m - 1 {
 				fcap[(bits.TrailingZeros64(m)*U+r%U)*w.nch+t%w.nch]++
@@ -272,7 +272,7 @@ func (w *v2HybridWorkload) route() {
 		}
 		w.nodes[r], w.gpus[r] = ns, gs
 	}
-	w.fwd = make([][]v2hFwd, st.ep*w.nch)
+	w.fwd = make([][]v2hFwd, st.EP*w.nch)
 	for i, n := range fcap {
 		w.fwd[i] = make([]v2hFwd, 0, n)
 	}
@@ -281,13 +281,13 @@ func (w *v2HybridWorkload) route() {
 // tapNICs counts, per rank, what its NICs put on the wire.
 func (w *v2HybridWorkload) tapNICs() {
 	e := w.e
-	for _, n := range e.m.NICs {
+	for _, n := range e.M.NICs {
 		n.SetTap(func(pk *fabric.Packet) {
-			a, b := e.epRank[pk.Src], e.epRank[pk.Dst]
-			if e.m.Ranks[a].Node == e.m.Ranks[b].Node {
+			a, b := e.EPRank[pk.Src], e.EPRank[pk.Dst]
+			if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
 				w.st.sameNode++
 			}
-			if e.m.Ranks[a].Local != e.m.Ranks[b].Local {
+			if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
 				w.st.crossRail++
 			}
 			switch {
@@ -309,7 +309,7 @@ func (w *v2HybridWorkload) rail(r, n int) int { return n*w.U + r%w.U }
 // when the bytes have landed.
 func (w *v2HybridWorkload) nvlStore(t *gpu.Group, r, sm, peer int, reg *mem.Region, off uint64, n int) sim.Time {
 	cfg := t.GPU().Config()
-	if peer == w.e.m.Ranks[r].Local {
+	if peer == w.e.M.Ranks[r].Local {
 		return pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, n, cfg.StoreLatency)
 	}
 	out := pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, n, t.GPU().NVLink().Config().Latency)
@@ -340,9 +340,9 @@ func (w *v2HybridWorkload) nvlBarrier(t *gpu.Group, r int) {
 // shadow.
 func (w *v2HybridWorkload) railBarrier(t *gpu.Group, r int) {
 	me := r / w.U
-	ph := w.e.ph
+	ph := w.e.Ph
 	t.Parallel(w.S, func(th *gpu.Group, i int) {
-		ph.sigs++
+		ph.Sigs++
 		if i == me {
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, me)
 			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
@@ -392,7 +392,7 @@ func (w *v2HybridWorkload) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh
 	jobDone func(th *gpu.Group, i int, start sim.Time)) *v2hLanes {
 	l := &v2hLanes{warp: warp, wgn: wgn, gns: make([]*gin.Gin, n), todo: make([]bool, n), job: job}
 	g := warp.GPU()
-	if jobThen != nil && wgn.CanThen() && !w.e.opt.noThen {
+	if jobThen != nil && wgn.CanThen() && !w.e.Cfg.NoThen {
 		l.jobThen, l.jobDone = jobThen, jobDone
 		l.ms = make([]*v2hLane, n)
 		for i := range n {
@@ -526,32 +526,32 @@ func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
 // if it was not watched).
 func (w *v2HybridWorkload) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 	is := w.issue[(r*w.nch+c)*w.S+m]
-	p := sigPath{valid: is.end != 0, issueStart: is.start, issueEnd: is.end, rdma: true,
-		from: w.rail(r, m), to: r, seen: t.Now(), landed: land}
-	if land == 0 || land > p.seen {
-		p.landed = p.seen
+	p := SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
+		From: w.rail(r, m), To: r, Seen: t.Now(), Landed: land}
+	if land == 0 || land > p.Seen {
+		p.Landed = p.Seen
 	}
-	w.e.proxyPath(&p, w.dc, r, qp, 0)
-	w.e.noteLast(r, p)
+	w.e.ProxyPath(&p, w.dc, r, qp, 0)
+	w.e.NoteLast(r, p)
 }
 
-func (w *v2HybridWorkload) dispatch() {
-	e, st := w.e, w.e.st
-	e.beginOne(&e.disp, "dispatch")
+func (w *v2HybridWorkload) Dispatch() {
+	e, st := w.e, w.e.Step
+	e.BeginOne(&e.Disp, "dispatch")
 	clear(w.issue)
 	for i := range w.fwd {
 		w.fwd[i] = w.fwd[i][:0]
 	}
-	for r := range st.ep {
-		e.disp.bwBytes[r] = w.recvTokens[r] * w.tokBytes
+	for r := range st.EP {
+		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
 
 func (w *v2HybridWorkload) launchDispatch(r int) {
 	e := w.e
-	g := e.m.GPUs[r]
-	w.sync[r] = newGPUArray(g, "v2h/dispatch-sync", 2)
+	g := e.M.GPUs[r]
+	w.sync[r] = NewGPUArray(g, "v2h/dispatch-sync", 2)
 	n := uint64(2 + w.sms + 2*w.nch)
 	warps := w.vp.NotifyWarps + 2*w.C
 	_, then := w.dc.Backend().(gin.ThenBackend) // scale-out warps issue GIN ops
@@ -560,7 +560,7 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 		w.gridSync(t, r, 0, n)
 		w.gridSync(t, r, 1, n)
 		w.nvlBarrier(t, r)
-		e.receiverDone(r, e.lastOf(r))
+		e.ReceiverDone(r, e.LastOf(r))
 	})
 	g.Launch("hdispatch/sm1/barrier", 32*warps, func(t *gpu.Group) {
 		w.railBarrier(t, r)
@@ -693,12 +693,12 @@ func (m *v2hScaleout) finishJobs() int {
 func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
 	w, r, c := m.w, m.r, m.c
 	S, me, rec := w.S, r/w.U, w.rec
-	ph := &w.e.disp
+	ph := &w.e.Disp
 	n := m.jobs[i]
 	if m.kind == v2hPut {
 		gn.Put(m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
 			gin.OptAggregateRequests)
-		ph.rdmaBytes += int64(rec)
+		ph.RDMABytes += int64(rec)
 		w.st.dPuts++
 		return
 	}
@@ -716,7 +716,7 @@ func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
 	start := th.Now()
 	gn.Signal(m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
 	w.issue[(w.rail(r, n)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
-	ph.sigs++
+	ph.Sigs++
 	w.st.dTails++
 }
 
@@ -726,10 +726,10 @@ func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
 func (m *v2hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
 	w, r, c := m.w, m.r, m.c
 	me, rec := r/w.U, w.rec
-	ph := &w.e.disp
+	ph := &w.e.Disp
 	n := m.jobs[i]
 	if m.kind == v2hPut {
-		ph.rdmaBytes += int64(rec)
+		ph.RDMABytes += int64(rec)
 		w.st.dPuts++
 		gn.PutThen(h, arg, m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
 			gin.OptAggregateRequests)
@@ -745,7 +745,7 @@ func (m *v2hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, 
 		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
 		return
 	}
-	ph.sigs++
+	ph.Sigs++
 	w.st.dTails++
 	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
 }
@@ -760,15 +760,15 @@ func (m *v2hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
 
 // scaleout is the scale-out warp of channel c (warp s of SM sm) of rank r.
 func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
-	st := w.e.st
+	st := w.e.Step
 	cfg := t.GPU().Config()
-	ph := &w.e.disp
+	ph := &w.e.Disp
 	me, rec := r/w.U, w.rec
 	m := newV2hScaleout(w, r, sm, s, c, 0)
 	m.t = t
 	m.begin()
 	lanes := m.lanes
-	T, stride := st.tokens[r], w.nch
+	T, stride := st.Tokens[r], w.nch
 	var loaded sim.Time
 	if c < T {
 		loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
@@ -777,7 +777,7 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		tok := m.tok
 		// Top-k load and copy, node dedup, slot exchange; then the
 		// token's TMA load must have arrived.
-		t.Load64(w.topk[r].r, 0)
+		t.Load64(w.topk[r].R, 0)
 		t.Cycles(w.vp.RouteCycles)
 		t.Compute(cfg.StoreIssue)
 		mask := w.nodes[r][tok]
@@ -793,7 +793,7 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		if next := tok + stride; next < T {
 			loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
 		}
-		ph.msgs += int64(bits.OnesCount64(mask))
+		ph.Msgs += int64(bits.OnesCount64(mask))
 		lanes.run(m.putJobs(mask))
 		lanes.run(m.tailJobs())
 	}
@@ -817,7 +817,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 	}
 	slots := make([]uint64, U)
 	recs := w.fwd[r*w.nch+c]
-	lw := &landWatch{s: e.s}
+	lw := &LandWatch{Sim: e.Sim}
 	cur := c % S
 	var stored sim.Time
 	for {
@@ -839,7 +839,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 		if tail[cur] <= old[cur] && !fin[cur] {
 			// Poll every source's tail until this one moved or finished.
 			word := w.tailOff(c, cur)
-			lw.at = 0
+			lw.At = 0
 			ws.Watch(word, lw)
 			o := uint64(old[cur])
 			t.WaitWord(ws, word, "v2 hybrid forward tail", func(v uint64) bool { return v>>32 > o || v&low != 0 })
@@ -849,7 +849,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 				tail[m], fin[m] = int(v>>32), v&low != 0
 			}
 			if cur != me {
-				w.seenTail(t, r, c, cur, qp, lw.at)
+				w.seenTail(t, r, c, cur, qp, lw.At)
 			}
 		}
 		start := old[cur]
@@ -873,10 +873,10 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 			for m := gm; m != 0; m &= m - 1 {
 				d := bits.TrailingZeros64(m)
 				if first {
-					slots[d] = t.AtomicAdd64(w.cnt[r].r, w.cnt[r].off(d), 1, gpu.ScopeDevice)
+					slots[d] = t.AtomicAdd64(w.cnt[r].R, w.cnt[r].Off(d), 1, gpu.ScopeDevice)
 					first = false
 				} else {
-					slots[d] = w.cnt[r].r.FetchAdd64(w.cnt[r].off(d), 1, t.Agent())
+					slots[d] = w.cnt[r].R.FetchAdd64(w.cnt[r].Off(d), 1, t.Agent())
 				}
 			}
 			for m := gm; m != 0; m &= m - 1 {
@@ -901,37 +901,37 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 
 // notify is one SM's notify warps (hybrid_dispatch.cuh's first role).
 func (w *v2HybridWorkload) notify(t *gpu.Group, r, sm int) {
-	e, st := w.e, w.e.st
+	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
-	ph := e.ph
-	R, S, U, L, me, u := st.ep, w.S, w.U, w.L, r/w.U, r%w.U
+	ph := e.Ph
+	R, S, U, L, me, u := st.EP, w.S, w.U, w.L, r/w.U, r%w.U
 	nw := w.vp.NotifyWarps
 	// Warp sm·nw of the grid counts tokens sm·nw, + nw·num_sms, ...
 	rounds := 0
-	if first := sm * nw; first < st.tokens[r] {
-		rounds = (st.tokens[r] - first + nw*w.sms - 1) / (nw * w.sms)
+	if first := sm * nw; first < st.Tokens[r] {
+		rounds = (st.Tokens[r] - first + nw*w.sms - 1) / (nw * w.sms)
 	}
 	for range rounds {
-		t.Load64(w.topk[r].r, 0)
+		t.Load64(w.topk[r].R, 0)
 		t.Cycles(w.vp.RouteCycles)
 	}
 	t.Sync()
-	t.Compute(sim.Duration((R+st.slots+t.Size()-1)/t.Size()) * cfg.StoreIssue) // red.add into the grid workspace
-	t.AtomicAdd64(w.arrive[r].r, 0, 1, gpu.ScopeDevice)
+	t.Compute(sim.Duration((R+st.Slots+t.Size()-1)/t.Size()) * cfg.StoreIssue) // red.add into the grid workspace
+	t.AtomicAdd64(w.arrive[r].R, 0, 1, gpu.ScopeDevice)
 	if sm != 0 {
 		return
 	}
-	t.WaitWord(w.arrive[r].r, 0, "v2 hybrid notify grid reduction", func(v uint64) bool { return v >= uint64(w.sms) })
+	t.WaitWord(w.arrive[r].R, 0, "v2 hybrid notify grid reduction", func(v uint64) bool { return v >= uint64(w.sms) })
 	// Encoded counts (count+1) into the send area: per rank, then per
 	// (rank, local expert).
 	ws := w.ws.Region(r)
 	words := make([]byte, R*(1+L)*4)
 	for d := range R {
-		putLE32(words[4*d:], uint32(st.rankTokens[r][d])+1)
+		putLE32(words[4*d:], uint32(st.RankTokens[r][d])+1)
 		for le := range L {
 			v := uint32(1)
-			if le < len(st.experts[d]) {
-				v += uint32(st.count[r][st.experts[d][le]])
+			if le < len(st.Experts[d]) {
+				v += uint32(st.Count[r][st.Experts[d][le]])
 			}
 			putLE32(words[4*(R+d*L+le):], v)
 		}
@@ -949,7 +949,7 @@ func (w *v2HybridWorkload) notify(t *gpu.Group, r, sm int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		gn.Put(w.dc.Rail(r), j, w.ws, w.recvRankOff(me), w.ws, rs, uint64(rb), nil, nil, gin.OptAggregateRequests)
 		gn.Put(w.dc.Rail(r), j, w.ws, w.recvExpOff(me), w.ws, es, uint64(eb), nil, nil)
-		ph.rdmaBytes += int64(rb + eb)
+		ph.RDMABytes += int64(rb + eb)
 	})
 	// recv_and_reduce: wait for every rail peer's count, sum, clear.
 	sum := func(th *gpu.Group, base func(j int) uint64, i int) uint64 {
@@ -995,11 +995,11 @@ func putLE32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-func (w *v2HybridWorkload) combine() {
-	e, st := w.e, w.e.st
-	e.beginOne(&e.comb, "combine")
+func (w *v2HybridWorkload) Combine() {
+	e, st := w.e, w.e.Step
+	e.BeginOne(&e.Comb, "combine")
 	clear(w.issue)
-	for r := range st.ep {
+	for r := range st.EP {
 		// The copy epilogue read and cleared the channel scale-up tails
 		// (dispatch's linked-list ends) between the kernels.
 		for c := range w.nch {
@@ -1007,29 +1007,29 @@ func (w *v2HybridWorkload) combine() {
 				w.ws.Region(r).Store64(w.suTailOff(c, f), 0, "v2h/copy-epilogue")
 			}
 		}
-		e.comb.bwBytes[r] = w.recvTokens[r] * w.combBytes
+		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
 	}
-	for r := range st.ep {
+	for r := range st.EP {
 		w.launchCombine(r)
 	}
 }
 
 func (w *v2HybridWorkload) launchCombine(r int) {
-	e, st := w.e, w.e.st
-	g := e.m.GPUs[r]
-	w.sync[r] = newGPUArray(g, "v2h/combine-sync", 2)
+	e, st := w.e, w.e.Step
+	g := e.M.GPUs[r]
+	w.sync[r] = NewGPUArray(g, "v2h/combine-sync", 2)
 	n := uint64(2 + 2*w.nch)
 	w.live[r] = int(n)
 	// combine_reduce_epilogue: the source sums its (token, node) records.
 	var back int64
-	for _, v := range st.nodeTokens[r] {
+	for _, v := range st.NodeTokens[r] {
 		back += int64(v)
 	}
-	reduce := e.p.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
+	reduce := e.P.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
 	done := func(t *gpu.Group) {
 		if w.live[r]--; w.live[r] == 0 {
 			t.Compute(reduce)
-			e.receiverDone(r, e.lastOf(r))
+			e.ReceiverDone(r, e.LastOf(r))
 		}
 	}
 	warps := 2 * w.C
@@ -1115,7 +1115,7 @@ func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
 		}
 	}
 	for {
-		t.Load64(w.topk[r].r, 0) // the next linked-list entry of every forwarder
+		t.Load64(w.topk[r].R, 0) // the next linked-list entry of every forwarder
 		var wip uint64
 		for f := range U {
 			if next(f) {
@@ -1135,7 +1135,7 @@ func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
 			wip &^= 1 << dst
 			i := cursor[dst]
 			sleepUntil(t, stored) // tma_store_wait before reusing the TMA buffer
-			sleepUntil(t, pipe(t, &w.rd[r][sm], w.vp.SMReadRate, 2*e.hidden, cfg.HBMLatency))
+			sleepUntil(t, pipe(t, &w.rd[r][sm], w.vp.SMReadRate, 2*e.Hidden, cfg.HBMLatency))
 			t.Cycles(w.vp.RouteCycles) // source metadata, top-k weights
 			stored = w.nvlStore(t, r, sm, dst, w.cw.Region(me*U+dst), w.cSuOff(own, c, i), w.crec)
 			w.st.back[r*U+dst]++
@@ -1152,7 +1152,7 @@ func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
 func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 	e := w.e
 	cfg := t.GPU().Config()
-	ph := &e.comb
+	ph := &e.Comb
 	U, S, me, crec := w.U, w.S, r/w.U, w.crec
 	qp, sh := v2QP(w.sms, w.qps, w.C, sm, s, false)
 	gn := w.dc.GinShared(t, r, qp, sh)
@@ -1178,7 +1178,7 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 				gn.Put(team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, pending), uint64(crec), nil, nil,
 					gin.OptAggregateRequests)
 			}
-			ph.rdmaBytes += int64(crec)
+			ph.RDMABytes += int64(crec)
 			w.st.cPuts++
 		}
 		pending = -1
@@ -1221,7 +1221,7 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		t.Cycles(w.vp.RouteCycles) // top-k weight merge
 		stored = pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
 		pending = i
-		ph.msgs++
+		ph.Msgs++
 	}
 	flush()
 	for j := range U {
@@ -1238,18 +1238,18 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		start := th.Now()
 		w.dc.GinShared(th, r, qp, sh).Signal(team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: 1})
 		w.issue[(w.rail(r, m)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
-		ph.sigs++
+		ph.Sigs++
 		w.st.cFinish++
 	})
-	lw := &landWatch{s: e.s}
+	lw := &LandWatch{Sim: e.Sim}
 	for m := range S {
 		word := w.tailOff(c, m)
-		lw.at = 0
+		lw.At = 0
 		ws.Watch(word, lw)
 		t.WaitWord(ws, word, "v2 hybrid combine finish", func(v uint64) bool { return v == 1 })
 		ws.Unwatch(word, lw)
 		if m != me {
-			w.seenTail(t, r, c, m, qp, lw.at)
+			w.seenTail(t, r, c, m, qp, lw.At)
 		}
 		t.Store64(ws, word, 0)
 	}
