@@ -12,6 +12,7 @@ import (
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // DeepEP V1 normal (high-throughput) internode kernels as ported to GIN by
@@ -58,24 +59,30 @@ const htCombineForwarderWarps = 24
 
 // htDefaultChunks returns DeepEP's default chunking for ep ranks
 // (deep_ep/buffers/legacy.py).
-func htDefaultChunks(ep int) (disp, comb HTChunks) {
+func htDefaultChunks(ep int) (disp, comb workload.HTChunks) {
 	switch {
 	case ep <= 16:
-		return HTChunks{36, 288, 20, 128}, HTChunks{4, 288, 12, 128}
+		return chunks(36, 288, 20, 128), chunks(4, 288, 12, 128)
 	case ep <= 64:
-		return HTChunks{32, 288, 8, 128}, HTChunks{1, 288, 8, 128}
+		return chunks(32, 288, 8, 128), chunks(1, 288, 8, 128)
 	case ep <= 96:
-		return HTChunks{20, 480, 12, 128}, HTChunks{1, 480, 8, 128}
+		return chunks(20, 480, 12, 128), chunks(1, 480, 8, 128)
 	case ep <= 128:
-		return HTChunks{20, 560, 12, 128}, HTChunks{1, 560, 8, 128}
+		return chunks(20, 560, 12, 128), chunks(1, 560, 8, 128)
 	case ep <= 144:
-		return HTChunks{32, 720, 12, 128}, HTChunks{2, 720, 8, 128}
+		return chunks(32, 720, 12, 128), chunks(2, 720, 8, 128)
 	}
-	return HTChunks{28, 720, 12, 128}, HTChunks{2, 720, 8, 128}
+	return chunks(28, 720, 12, 128), chunks(2, 720, 8, 128)
 }
 
-// fill returns c with zero fields taken from def, or an error.
-func (c HTChunks) fill(def HTChunks, what string) (HTChunks, error) {
+// chunks is Config(num_sms, nvl_send, nvl_recv, rdma_send, rdma_recv)'s
+// chunking.
+func chunks(nvlSend, nvlRecv, rdmaSend, rdmaRecv int) workload.HTChunks {
+	return workload.HTChunks{NVLSend: nvlSend, NVLRecv: nvlRecv, RDMASend: rdmaSend, RDMARecv: rdmaRecv}
+}
+
+// fillChunks returns c with zero fields taken from def, or an error.
+func fillChunks(c, def workload.HTChunks, what string) (workload.HTChunks, error) {
 	for _, x := range []struct{ v, d *int }{{&c.NVLSend, &def.NVLSend}, {&c.NVLRecv, &def.NVLRecv},
 		{&c.RDMASend, &def.RDMASend}, {&c.RDMARecv, &def.RDMARecv}} {
 		if *x.v == 0 {
@@ -109,9 +116,9 @@ type htSM struct{ rd, wr link.Pipe }
 
 // htWorkload is DeepEP V1 normal mode, internode.
 type htWorkload struct {
-	e       *Env
+	e       *workload.Env
 	G, N, C int // GPUs per node, nodes, channels
-	dc, cc  HTChunks
+	dc, cc  workload.HTChunks
 	recD    uint64 // dispatch record bytes
 	recC    uint64 // combine record bytes
 	loadD   sim.Bytes
@@ -140,10 +147,10 @@ type htWorkload struct {
 	hbmLat, l2Lat, poll sim.Duration
 	st                  htStats
 
-	dch, cch []htChan     // per (rank, channel): shared-memory state
-	land     []*LandWatch // per (rank, channel, node): tail signal word watchers
-	landBase int          // signal id of node 0's tail in land
-	fwdPath  []SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+	dch, cch []htChan              // per (rank, channel): shared-memory state
+	land     []*workload.LandWatch // per (rank, channel, node): tail signal word watchers
+	landBase int                   // signal id of node 0's tail in land
+	fwdPath  []workload.SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
 // htChan is the shared-memory state of one channel's SMs (the locks,
@@ -162,7 +169,7 @@ const htInf = int(^uint(0) >> 1)
 // its setup.
 var htObserve func(*htWorkload)
 
-func newHT(e *Env) Workload { return &htWorkload{e: e} }
+func newHT(e *workload.Env) Workload { return &htWorkload{e: e} }
 
 // Control words of one (rank, channel).
 const (
@@ -211,10 +218,10 @@ func (w *htWorkload) Setup() error {
 	}
 	w.C = p.HTSMs / 2
 	dd, cd := htDefaultChunks(st.EP)
-	if w.dc, err = p.HTDispatch.fill(dd, "dispatch"); err != nil {
+	if w.dc, err = fillChunks(p.HTDispatch, dd, "dispatch"); err != nil {
 		return err
 	}
-	if w.cc, err = p.HTCombine.fill(cd, "combine"); err != nil {
+	if w.cc, err = fillChunks(p.HTCombine, cd, "combine"); err != nil {
 		return err
 	}
 	// DeepEP asserts NVLRecv % nodes == 0 as well; the sub-ring takes the
@@ -235,7 +242,7 @@ func (w *htWorkload) Setup() error {
 
 	w.route()
 
-	nComm := (w.C + CtxsPerComm - 1) / CtxsPerComm
+	nComm := (w.C + workload.CtxsPerComm - 1) / workload.CtxsPerComm
 	N := uint64(w.N)
 	for set := range 2 {
 		for j := range nComm {
@@ -243,7 +250,7 @@ func (w *htWorkload) Setup() error {
 			if err != nil {
 				return err
 			}
-			ctxs := min(CtxsPerComm, w.C-j*CtxsPerComm)
+			ctxs := min(workload.CtxsPerComm, w.C-j*workload.CtxsPerComm)
 			dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * w.N,
 				ConnectionType: gin.ConnFull, Type: e.GinType()})
 			if err != nil {
@@ -259,10 +266,10 @@ func (w *htWorkload) Setup() error {
 				name string
 				size uint64
 			}{
-				{&w.dSend, "ht/dispatch-send", CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
-				{&w.dRecv, "ht/dispatch-recv", CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
-				{&w.cSend, "ht/combine-send", CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
-				{&w.cRecv, "ht/combine-recv", CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+				{&w.dSend, "ht/dispatch-send", workload.CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.dRecv, "ht/dispatch-recv", workload.CtxsPerComm * N * uint64(w.dc.RDMARecv) * w.recD},
+				{&w.cSend, "ht/combine-send", workload.CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
+				{&w.cRecv, "ht/combine-recv", workload.CtxsPerComm * N * uint64(w.cc.RDMARecv) * w.recC},
 			} {
 				win, err := comm.WindowRegister(x.name+strconv.Itoa(j), sim.Bytes(x.size), 0, false)
 				if err != nil {
@@ -347,19 +354,19 @@ func (w *htWorkload) seqOf(r, c, n int) []int32 { return w.seq[(r*w.C+c)*w.N+n] 
 // ringOff is the offset of slot in the [4 channels][node][slots] ring
 // window of channel c.
 func ringOff(c, node, nodes, slots, slot int, rec uint64) uint64 {
-	return ((uint64(c%CtxsPerComm)*uint64(nodes)+uint64(node))*uint64(slots) + uint64(slot)) * rec
+	return ((uint64(c%workload.CtxsPerComm)*uint64(nodes)+uint64(node))*uint64(slots) + uint64(slot)) * rec
 }
 
 // sigWord returns rank r's word of signal id on the data (credit=false)
 // or credit context of channel c, and the backend's offset.
 func (w *htWorkload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint64) {
-	dc := w.dataComms[c/CtxsPerComm]
+	dc := w.dataComms[c/workload.CtxsPerComm]
 	if credit {
-		dc = w.credComms[c/CtxsPerComm]
+		dc = w.credComms[c/workload.CtxsPerComm]
 	}
 	b := dc.Backend()
-	reg, off := b.SignalWord(dc, r, c%CtxsPerComm, id)
-	return reg, off, b.SignalOffset(dc, r, c%CtxsPerComm, id)
+	reg, off := b.SignalWord(dc, r, c%workload.CtxsPerComm, id)
+	return reg, off, b.SignalOffset(dc, r, c%workload.CtxsPerComm, id)
 }
 
 // load is a warp's TMA/LSU read of n bytes of local HBM on SM sm: one HBM
@@ -493,7 +500,7 @@ func (l *landTimes) stop() {
 
 // pathOf returns the issue path of the signal rank to saw from rank from on
 // (channel c, id), landed at land and seen now.
-func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) SigPath {
+func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) workload.SigPath {
 	p := w.e.Issued(to, c, id)
 	p.From, p.To = from, to
 	p.Seen = t.Now()
@@ -502,7 +509,7 @@ func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) Si
 		p.Landed = p.Seen
 	}
 	// Tails ride the data communicator's context c%4 (putChunk).
-	w.e.ProxyPath(&p, w.dataComms[c/CtxsPerComm], to, c%CtxsPerComm, id)
+	w.e.ProxyPath(&p, w.dataComms[c/workload.CtxsPerComm], to, c%workload.CtxsPerComm, id)
 	return p
 }
 
@@ -514,7 +521,7 @@ func readSig(t *gpu.Group, reg *mem.Region, off, o uint64) uint64 { return t.Loa
 // on the same context. local chunks only publish the tail with a local
 // atomic (the records were written into the local receive ring).
 func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me, dst, slot, k, id int,
-	send, recv *gin.Window, slots int, rec uint64, ph *Phase, chunks, tails *int64) {
+	send, recv *gin.Window, slots int, rec uint64, ph *workload.Phase, chunks, tails *int64) {
 	e := w.e
 	start := t.Now()
 	if dst == me {
@@ -555,18 +562,18 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 // re-checks every HTCoordSleep and, when the warps' progress word at off
 // of ctl has not moved, waits for it.
 func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *htChan, warps, chunk int,
-	ctl *mem.Region, off uint64, ph *Phase, count *int64) {
+	ctl *mem.Region, off uint64, ph *workload.Phase, count *int64) {
 	N := w.N
 	if w.htThenGin() {
 		m := &htCredits{w: w, ch: ch, ctl: ctl, off: off, why: why, r: r, c: c, id: id, warps: warps, chunk: chunk,
-			ph: ph, count: count, dc: w.credComms[c/CtxsPerComm], last: make([]int, N)}
+			ph: ph, count: count, dc: w.credComms[c/workload.CtxsPerComm], last: make([]int, N)}
 		m.changed = func(v uint64) bool { return v != m.seen }
 		m.t = g.LaunchHandler(name, 32, m, 0)
 		return
 	}
 	g.Launch(name, 32, func(t *gpu.Group) {
-		dc := w.credComms[c/CtxsPerComm]
-		gn := dc.Gin(t, r, c%CtxsPerComm)
+		dc := w.credComms[c/workload.CtxsPerComm]
+		gn := dc.Gin(t, r, c%workload.CtxsPerComm)
 		last := make([]int, N)
 		for {
 			seen := ctl.Load64(off)
@@ -595,7 +602,7 @@ func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, c
 	})
 }
 
-func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *Phase, n *int64) {
+func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *workload.Phase, n *int64) {
 	if src == r/w.G {
 		reg, off, _ := w.sigWord(r, c, id, true)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
@@ -636,7 +643,7 @@ func (w *htWorkload) Dispatch() {
 		e.Disp.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, prec)
 	}
 	w.watchTails(0)
-	w.fwdPath = make([]SigPath, st.EP*w.C*w.G)
+	w.fwdPath = make([]workload.SigPath, st.EP*w.C*w.G)
 	w.dch = make([]htChan, st.EP*w.C)
 	for r := range st.EP {
 		for c := range w.C {
@@ -670,7 +677,7 @@ func (w *htWorkload) watchTails(base int) {
 		for c := range w.C {
 			for s := range w.N {
 				reg, off, _ := w.sigWord(r, c, base+s, false)
-				lw := &LandWatch{Sim: w.e.Sim}
+				lw := &workload.LandWatch{Sim: w.e.Sim}
 				reg.Watch(off, lw)
 				w.land = append(w.land, lw)
 			}
@@ -763,7 +770,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
 			nvlTail, nvlHead := 0, 0
 			src := (2 * c) % N
-			var path SigPath
+			var path workload.SigPath
 			for total > 0 {
 				for w.dc.NVLRecv-(nvlTail-nvlHead) < w.dc.NVLSend {
 					need := nvlTail + w.dc.NVLSend - w.dc.NVLRecv
@@ -885,8 +892,8 @@ func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
 	ctl := w.ctl[r][c]
 	N, W := w.N, w.dc.RDMARecv
 	g.Launch(name+"coordinator", 32, func(t *gpu.Group) {
-		dc := w.dataComms[c/CtxsPerComm]
-		gn := dc.Gin(t, r, c%CtxsPerComm)
+		dc := w.dataComms[c/workload.CtxsPerComm]
+		gn := dc.Gin(t, r, c%workload.CtxsPerComm)
 		remaining, last := make([]int, N), make([]int, N)
 		total := 0
 		for d := range N {
@@ -908,7 +915,7 @@ func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
 				}
 				slot := last[d] % W
 				k := min(done, chunk, W-slot)
-				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/CtxsPerComm], w.dRecv[c/CtxsPerComm],
+				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/workload.CtxsPerComm], w.dRecv[c/workload.CtxsPerComm],
 					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
 				last[d] += k
 				remaining[d] -= k
@@ -1119,8 +1126,8 @@ func (w *htWorkload) launchCombine(r, c int) {
 			continue
 		}
 		g.Launch(name+"forwarder"+strconv.Itoa(s), 32*kw, func(t *gpu.Group) {
-			dc := w.dataComms[c/CtxsPerComm]
-			gn := dc.Gin(t, r, c%CtxsPerComm)
+			dc := w.dataComms[c/workload.CtxsPerComm]
+			gn := dc.Gin(t, r, c%workload.CtxsPerComm)
 			next, seenTail := make([]int, G), make([]int, G)
 			at := make([]sim.Time, kw)
 			// Tokens of the chunk reduced or reducing, not yet released:
@@ -1189,7 +1196,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				}
 				release(t.Now())
 				w.bump(t, ctl, ctlCFwdProg*8)
-				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/CtxsPerComm], w.cRecv[c/CtxsPerComm],
+				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/workload.CtxsPerComm], w.cRecv[c/workload.CtxsPerComm],
 					W, w.recC, ph, &w.st.combChunks, &w.st.combTails)
 				sent += k
 			}
@@ -1216,7 +1223,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 		}
 		g.Launch(name+"receiver"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
 			pos, seenTail := make([]int, N), make([]int, N)
-			var path SigPath
+			var path workload.SigPath
 			for tok := lo; tok < hi; tok++ {
 				m := w.nodes[r][tok]
 				if (tok-lo)%nr != wi {

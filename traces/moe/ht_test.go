@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // htTrace is the DeepEP internode test's routing: 256 experts, groups =
@@ -43,7 +44,7 @@ func htChunkCount(n, chunk, ring int) int64 {
 	return k
 }
 
-func htExpected(tr *traces.Trace, channels int, disp, comb HTChunks) htExpect {
+func htExpected(tr *traces.Trace, channels int, disp, comb workload.HTChunks) htExpect {
 	var x htExpect
 	layer := tr.Layers()[0]
 	home := tr.Placement(layer)
@@ -112,7 +113,7 @@ func TestReplayHT(t *testing.T) {
 				require.NoError(t, err)
 			})
 			dd, cd := htDefaultChunks(c.ep)
-			x := htExpected(tr, DefaultParams().HTSMs/2, dd, cd)
+			x := htExpected(tr, workload.DefaultParams().HTSMs/2, dd, cd)
 			l := rep.Layers[0]
 			hidden := rep.Hidden
 			recD := int64(traces.HTDispatchBytes(hidden, 8, traces.FP8))
@@ -141,7 +142,7 @@ func TestReplayHT(t *testing.T) {
 				assert.Zero(t, l.Dispatch.RDMABytes)
 			}
 			assert.Len(t, l.Dispatch.RecvDoneUS, c.ep)
-			for _, b := range []Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
+			for _, b := range []workload.Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
 				sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
 				assert.InDelta(t, b.TotalUS, sum, 0.01, "breakdown parts add up")
 			}
@@ -168,7 +169,7 @@ func TestReplayHTDeterministic(t *testing.T) {
 func TestReplayHTCreditStarved(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := htTrace(t, 16, 384)
-	run := func(p Params) (*Report, *htWorkload) {
+	run := func(p workload.Params) (*Report, *htWorkload) {
 		var rep *Report
 		w := observeHT(t, func() {
 			var err error
@@ -177,8 +178,8 @@ func TestReplayHTCreditStarved(t *testing.T) {
 		})
 		return rep, w
 	}
-	base, bw := run(DefaultParams())
-	p := DefaultParams()
+	base, bw := run(workload.DefaultParams())
+	p := workload.DefaultParams()
 	p.HTDispatch.RDMARecv = 20 // = rdma_send for EP16
 	p.HTCombine.RDMARecv = 12
 	starved, sw := run(p)
@@ -230,7 +231,7 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 		rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
 		require.NoError(t, err)
 	})
-	for i, ph := range []*Phase{&w.e.Disp, &w.e.Comb} {
+	for i, ph := range []*workload.Phase{&w.e.Disp, &w.e.Comb} {
 		lo, hi := sim.Duration(math.MaxInt64), sim.Duration(0)
 		for r, at := range w.st.firstPut[i] {
 			require.NotZero(t, at, "%s: rank %d put nothing to the other node", ph.Name, r)
@@ -275,8 +276,8 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 func TestReplayHTCombineSubRings(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := htTrace(t, 16, 96)
-	p := DefaultParams()
-	p.HTCombine = HTChunks{NVLSend: 1, NVLRecv: 2}
+	p := workload.DefaultParams()
+	p.HTCombine = workload.HTChunks{NVLSend: 1, NVLRecv: 2}
 	rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
 	require.NoError(t, err)
 	base, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
@@ -284,7 +285,7 @@ func TestReplayHTCombineSubRings(t *testing.T) {
 	assert.Greater(t, rep.CombineUS, base.CombineUS, "one slot per source node is slower")
 	assert.Equal(t, base.Layers[0].Combine.RDMABytes, rep.Layers[0].Combine.RDMABytes)
 
-	p.HTCombine = HTChunks{NVLSend: 4, NVLRecv: 6} // 3 slots per source node
+	p.HTCombine = workload.HTChunks{NVLSend: 4, NVLRecv: 6} // 3 slots per source node
 	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
 	require.ErrorContains(t, err, "per source node")
 }
@@ -296,18 +297,18 @@ func TestReplayHTCombineSubRings(t *testing.T) {
 // space, sub-ring heads) happens.
 func TestHTWarpsWithoutProcess(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	small := DefaultParams()
-	small.HTDispatch = HTChunks{NVLSend: 2, NVLRecv: 4, RDMASend: 4, RDMARecv: 8}
-	small.HTCombine = HTChunks{NVLSend: 1, NVLRecv: 2, RDMASend: 2, RDMARecv: 4}
+	small := workload.DefaultParams()
+	small.HTDispatch = workload.HTChunks{NVLSend: 2, NVLRecv: 4, RDMASend: 4, RDMARecv: 8}
+	small.HTCombine = workload.HTChunks{NVLSend: 1, NVLRecv: 2, RDMASend: 2, RDMARecv: 4}
 	for _, c := range []struct {
 		name    string
 		ep, tok int
 		backend string
-		p       Params
+		p       workload.Params
 	}{
-		{"ep16-gdaki", 16, 256, BackendGDAKI, DefaultParams()},
-		{"ep16-proxy", 16, 256, BackendProxy, DefaultParams()},
-		{"ep32-gdaki", 32, 128, BackendGDAKI, DefaultParams()},
+		{"ep16-gdaki", 16, 256, BackendGDAKI, workload.DefaultParams()},
+		{"ep16-proxy", 16, 256, BackendProxy, workload.DefaultParams()},
+		{"ep32-gdaki", 32, 128, BackendGDAKI, workload.DefaultParams()},
 		{"ep16-small-rings", 16, 128, BackendGDAKI, small},
 		{"ep16-small-rings-proxy", 16, 96, BackendProxy, small},
 	} {

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/traces/workload"
 
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -44,7 +45,7 @@ type htFwd struct {
 	offs             []uint64
 	nvlTail, nvlHead int
 	src              int
-	path             SigPath
+	path             workload.SigPath
 	need             int // the NVLink space wait's head
 	k                int // sources tried in this round
 	s, srcRank       int // the chunk's source node and rank
@@ -606,7 +607,7 @@ type htCRecv struct {
 	wi, nr        int
 	lo, tok, hi   int
 	pos, seenTail []int
-	path          SigPath
+	path          workload.SigPath
 	m, bits       uint64
 	s             int
 	need, o       uint64
@@ -811,7 +812,7 @@ type htChunkPut struct {
 	slot, k, id, slots int
 	send, recv         *gin.Window
 	rec                uint64
-	ph                 *Phase
+	ph                 *workload.Phase
 	chunks, tails      *int64
 	h                  sim.Handler
 	start              sim.Time
@@ -913,8 +914,8 @@ func newHTCoord(w *htWorkload, r, c int) *htCoord {
 		m.total += m.remaining[d]
 	}
 	m.changed = func(v uint64) bool { return v != m.seen }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/CtxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
-		send: w.dSend[c/CtxsPerComm], recv: w.dRecv[c/CtxsPerComm], rec: w.recD, ph: &w.e.Disp,
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
+		send: w.dSend[c/workload.CtxsPerComm], recv: w.dRecv[c/workload.CtxsPerComm], rec: w.recD, ph: &w.e.Disp,
 		chunks: &w.st.dispChunks, tails: &w.st.dispTails}
 	return m
 }
@@ -925,7 +926,7 @@ func (m *htCoord) Handle(*sim.Sim, uint64) {
 	N, W := w.N, w.dc.RDMARecv
 	if m.put.gn == nil {
 		m.put.t = t
-		m.put.gn = m.put.dc.Gin(t, m.r, m.c%CtxsPerComm)
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%workload.CtxsPerComm)
 	}
 	for {
 		switch m.pc {
@@ -982,7 +983,7 @@ type htCredits struct {
 	why          string
 	r, c, id     int
 	warps, chunk int
-	ph           *Phase
+	ph           *workload.Phase
 	count        *int64
 	dc           *gin.DevComm
 	gn           *gin.Gin
@@ -1007,7 +1008,7 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N := w.N
 	if m.gn == nil {
-		m.gn = m.dc.Gin(t, m.r, m.c%CtxsPerComm)
+		m.gn = m.dc.Gin(t, m.r, m.c%workload.CtxsPerComm)
 	}
 	for {
 		switch m.pc {
@@ -1119,8 +1120,8 @@ func newHTCFwd(w *htWorkload, r, c, s, kw int) *htCFwd {
 	m.creg, m.coff, m.co = w.sigWord(r, c, w.N+s, true)
 	m.credit = func(v uint64) bool { return v-m.co >= m.need }
 	m.tail = func(v uint64) bool { return int(v) >= int(m.need) }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
-		slots: w.cc.RDMARecv, send: w.cSend[c/CtxsPerComm], recv: w.cRecv[c/CtxsPerComm], rec: w.recC, ph: &w.e.Comb,
+	m.put = htChunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
+		slots: w.cc.RDMARecv, send: w.cSend[c/workload.CtxsPerComm], recv: w.cRecv[c/workload.CtxsPerComm], rec: w.recC, ph: &w.e.Comb,
 		chunks: &w.st.combChunks, tails: &w.st.combTails}
 	return m
 }
@@ -1145,7 +1146,7 @@ func (m *htCFwd) Handle(*sim.Sim, uint64) {
 	N, G, W := w.N, w.G, w.cc.RDMARecv
 	if m.put.gn == nil {
 		m.put.t = t
-		m.put.gn = m.put.dc.Gin(t, m.r, m.c%CtxsPerComm)
+		m.put.gn = m.put.dc.Gin(t, m.r, m.c%workload.CtxsPerComm)
 	}
 	rec := sim.Bytes(w.recC)
 	for {

@@ -8,18 +8,15 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 )
-
-// ctxsPerComm is DEEP_EP_NCCL_GIN_CTXS_PER_COMM in DeepEP PR #521: one GIN
-// context per local expert, four per communicator.
-const CtxsPerComm = 4
 
 // llWorkload is DeepEP V1 low-latency dispatch and combine as ported to
 // NCCL GIN by DeepEP PR #521 (spec moe-traffic 1.3, 1.4, 1.8), or, with
 // aggregate set, the NCCL EP / V2 flavour whose puts carry
 // OptAggregateRequests except the last one to each (context, peer).
 type llWorkload struct {
-	e   *Env
+	e   *workload.Env
 	agg bool
 
 	msg, comb uint64 // dispatch and combine message bytes
@@ -35,9 +32,9 @@ type llWorkload struct {
 }
 
 // memWord is a per-rank HBM array of 8-byte counters.
-type memWord = GPUArray
+type memWord = workload.GPUArray
 
-func newLL(e *Env, agg bool) *llWorkload {
+func newLL(e *workload.Env, agg bool) *llWorkload {
 	return &llWorkload{e: e, agg: agg}
 }
 
@@ -57,9 +54,9 @@ func (w *llWorkload) Setup() error {
 		return fmt.Errorf("moe: top-%d needs more warps than the %d a warp group has", st.TopK, 32/w.groups)
 	}
 	ep, T := uint64(st.EP), uint64(st.MaxTokens)
-	nComm := (st.Local + CtxsPerComm - 1) / CtxsPerComm
+	nComm := (st.Local + workload.CtxsPerComm - 1) / workload.CtxsPerComm
 	for c := range nComm {
-		ctxs := min(CtxsPerComm, st.Local-c*CtxsPerComm)
+		ctxs := min(workload.CtxsPerComm, st.Local-c*workload.CtxsPerComm)
 		comm, err := e.NewComm()
 		if err != nil {
 			return err
@@ -75,10 +72,10 @@ func (w *llWorkload) Setup() error {
 			name string
 			size uint64
 		}{
-			{&w.dRecv, "ll/dispatch-recv", CtxsPerComm * ep * T * w.msg},
+			{&w.dRecv, "ll/dispatch-recv", workload.CtxsPerComm * ep * T * w.msg},
 			{&w.dSend, "ll/dispatch-send", T * w.msg},
-			{&w.cRecv, "ll/combine-recv", ep * CtxsPerComm * T * w.comb},
-			{&w.cSend, "ll/combine-send", CtxsPerComm * ep * T * w.comb},
+			{&w.cRecv, "ll/combine-recv", ep * workload.CtxsPerComm * T * w.comb},
+			{&w.cSend, "ll/combine-send", workload.CtxsPerComm * ep * T * w.comb},
 		} {
 			win, err := comm.WindowRegister(x.name+strconv.Itoa(c), sim.Bytes(x.size), 0, false)
 			if err != nil {
@@ -89,17 +86,17 @@ func (w *llWorkload) Setup() error {
 	}
 	for r := range st.EP {
 		g := e.M.GPUs[r]
-		w.slotCtr = append(w.slotCtr, NewGPUArray(g, "ll/slot", st.Slots))
-		w.finish = append(w.finish, NewGPUArray(g, "ll/finish", st.Slots))
-		w.flagsSeen = append(w.flagsSeen, NewGPUArray(g, "ll/flags", 1))
+		w.slotCtr = append(w.slotCtr, workload.NewGPUArray(g, "ll/slot", st.Slots))
+		w.finish = append(w.finish, workload.NewGPUArray(g, "ll/finish", st.Slots))
+		w.flagsSeen = append(w.flagsSeen, workload.NewGPUArray(g, "ll/flags", 1))
 	}
 	return nil
 }
 
 // gin returns the handle of local expert le's context for group t of rank.
 func (w *llWorkload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
-	dc := w.comms[le/CtxsPerComm]
-	return dc.Gin(t, rank, le%CtxsPerComm), dc
+	dc := w.comms[le/workload.CtxsPerComm]
+	return dc.Gin(t, rank, le%workload.CtxsPerComm), dc
 }
 
 // ginCache keeps a group's last GIN handle: device code builds its ncclGin
@@ -169,10 +166,10 @@ func (w *llWorkload) launchDispatch(r int) {
 						// with SM loads/stores (no loopback QP).
 						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.msg)))
 					case w.nvl(r, dst):
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
+						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
 					default:
 						gn, dc := gc.get(w, t, r, le)
-						gn.Put(dc.World(r), dst, w.dRecv[le/CtxsPerComm], off, w.dSend[le/CtxsPerComm],
+						gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], off, w.dSend[le/workload.CtxsPerComm],
 							uint64(tok)*w.msg, w.msg, nil, nil, w.opts()...)
 						ph.RDMABytes += int64(w.msg)
 					}
@@ -210,7 +207,7 @@ func (w *llWorkload) launchDispatch(r int) {
 		for src := range st.EP {
 			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
-				func(t *gpu.Group, path SigPath) {
+				func(t *gpu.Group, path workload.SigPath) {
 					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
 					e.ReceiverDone(r, path)
 				})
@@ -224,7 +221,7 @@ func (w *llWorkload) launchDispatch(r int) {
 func (w *llWorkload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
 	st, ph := w.e.Step, &w.e.Disp
 	dst, le = st.Home[x], st.LocalIdx[x]
-	off = ((uint64(le%CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
+	off = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
 	ph.Msgs++
 	ph.BWBytes[r] += int64(w.msg)
 	return dst, le, off
@@ -245,7 +242,7 @@ var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 // process-free sender, then continues at h: an SM copy to the rank
 // itself, an NVLink store to a GPU of its node with --nvlink, else a put.
 func (w *llWorkload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
-	off, src, n uint64, ph *Phase) {
+	off, src, n uint64, ph *workload.Phase) {
 	e := w.e
 	switch {
 	case dst == r:
@@ -307,7 +304,7 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 		case llSend:
 			m.pc = llFinish
 			dst, le, off := w.dispatchTo(r, m.x, t.Result())
-			w.sendThen(t, &m.gc, m, r, le, dst, w.dRecv[le/CtxsPerComm], w.dSend[le/CtxsPerComm], off,
+			w.sendThen(t, &m.gc, m, r, le, dst, w.dRecv[le/workload.CtxsPerComm], w.dSend[le/workload.CtxsPerComm], off,
 				uint64(m.tok)*w.msg, w.msg, &e.Disp)
 			return
 		case llFinish:
@@ -327,12 +324,12 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 // gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
 // body repeats the wait through gin (which then succeeds at once), so the
 // timing is that of a warp spinning in ncclGin::waitSignal from launch.
-func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path SigPath)) {
-	dc := w.comms[le/CtxsPerComm]
-	ctx := le % CtxsPerComm
+func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path workload.SigPath)) {
+	dc := w.comms[le/workload.CtxsPerComm]
+	ctx := le % workload.CtxsPerComm
 	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
 	least := 1 + dc.Backend().SignalOffset(dc, r, ctx, id)
-	lw := &LandWatch{Sim: w.e.Sim} // from launch, as the spinning warp's
+	lw := &workload.LandWatch{Sim: w.e.Sim} // from launch, as the spinning warp's
 	reg.Watch(off, lw)
 	g.LaunchWaiting(name, 32, reg, off, "gin signal", func(v uint64) bool { return gin.RollingLessEq(least, v, 64) },
 		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
@@ -341,7 +338,7 @@ func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from
 // signal adds v to signal id of local expert le's context at rank dst,
 // from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
 // be nil) is the group's handle cache.
-func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]SigPath) {
+func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
 	e := w.e
 	start := t.Now()
 	if gc == nil {
@@ -349,36 +346,36 @@ func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v ui
 	}
 	gn, dc := gc.get(w, t, r, le)
 	if dst == r {
-		reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
+		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
 		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
 	if w.nvl(r, dst) {
-		reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
+		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
 		var b [8]byte
-		PutLE64(b[:], v)
+		workload.PutLE64(b[:], v)
 		t.NVLinkWrite(e.M.Ranks[dst].Local, reg, off, b[:], 8)
 		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
-	gn.Put(dc.World(r), dst, w.dRecv[le/CtxsPerComm], 0, w.dSend[le/CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
+	gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
 	e.NoteIssue(dst, le, id, start, t.Now(), true)
 }
 
 // waitSignal waits until signal id of local expert le's context at rank r is
 // non-zero, resets it and returns the path of that signal; from is the
 // sending rank; lw has watched the signal word since the wait began.
-func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *LandWatch) SigPath {
+func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.LandWatch) workload.SigPath {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
-	reg, off := dc.Backend().SignalWord(dc, r, le%CtxsPerComm, id)
+	reg, off := dc.Backend().SignalWord(dc, r, le%workload.CtxsPerComm, id)
 	gn.WaitSignal(id, 1, 64)
 	reg.Unwatch(off, lw)
 	seen := t.Now()
 	gn.ResetSignal(id)
 	p := e.Issued(r, le, id)
-	e.ProxyPath(&p, dc, r, le%CtxsPerComm, id)
+	e.ProxyPath(&p, dc, r, le%workload.CtxsPerComm, id)
 	p.Landed, p.Seen = lw.At, seen
 	if lw.At == 0 {
 		p.Landed = seen
@@ -423,11 +420,11 @@ func (w *llWorkload) launchCombine(r int) {
 						continue
 					}
 					if w.nvl(r, dst) {
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
+						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
 						continue
 					}
 					gn, dc := gc.get(w, t, r, le)
-					gn.Put(dc.World(r), dst, w.cRecv[le/CtxsPerComm], off, w.cSend[le/CtxsPerComm], src, w.comb,
+					gn.Put(dc.World(r), dst, w.cRecv[le/workload.CtxsPerComm], off, w.cSend[le/workload.CtxsPerComm], src, w.comb,
 						nil, nil, w.opts()...)
 					ph.RDMABytes += int64(w.comb)
 				}
@@ -440,7 +437,7 @@ func (w *llWorkload) launchCombine(r int) {
 	// the weighted reduction of k contributions per token.
 	for x := range st.Slots {
 		home, le := st.Home[x], st.LocalIdx[x]
-		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, path SigPath) {
+		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, path workload.SigPath) {
 			e.NoteLast(r, path)
 			t.AtomicAdd64(w.flagsSeen[r].R, 0, 1, gpu.ScopeDevice)
 		})
@@ -461,8 +458,8 @@ func (w *llWorkload) launchCombine(r int) {
 func (w *llWorkload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 	st, ph := w.e.Step, &w.e.Comb
 	T := uint64(st.MaxTokens)
-	off = ((uint64(r)*CtxsPerComm+uint64(le%CtxsPerComm))*T + uint64(tok)) * w.comb
-	src = ((uint64(le%CtxsPerComm)*uint64(st.EP)+uint64(dst))*T + uint64(j)) * w.comb
+	off = ((uint64(r)*workload.CtxsPerComm+uint64(le%workload.CtxsPerComm))*T + uint64(tok)) * w.comb
+	src = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(dst))*T + uint64(j)) * w.comb
 	ph.Msgs++
 	ph.BWBytes[dst] += int64(w.comb)
 	return off, src
@@ -508,7 +505,7 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 		case cbSend:
 			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
 			m.pc = cbNext
-			w.sendThen(t, &m.gc, m, r, le, dst, w.cRecv[le/CtxsPerComm], w.cSend[le/CtxsPerComm], off, src, w.comb, &e.Comb)
+			w.sendThen(t, &m.gc, m, r, le, dst, w.cRecv[le/workload.CtxsPerComm], w.cSend[le/workload.CtxsPerComm], off, src, w.comb, &e.Comb)
 			return
 		case cbNext:
 			m.j++
@@ -521,16 +518,16 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 			m.pc = cbFlagged
 			switch {
 			case dst == r:
-				reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
+				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
 				t.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, m, 0)
 			case w.nvl(r, dst):
-				reg, off := dc.Backend().SignalWord(dc, dst, le%CtxsPerComm, id)
+				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
 				b := make([]byte, 8)
-				PutLE64(b, 1)
+				workload.PutLE64(b, 1)
 				t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, m, 0)
 			default:
 				m.rdma = true
-				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/CtxsPerComm], 0, w.dSend[le/CtxsPerComm], 0, 0,
+				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
 					gin.SignalAdd{Signal: id, Value: 1}, nil)
 			}
 			return

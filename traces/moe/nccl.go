@@ -10,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // The host-initiated NCCL baseline: Megatron-LM's MoEAlltoAllTokenDispatcher
@@ -308,7 +309,7 @@ const (
 
 // ncclWorkload is the NCCL baseline.
 type ncclWorkload struct {
-	e   *Env
+	e   *workload.Env
 	cfg NCCLConfig
 
 	tok, comb     uint64 // bytes per selection on the wire: dispatch (Megatron token) and combine (2H BF16)
@@ -383,7 +384,7 @@ type ncclConn struct {
 	lastQueued, lastPosted, lastCQE, lastLanded sim.Time
 }
 
-func newNCCL(e *Env) Workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
+func newNCCL(e *workload.Env) Workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
 
 func (w *ncclWorkload) Setup() error {
 	e, st := w.e, w.e.Step
@@ -821,7 +822,7 @@ func (w *ncclWorkload) postA2A(r int, wake bool) {
 
 // launchA2A starts rank r's all-to-all kernel: one send and one receive
 // warp group per (peer, channel), and the local copy.
-func (w *ncclWorkload) launchA2A(r int, ph *Phase, bwPerSel int64) {
+func (w *ncclWorkload) launchA2A(r int, ph *workload.Phase, bwPerSel int64) {
 	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
 	rk.kick = e.Sim.Now()
@@ -831,7 +832,7 @@ func (w *ncclWorkload) launchA2A(r int, ph *Phase, bwPerSel int64) {
 		if self > 0 {
 			t.Write(rk.out, 0, nil, sim.Bytes(self))
 		}
-		e.ReceiverDone(r, SigPath{})
+		e.ReceiverDone(r, workload.SigPath{})
 	})
 	for _, c := range w.a2a {
 		switch r {
@@ -858,7 +859,7 @@ func (w *ncclWorkload) launchA2A(r int, ph *Phase, bwPerSel int64) {
 }
 
 // selfBytes is what rank r keeps for itself in the running phase.
-func (w *ncclWorkload) selfBytes(r int, ph *Phase) uint64 {
+func (w *ncclWorkload) selfBytes(r int, ph *workload.Phase) uint64 {
 	st := w.e.Step
 	var n uint64
 	for _, x := range st.Experts[r] {
@@ -875,9 +876,9 @@ func (w *ncclWorkload) selfBytes(r int, ph *Phase) uint64 {
 // path before it is the GPU-issue column), the proxy queue runs to the
 // post of the last chunk, the remote write to its completion at the
 // receiving proxy (NET) or the landing of its tail or lines (P2P).
-func (w *ncclWorkload) path(c *ncclConn) SigPath {
+func (w *ncclWorkload) path(c *ncclConn) workload.SigPath {
 	S := w.ranks[c.src]
-	p := SigPath{Valid: true, IssueStart: S.kick, IssueEnd: S.kick, From: c.src, To: c.dst, RDMA: c.net,
+	p := workload.SigPath{Valid: true, IssueStart: S.kick, IssueEnd: S.kick, From: c.src, To: c.dst, RDMA: c.net,
 		Seen: w.e.Sim.Now()}
 	if c.net {
 		p.ProxyQueued = max(c.lastQueued, 1)
@@ -968,8 +969,8 @@ func (w *ncclWorkload) Combine() {
 }
 
 // facts counts the phase's connections by path.
-func (w *ncclWorkload) facts() *NCCLFacts {
-	f := &NCCLFacts{IBConns: len(w.phComms)}
+func (w *ncclWorkload) facts() *workload.NCCLFacts {
+	f := &workload.NCCLFacts{IBConns: len(w.phComms)}
 	for _, c := range w.a2a {
 		f.Sends++
 		if c.net {

@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,7 +62,7 @@ func TestNCCLReplayEP16(t *testing.T) {
 	rep := ncclReplay(t, tr, false, 1)
 	require.Len(t, rep.Layers, 1)
 	l := rep.Layers[0]
-	for _, ph := range []PhaseReport{l.Dispatch, l.Combine} {
+	for _, ph := range []workload.PhaseReport{l.Dispatch, l.Combine} {
 		assert.Len(t, ph.RecvDoneUS, 16)
 		assert.Greater(t, ph.US, 5.0)
 		assert.Greater(t, ph.GBps, 0.0)
@@ -116,7 +117,7 @@ func TestNCCLBytesMatchRouting(t *testing.T) {
 		}
 		assert.Equal(t, disp, l.Dispatch.RDMABytes, "nvlink=%v", nvlink)
 		assert.Equal(t, cmb, l.Combine.RDMABytes, "nvlink=%v", nvlink)
-		for _, ph := range []PhaseReport{l.Dispatch, l.Combine} {
+		for _, ph := range []workload.PhaseReport{l.Dispatch, l.Combine} {
 			if !nvlink {
 				assert.GreaterOrEqual(t, ph.Signals, ph.Messages, "a CTS per chunk")
 				assert.LessOrEqual(t, ph.Signals, 2*ph.Messages, "at most a CTS and an immediate per chunk")
@@ -222,7 +223,7 @@ func TestNCCLSlowerThanGDAKI(t *testing.T) {
 
 // ncclRunResult is one step replayed by ncclRun.
 type ncclRunResult struct {
-	e   *Env
+	e   *workload.Env
 	w   *ncclWorkload
 	rep LayerReport
 }
@@ -239,7 +240,7 @@ func ncclRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg NCCLConfig, before
 	nodes, err := spec.NodesFor(tr.EP())
 	require.NoError(t, err)
 	sp := Steps(tr, 1)[0]
-	st, err := NewStep(tr, sp[0], sp[1])
+	st, err := workload.NewStep(tr, sp[0], sp[1])
 	require.NoError(t, err)
 	s := sim.New(sim.Config{Seed: 1})
 	m, err := machine.Build(s, spec, nodes)
@@ -249,9 +250,7 @@ func ncclRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg NCCLConfig, before
 	if mod, err := traces.ModelByName(h.Model.Name); err == nil && mod.Hidden == hidden {
 		hidden = mod.DeepEPHidden()
 	}
-	opt := &Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1}
-	e := &Env{Sim: s, M: m, Step: st, Cfg: Config{Backend: opt.Backend, NVLink: opt.NVLink}, P: DefaultParams(), Hdr: h, Hidden: hidden,
-		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
+	e := workload.NewEnv(s, m, st, workload.Config{Backend: BackendNCCL, NVLink: nvlink}, workload.DefaultParams(), h, hidden)
 	r := &ncclRunResult{e: e, w: &ncclWorkload{e: e, cfg: cfg}}
 	if before != nil {
 		before(r)
@@ -278,7 +277,7 @@ type railTally struct {
 	payload [][]int64
 }
 
-func newRailTally(e *Env) *railTally {
+func newRailTally(e *workload.Env) *railTally {
 	ep := e.Step.EP
 	rt := &railTally{pkts: make([][]int64, ep), payload: make([][]int64, ep)}
 	for i := range ep {
@@ -327,7 +326,7 @@ func (rt *railTally) minus(o *railTally) *railTally {
 }
 
 // spinePackets sums the packets every port into or out of a spine carried.
-func spinePackets(e *Env) int64 {
+func spinePackets(e *workload.Env) int64 {
 	spine := map[fabric.NodeID]bool{}
 	for _, s := range e.M.Topo.Spines() {
 		spine[s] = true
@@ -344,7 +343,7 @@ func spinePackets(e *Env) int64 {
 
 // nvlinkIn is the wire bytes each GPU's NVLink ingress port carried, by
 // world rank.
-func nvlinkIn(e *Env) []int64 {
+func nvlinkIn(e *workload.Env) []int64 {
 	var in []int64
 	for _, d := range e.M.NVLink {
 		st := d.Stats()
@@ -483,7 +482,7 @@ func TestNCCLPXNStaysOnRails(t *testing.T) {
 	assert.Positive(t, crossPlain, "without PXN the cross-rail all-to-all traffic crosses rails")
 	assert.Greater(t, plain["combine"].spine, int64(0), "without PXN the spine carries combine traffic")
 	// Conservation: the same payload and data messages either way.
-	for _, ph := range [][2]PhaseReport{{pxnRun.rep.Dispatch, plainRun.rep.Dispatch}, {pxnRun.rep.Combine, plainRun.rep.Combine}} {
+	for _, ph := range [][2]workload.PhaseReport{{pxnRun.rep.Dispatch, plainRun.rep.Dispatch}, {pxnRun.rep.Combine, plainRun.rep.Combine}} {
 		assert.Equal(t, ph[1].RDMABytes, ph[0].RDMABytes)
 		assert.Equal(t, ph[1].Messages, ph[0].Messages)
 		assert.Equal(t, ph[1].BandwidthBytes, ph[0].BandwidthBytes)
@@ -703,7 +702,7 @@ func TestNCCLFacts(t *testing.T) {
 	for _, nvlink := range []bool{false, true} {
 		rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1, Layers: 1, Backends: backends})
 		require.NoError(t, err)
-		for i, f := range []*NCCLFacts{rep.Layers[0].Dispatch.NCCL, rep.Layers[0].Combine.NCCL} {
+		for i, f := range []*workload.NCCLFacts{rep.Layers[0].Dispatch.NCCL, rep.Layers[0].Combine.NCCL} {
 			require.NotNil(t, f)
 			assert.Positive(t, f.Sends)
 			assert.Equal(t, f.Sends, f.P2P+f.NET, "nvlink=%v phase %d", nvlink, i)

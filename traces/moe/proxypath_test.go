@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ func TestBreakdownProxyQueue(t *testing.T) {
 		tr := tinyTrace(t, 16, 16)
 		rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends})
 		require.NoError(t, err)
-		for _, b := range []Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
+		for _, b := range []workload.Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
 			if c.backend == BackendProxy {
 				assert.Positive(t, b.ProxyQueueUS, "%s/%s: proxy queue", c.mode, c.backend)
 			} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/pcap"
 	"github.com/ginsim/ginsim/traces/timeline"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // Modes of Options.Mode.
@@ -30,9 +31,9 @@ const (
 
 // Backends of Options.Backend.
 const (
-	BackendGDAKI = "gdaki" // GIN GDAKI: the GPU writes WQEs and rings doorbells
-	BackendProxy = "proxy" // GIN Proxy: GFDs to a CPU thread that posts verbs
-	BackendNCCL  = "nccl"  // host-initiated NCCL all-to-all-v baseline
+	BackendGDAKI = workload.BackendGDAKI
+	BackendProxy = workload.BackendProxy
+	BackendNCCL  = workload.BackendNCCL
 )
 
 // Modes lists the accepted modes; Backends the accepted backends.
@@ -55,7 +56,7 @@ type Options struct {
 	TraceName   string
 	ClusterName string
 	// Params are the workload's compute costs (zero: DefaultParams).
-	Params *Params
+	Params *workload.Params
 	// Timeline, when set, receives per-rank phase slices and the critical
 	// path of every step.
 	Timeline *timeline.Writer
@@ -284,7 +285,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 
 // runStep builds a machine for one step and runs dispatch then combine.
 func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options) (stepOut, error) {
-	st, err := NewStep(tr, iter, layer)
+	st, err := workload.NewStep(tr, iter, layer)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -293,15 +294,15 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err != nil {
 		return stepOut{}, err
 	}
-	p := DefaultParams()
+	p := workload.DefaultParams()
 	if opt.Params != nil {
 		p = *opt.Params
 	}
-	e := &Env{Sim: s, M: m, Step: st, Cfg: Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.noThen}, P: p, Hdr: tr.Header(), Hidden: hidden,
-		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
+	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.noThen}
+	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
-		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: CtxsPerComm}
+		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: workload.CtxsPerComm}
 		if isV2(opt.Mode) || opt.Mode == ModeNCCLEP {
 			cfg.Version = gin.V2_30
 		}
@@ -310,12 +311,6 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			e.ObserveProxy(cfg.Backends)
 		}
 		return gin.NewComm(m.Ranks[:st.EP], cfg)
-	}
-	e.EPRank = make([]int, len(m.NICs))
-	for r, rk := range m.Ranks {
-		for _, n := range rk.NICs {
-			e.EPRank[n.Endpoint()] = r
-		}
 	}
 	if err := installTaps(e, opt); err != nil {
 		return stepOut{}, err
@@ -358,7 +353,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 
 // installTaps taps every NIC port for the breakdown and, for pcap, the
 // chosen ranks' ports.
-func installTaps(e *Env, opt *Options) error {
+func installTaps(e *workload.Env, opt *Options) error {
 	capture := map[fabric.EndpointID]int{}
 	if opt.Pcap != nil {
 		for _, r := range opt.PcapRanks {
@@ -405,7 +400,7 @@ func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Pac
 // phases; for the slowest rank, the critical path of each phase.
 type stepTimeline struct {
 	ep, iter, layer int
-	disp, comb      Phase
+	disp, comb      workload.Phase
 }
 
 // write draws the step, base later than its own clock.
@@ -418,7 +413,7 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 			tw.Thread(r, 1, "critical path")
 		}
 	}
-	for _, ph := range []*Phase{&st.disp, &st.comb} {
+	for _, ph := range []*workload.Phase{&st.disp, &st.comb} {
 		var slow int
 		for r, d := range ph.Done {
 			tw.Slice(r, 0, ph.Name, stepName, base+ph.Start, d.Sub(ph.Start),

@@ -14,6 +14,7 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/timeline"
+	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,11 +124,11 @@ func TestReplayErrors(t *testing.T) {
 	tr := tinyTrace(t, 8, 2)
 	_, err := Replay(tr, spec, Options{Mode: "x", Backend: BackendGDAKI})
 	assert.ErrorContains(t, err, `mode "x"`)
-	bad := DefaultParams()
+	bad := workload.DefaultParams()
 	bad.HTSMs = 1
 	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
 	assert.ErrorContains(t, err, "HTSMs 1")
-	bad = DefaultParams()
+	bad = workload.DefaultParams()
 	bad.HTDispatch.RDMARecv = 4
 	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
 	assert.ErrorContains(t, err, "a ring must hold at least one chunk")

@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // V2Params are the constants of DeepEP V2 (ElasticBuffer) direct mode that
@@ -220,7 +221,7 @@ func v2CombineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8
 // record per distinct destination rank, and a completion barrier (flush
 // every QP, grid sync, SignalInc to every rank, wait).
 type v2Workload struct {
-	e  *Env
+	e  *workload.Env
 	vp V2Params
 
 	rec, crec int   // dispatch and combine record bytes
@@ -235,16 +236,16 @@ type v2Workload struct {
 	dWin, cWin *gin.Window // data buffers
 	ws         *gin.Window // notify counts (backed)
 	rd, wr     [][]sim.Time
-	slot       []*GPUArray // per rank: sender slot counter per destination rank
-	topk       []*GPUArray // per rank: the routing tensor (L2-resident)
-	sync       []*GPUArray // per rank: grid-sync words of the phase
-	arrive     []*GPUArray // per rank: notify SM arrivals
-	nvlBar     []*GPUArray // per rank: NVLink barrier word
-	epoch      []uint64    // per rank: barriers passed
-	recvTokens []int64     // per rank: distinct tokens received in dispatch
+	slot       []*workload.GPUArray // per rank: sender slot counter per destination rank
+	topk       []*workload.GPUArray // per rank: the routing tensor (L2-resident)
+	sync       []*workload.GPUArray // per rank: grid-sync words of the phase
+	arrive     []*workload.GPUArray // per rank: notify SM arrivals
+	nvlBar     []*workload.GPUArray // per rank: NVLink barrier word
+	epoch      []uint64             // per rank: barriers passed
+	recvTokens []int64              // per rank: distinct tokens received in dispatch
 }
 
-func newV2(e *Env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
+func newV2(e *workload.Env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
 
 // sizes checks what both V2 modes need of the routing and fills the
 // record sizes and the DeepEP test's byte counts.
@@ -316,15 +317,15 @@ func (w *v2Workload) Setup() error {
 	}
 	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
 	w.epoch = make([]uint64, R)
-	w.sync = make([]*GPUArray, R)
+	w.sync = make([]*workload.GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	for r := range R {
 		g := e.M.GPUs[r]
 		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
-		w.slot = append(w.slot, NewGPUArray(g, "v2/slot", R))
-		w.topk = append(w.topk, NewGPUArray(g, "v2/topk", 1))
-		w.arrive = append(w.arrive, NewGPUArray(g, "v2/notify-arrive", 1))
-		w.nvlBar = append(w.nvlBar, NewGPUArray(g, "v2/nvl-barrier", 1))
+		w.slot = append(w.slot, workload.NewGPUArray(g, "v2/slot", R))
+		w.topk = append(w.topk, workload.NewGPUArray(g, "v2/topk", 1))
+		w.arrive = append(w.arrive, workload.NewGPUArray(g, "v2/notify-arrive", 1))
+		w.nvlBar = append(w.nvlBar, workload.NewGPUArray(g, "v2/nvl-barrier", 1))
 		for src := range R {
 			w.recvTokens[r] += int64(st.RankTokens[src][r])
 		}
@@ -374,11 +375,11 @@ func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
 			e.NoteIssue(i, le, r, start, th.Now(), false)
 		})
 		target := w.epoch[r] * uint64(R)
-		lw := &LandWatch{Sim: e.Sim}
+		lw := &workload.LandWatch{Sim: e.Sim}
 		w.nvlBar[r].R.Watch(0, lw)
 		t.WaitWord(w.nvlBar[r].R, 0, "v2 nvlink barrier", func(v uint64) bool { return v >= target })
 		w.nvlBar[r].R.Unwatch(0, lw)
-		e.NoteLast(r, SigPath{Valid: true, IssueStart: t.Now(), IssueEnd: t.Now(), Landed: lw.At, Seen: t.Now(), From: r, To: r})
+		e.NoteLast(r, workload.SigPath{Valid: true, IssueStart: t.Now(), IssueEnd: t.Now(), Landed: lw.At, Seen: t.Now(), From: r, To: r})
 		return
 	}
 	ph := e.Ph
@@ -401,7 +402,7 @@ func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, i)
-		lw := &LandWatch{Sim: e.Sim}
+		lw := &workload.LandWatch{Sim: e.Sim}
 		reg.Watch(off, lw)
 		gn.IncreaseSignalShadow(i, 1)
 		gn.WaitSignalMeetShadow(i, 64)
@@ -470,7 +471,7 @@ func (w *v2Workload) launchDispatch(r int) {
 	cfg := g.Config()
 	ph := &e.Disp
 	R, T, rec := st.EP, st.MaxTokens, w.rec
-	w.sync[r] = NewGPUArray(g, "v2/dispatch-sync", 3)
+	w.sync[r] = workload.NewGPUArray(g, "v2/dispatch-sync", 3)
 	// Tokens of dispatch warp (sm, wi): wi*sms + sm, stride dw*sms.
 	type warp struct {
 		sm, wi int
@@ -614,13 +615,13 @@ func (w *v2Workload) notify(t *gpu.Group, r, sm int) {
 	// area: rank counts, then per destination rank its experts' counts.
 	words := make([]byte, 8*(R+R*L))
 	for d := range R {
-		PutLE64(words[8*d:], uint64(st.RankTokens[r][d])+1)
+		workload.PutLE64(words[8*d:], uint64(st.RankTokens[r][d])+1)
 		for le := range L {
 			v := uint64(1)
 			if le < len(st.Experts[d]) {
 				v += uint64(st.Count[r][st.Experts[d][le]])
 			}
-			PutLE64(words[8*(R+d*L+le):], v)
+			workload.PutLE64(words[8*(R+d*L+le):], v)
 		}
 	}
 	ws := w.ws
@@ -701,7 +702,7 @@ func (w *v2Workload) launchCombine(r int) {
 	cfg := g.Config()
 	ph := &e.Comb
 	R, T, crec := st.EP, st.MaxTokens, w.crec
-	w.sync[r] = NewGPUArray(g, "v2/combine-sync", 3)
+	w.sync[r] = workload.NewGPUArray(g, "v2/combine-sync", 3)
 	// The records rank r received in dispatch, in receive-buffer order
 	// (source rank, then token).
 	var recs []v2Record

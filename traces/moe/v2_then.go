@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // The busiest V2 warps as state machines over the groups' Then operations
@@ -79,14 +80,14 @@ func (d *v2drive) lastReduces(t *gpu.Group, live *int, reduce sim.Duration, h si
 
 // reduced ends rank r's last warp after its reduction: the rank's
 // receivers are done.
-func reduced(e *Env, t *gpu.Group, r int) {
+func reduced(e *workload.Env, t *gpu.Group, r int) {
 	e.ReceiverDone(r, e.LastOf(r))
 	t.End()
 }
 
 // arrive starts the machine's arrival at grid sync i (a device atomic on
 // the rank's sync word a); true when the machine now waits.
-func (d *v2drive) arrive(t *gpu.Group, a *GPUArray, i int, h sim.Handler) bool {
+func (d *v2drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
 	t.AtomicAdd64Then(a.R, a.Off(i), 1, gpu.ScopeDevice, h, 0)
 	return d.yield()
@@ -94,7 +95,7 @@ func (d *v2drive) arrive(t *gpu.Group, a *GPUArray, i int, h sim.Handler) bool {
 
 // waitGrid starts the machine's wait at grid sync i for every SM; true
 // when the machine now waits.
-func (d *v2drive) waitGrid(t *gpu.Group, a *GPUArray, i int, h sim.Handler) bool {
+func (d *v2drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
 	t.WaitWordThen(a.R, a.Off(i), "v2 grid sync", d.gridReached, h, 0)
 	return d.yield()
@@ -323,7 +324,7 @@ type v2hForward struct {
 	cursor    []int // per source node: next token of its channel to look at
 	slots     []uint64
 	recs      []v2hFwd
-	lw        *LandWatch
+	lw        *workload.LandWatch
 	cur       int
 	stored    sim.Time
 	word      uint64 // the tail word waited on
@@ -360,7 +361,7 @@ func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
 	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
 	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp,
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
-		slots: make([]uint64, U), lw: &LandWatch{Sim: w.e.Sim}, cur: c % S}
+		slots: make([]uint64, U), lw: &workload.LandWatch{Sim: w.e.Sim}, cur: c % S}
 	for k := range S {
 		m.cursor[k] = c
 	}
@@ -775,7 +776,7 @@ type v2hCombFwd struct {
 	loaded, stored sim.Time
 	pending        int
 	k              int // clean, finish waits: the word
-	lw             *LandWatch
+	lw             *workload.LandWatch
 	word           uint64
 	fret, pc       uint8
 }
@@ -808,7 +809,7 @@ const (
 
 func newV2hCombFwd(w *v2HybridWorkload, r, sm, s, c int, n uint64, reduce sim.Duration) *v2hCombFwd {
 	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
-		recv: make([]int, w.U), cached: make([]int, w.U), lw: &LandWatch{Sim: w.e.Sim}}
+		recv: make([]int, w.U), cached: make([]int, w.U), lw: &workload.LandWatch{Sim: w.e.Sim}}
 	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, false)
 	m.team = w.dc.Rail(r)
 	m.setGrid(n)

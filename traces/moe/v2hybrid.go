@@ -10,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/traces/workload"
 )
 
 // DeepEP V2 (ElasticBuffer) hybrid mode (deep_ep/include/deep_ep/impls/
@@ -116,11 +117,11 @@ type v2HybridWorkload struct {
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
 	fwd   [][]v2hFwd
-	cnt   []*GPUArray   // per rank: scale-up slot counters, one per peer
-	host  []*mem.Region // per rank: mapped host workspace (counts for the CPU)
-	nvlEp []uint64      // per rank: NVLink barriers passed
-	live  []int         // per rank: combine groups still running
-	issue []v2hIssue    // [(dst*nch+c)*S + source node]
+	cnt   []*workload.GPUArray // per rank: scale-up slot counters, one per peer
+	host  []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
+	nvlEp []uint64             // per rank: NVLink barriers passed
+	live  []int                // per rank: combine groups still running
+	issue []v2hIssue           // [(dst*nch+c)*S + source node]
 	st    v2hStats
 }
 
@@ -128,7 +129,7 @@ type v2HybridWorkload struct {
 // after its setup.
 var v2hObserve func(*v2HybridWorkload)
 
-func newV2Hybrid(e *Env) *v2HybridWorkload { return &v2HybridWorkload{v2Workload: newV2(e)} }
+func newV2Hybrid(e *workload.Env) *v2HybridWorkload { return &v2HybridWorkload{v2Workload: newV2(e)} }
 
 // Workspace words of one rank (the backed window ws).
 func (w *v2HybridWorkload) tailOff(c, node int) uint64 { return uint64(c*w.S+node) * 8 }
@@ -228,7 +229,7 @@ func (w *v2HybridWorkload) Setup() error {
 		return fmt.Errorf("moe: v2 hybrid: %w", err)
 	}
 	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
-	w.sync = make([]*GPUArray, R)
+	w.sync = make([]*workload.GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
@@ -239,9 +240,9 @@ func (w *v2HybridWorkload) Setup() error {
 	for r := range R {
 		g := e.M.GPUs[r]
 		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
-		w.topk = append(w.topk, NewGPUArray(g, "v2h/topk", 1))
-		w.arrive = append(w.arrive, NewGPUArray(g, "v2h/notify-arrive", 1))
-		w.cnt = append(w.cnt, NewGPUArray(g, "v2h/scaleup-counter", U))
+		w.topk = append(w.topk, workload.NewGPUArray(g, "v2h/topk", 1))
+		w.arrive = append(w.arrive, workload.NewGPUArray(g, "v2h/notify-arrive", 1))
+		w.cnt = append(w.cnt, workload.NewGPUArray(g, "v2h/scaleup-counter", U))
 		w.host = append(w.host, g.AllocHost("v2h/host-workspace", sim.Bytes(8*(U+w.L)), false))
 		w.st.counts[r] = make([]uint64, U+w.L)
 		for src := range R {
@@ -526,7 +527,7 @@ func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
 // if it was not watched).
 func (w *v2HybridWorkload) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 	is := w.issue[(r*w.nch+c)*w.S+m]
-	p := SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
+	p := workload.SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
 		From: w.rail(r, m), To: r, Seen: t.Now(), Landed: land}
 	if land == 0 || land > p.Seen {
 		p.Landed = p.Seen
@@ -551,7 +552,7 @@ func (w *v2HybridWorkload) Dispatch() {
 func (w *v2HybridWorkload) launchDispatch(r int) {
 	e := w.e
 	g := e.M.GPUs[r]
-	w.sync[r] = NewGPUArray(g, "v2h/dispatch-sync", 2)
+	w.sync[r] = workload.NewGPUArray(g, "v2h/dispatch-sync", 2)
 	n := uint64(2 + w.sms + 2*w.nch)
 	warps := w.vp.NotifyWarps + 2*w.C
 	_, then := w.dc.Backend().(gin.ThenBackend) // scale-out warps issue GIN ops
@@ -817,7 +818,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 	}
 	slots := make([]uint64, U)
 	recs := w.fwd[r*w.nch+c]
-	lw := &LandWatch{Sim: e.Sim}
+	lw := &workload.LandWatch{Sim: e.Sim}
 	cur := c % S
 	var stored sim.Time
 	for {
@@ -1017,7 +1018,7 @@ func (w *v2HybridWorkload) Combine() {
 func (w *v2HybridWorkload) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	w.sync[r] = NewGPUArray(g, "v2h/combine-sync", 2)
+	w.sync[r] = workload.NewGPUArray(g, "v2h/combine-sync", 2)
 	n := uint64(2 + 2*w.nch)
 	w.live[r] = int(n)
 	// combine_reduce_epilogue: the source sums its (token, node) records.
@@ -1241,7 +1242,7 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		ph.Sigs++
 		w.st.cFinish++
 	})
-	lw := &LandWatch{Sim: e.Sim}
+	lw := &workload.LandWatch{Sim: e.Sim}
 	for m := range S {
 		word := w.tailOff(c, m)
 		lw.At = 0

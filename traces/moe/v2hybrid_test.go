@@ -5,6 +5,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,7 +168,7 @@ func TestV2HybridReplay(t *testing.T) {
 
 			assert.Greater(t, l.Dispatch.US, 3.0)
 			assert.Greater(t, l.Combine.US, 3.0)
-			for _, b := range []Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
+			for _, b := range []workload.Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
 				sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
 				assert.InDelta(t, b.TotalUS, sum, 0.02, "breakdown parts add up")
 				assert.Positive(t, b.WireSwitchUS, "the critical path ends in an RDMA tail")

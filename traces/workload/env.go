@@ -1,4 +1,4 @@
-package moe
+package workload
 
 import (
 	"fmt"
@@ -35,6 +35,31 @@ type Env struct {
 	NewComm func() (*gin.Comm, error)
 	// posts records the Proxy backend's host path of signal GFDs.
 	posts *proxyPosts
+}
+
+// Backends a Config names.
+const (
+	BackendGDAKI = "gdaki" // GIN GDAKI: the GPU writes WQEs and rings doorbells
+	BackendProxy = "proxy" // GIN Proxy: GFDs to a CPU thread that posts verbs
+	BackendNCCL  = "nccl"  // host-initiated NCCL all-to-all-v baseline
+)
+
+// CtxsPerComm is DEEP_EP_NCCL_GIN_CTXS_PER_COMM in DeepEP PR #521: one GIN
+// context per local expert, four per communicator.
+const CtxsPerComm = 4
+
+// NewEnv returns the Env of one step: st's routing on m, driven by s. The
+// caller sets NewComm.
+func NewEnv(s *sim.Sim, m *machine.Machine, st *Step, cfg Config, p Params, hdr traces.Header, hidden int) *Env {
+	e := &Env{Sim: s, M: m, Step: st, Cfg: cfg, P: p, Hdr: hdr, Hidden: hidden,
+		atomics: map[[2]int][]wireTimes{}, issues: map[sigKey]issueRec{}}
+	e.EPRank = make([]int, len(m.NICs))
+	for r, rk := range m.Ranks {
+		for _, n := range rk.NICs {
+			e.EPRank[n.Endpoint()] = r
+		}
+	}
+	return e
 }
 
 // Config is what a workload reads of the replay options.
@@ -120,7 +145,7 @@ func (e *Env) ReceiverDone(r int, path SigPath) {
 	}
 	ph.Left[r]--
 	if ph.Left[r] < 0 {
-		panic(fmt.Sprintf("moe: t=%v rank %d: more receivers done than launched in %s", now, r, ph.Name))
+		panic(fmt.Sprintf("workload: t=%v rank %d: more receivers done than launched in %s", now, r, ph.Name))
 	}
 	if ph.Left[r] == 0 {
 		ph.Done[r] = now
@@ -135,7 +160,7 @@ func (e *Env) ReceiverDone(r int, path SigPath) {
 func (e *Env) Run() error {
 	err := e.Sim.Run()
 	if err != nil {
-		return fmt.Errorf("moe: %s: %w", e.Ph.Name, err)
+		return fmt.Errorf("workload: %s: %w", e.Ph.Name, err)
 	}
 	if e.Ph.RanksLeft > 0 {
 		var b strings.Builder
@@ -146,7 +171,7 @@ func (e *Env) Run() error {
 			}
 			fmt.Fprintf(&b, "; %v", p)
 		}
-		return fmt.Errorf("moe: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Sim.Now(), e.Ph.RanksLeft, b.String())
+		return fmt.Errorf("workload: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Sim.Now(), e.Ph.RanksLeft, b.String())
 	}
 	return nil
 }

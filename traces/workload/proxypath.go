@@ -1,4 +1,4 @@
-package moe
+package workload
 
 import (
 	"github.com/ginsim/ginsim/gin"

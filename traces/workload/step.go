@@ -1,4 +1,4 @@
-package moe
+package workload
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
 		MaxTokens: h.MaxTokensPerRank}
 	st.Home = tr.Placement(layer)
 	if len(st.Home) != st.Slots {
-		return nil, fmt.Errorf("moe: layer %d: placement has %d experts, want %d", layer, len(st.Home), st.Slots)
+		return nil, fmt.Errorf("workload: layer %d: placement has %d experts, want %d", layer, len(st.Home), st.Slots)
 	}
 	st.Experts = make([][]int, ep)
 	st.LocalIdx = make([]int, st.Slots)
@@ -63,7 +63,7 @@ func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
 	st.Selections = make([]int64, ep)
 	for r := range ep {
 		if r >= len(routes) || routes[r] == nil {
-			return nil, fmt.Errorf("moe: iter %d layer %d: no route record for rank %d "+
+			return nil, fmt.Errorf("workload: iter %d layer %d: no route record for rank %d "+
 				"(replay needs route records, not counts)", iter, layer, r)
 		}
 		rt := routes[r]
