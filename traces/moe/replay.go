@@ -11,6 +11,7 @@ import (
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/deepep/ll"
 	"github.com/ginsim/ginsim/traces/pcap"
 	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/ginsim/ginsim/traces/workload"
@@ -321,14 +322,14 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		if opt.Backend == BackendNCCL {
 			w = newNCCL(e)
 		} else {
-			w = newLL(e, false)
+			w = ll.New(e, false)
 		}
 	case ModeV2Direct:
 		w = newV2(e)
 	case ModeV2Hybrid:
 		w = newV2Hybrid(e)
 	case ModeNCCLEP:
-		w = newLL(e, true)
+		w = ll.New(e, true)
 	case ModeHT:
 		w = newHT(e)
 	}

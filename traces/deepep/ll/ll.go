@@ -1,4 +1,4 @@
-package moe
+package ll
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // NCCL GIN by DeepEP PR #521 (spec moe-traffic 1.3, 1.4, 1.8), or, with
 // aggregate set, the NCCL EP / V2 flavour whose puts carry
 // OptAggregateRequests except the last one to each (context, peer).
-type llWorkload struct {
+type Workload struct {
 	e   *workload.Env
 	agg bool
 
@@ -34,11 +34,11 @@ type llWorkload struct {
 // memWord is a per-rank HBM array of 8-byte counters.
 type memWord = workload.GPUArray
 
-func newLL(e *workload.Env, agg bool) *llWorkload {
-	return &llWorkload{e: e, agg: agg}
+func New(e *workload.Env, agg bool) *Workload {
+	return &Workload{e: e, agg: agg}
 }
 
-func (w *llWorkload) Setup() error {
+func (w *Workload) Setup() error {
 	e, st := w.e, w.e.Step
 	h := e.Hdr
 	prec, err := h.DispatchPrecision()
@@ -51,7 +51,7 @@ func (w *llWorkload) Setup() error {
 	w.groups = (st.Slots + e.M.Profile.GPU.SMs - 1) / e.M.Profile.GPU.SMs
 	w.sms = (st.Slots + w.groups - 1) / w.groups
 	if st.TopK > 32/w.groups {
-		return fmt.Errorf("moe: top-%d needs more warps than the %d a warp group has", st.TopK, 32/w.groups)
+		return fmt.Errorf("ll: top-%d needs more warps than the %d a warp group has", st.TopK, 32/w.groups)
 	}
 	ep, T := uint64(st.EP), uint64(st.MaxTokens)
 	nComm := (st.Local + workload.CtxsPerComm - 1) / workload.CtxsPerComm
@@ -64,7 +64,7 @@ func (w *llWorkload) Setup() error {
 		dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * st.EP,
 			ConnectionType: gin.ConnFull, Type: e.GinType()})
 		if err != nil {
-			return fmt.Errorf("moe: communicator %d: %w", c, err)
+			return fmt.Errorf("ll: communicator %d: %w", c, err)
 		}
 		w.comms = append(w.comms, dc)
 		for _, x := range []struct {
@@ -79,7 +79,7 @@ func (w *llWorkload) Setup() error {
 		} {
 			win, err := comm.WindowRegister(x.name+strconv.Itoa(c), sim.Bytes(x.size), 0, false)
 			if err != nil {
-				return fmt.Errorf("moe: %s: %w", x.name, err)
+				return fmt.Errorf("ll: %s: %w", x.name, err)
 			}
 			*x.dst = append(*x.dst, win)
 		}
@@ -94,7 +94,7 @@ func (w *llWorkload) Setup() error {
 }
 
 // gin returns the handle of local expert le's context for group t of rank.
-func (w *llWorkload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
+func (w *Workload) gin(t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
 	dc := w.comms[le/workload.CtxsPerComm]
 	return dc.Gin(t, rank, le%workload.CtxsPerComm), dc
 }
@@ -108,7 +108,7 @@ type ginCache struct {
 }
 
 // get returns the handle of local expert le's context for group t of rank.
-func (c *ginCache) get(w *llWorkload, t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
+func (c *ginCache) get(w *Workload, t *gpu.Group, rank, le int) (*gin.Gin, *gin.DevComm) {
 	if c.gn == nil || c.le != le || c.gn.Group() != t {
 		c.gn, c.dc = w.gin(t, rank, le)
 		c.le = le
@@ -117,12 +117,12 @@ func (c *ginCache) get(w *llWorkload, t *gpu.Group, rank, le int) (*gin.Gin, *gi
 }
 
 // nvl reports whether traffic from rank a to rank b goes over NVLink.
-func (w *llWorkload) nvl(a, b int) bool {
+func (w *Workload) nvl(a, b int) bool {
 	return w.e.Cfg.NVLink && w.e.M.Ranks[a].Node == w.e.M.Ranks[b].Node
 }
 
 // dispatch launches the dispatch kernel on every rank.
-func (w *llWorkload) Dispatch() {
+func (w *Workload) Dispatch() {
 	e, st := w.e, w.e.Step
 	recv := make([]int, st.EP)
 	for r := range st.EP {
@@ -134,7 +134,7 @@ func (w *llWorkload) Dispatch() {
 	}
 }
 
-func (w *llWorkload) launchDispatch(r int) {
+func (w *Workload) launchDispatch(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
 	ph := &e.Disp
@@ -218,7 +218,7 @@ func (w *llWorkload) launchDispatch(r int) {
 // dispatchTo returns where rank r's token for expert x goes: the expert's
 // rank, its local index there, and the offset of receive slot slot; and
 // counts the message.
-func (w *llWorkload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
+func (w *Workload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
 	st, ph := w.e.Step, &w.e.Disp
 	dst, le = st.Home[x], st.LocalIdx[x]
 	off = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
@@ -228,7 +228,7 @@ func (w *llWorkload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64)
 }
 
 // opts returns the option flags of a data put.
-func (w *llWorkload) opts() []gin.OptFlags {
+func (w *Workload) opts() []gin.OptFlags {
 	if w.agg {
 		return aggregate
 	}
@@ -241,7 +241,7 @@ var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 // context to rank dst (offset off of recv, from offset src of send) for a
 // process-free sender, then continues at h: an SM copy to the rank
 // itself, an NVLink store to a GPU of its node with --nvlink, else a put.
-func (w *llWorkload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
+func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
 	off, src, n uint64, ph *workload.Phase) {
 	e := w.e
 	switch {
@@ -261,7 +261,7 @@ func (w *llWorkload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, 
 // closure as a state machine over the group's Then operations, with the
 // same steps at the same instants.
 type llSender struct {
-	w      *llWorkload
+	w      *Workload
 	t      *gpu.Group
 	r, i   int
 	tok, x int
@@ -324,7 +324,7 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 // gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
 // body repeats the wait through gin (which then succeeds at once), so the
 // timing is that of a warp spinning in ncclGin::waitSignal from launch.
-func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path workload.SigPath)) {
+func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path workload.SigPath)) {
 	dc := w.comms[le/workload.CtxsPerComm]
 	ctx := le % workload.CtxsPerComm
 	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
@@ -338,7 +338,7 @@ func (w *llWorkload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from
 // signal adds v to signal id of local expert le's context at rank dst,
 // from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
 // be nil) is the group's handle cache.
-func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
+func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
 	e := w.e
 	start := t.Now()
 	if gc == nil {
@@ -366,7 +366,7 @@ func (w *llWorkload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v ui
 // waitSignal waits until signal id of local expert le's context at rank r is
 // non-zero, resets it and returns the path of that signal; from is the
 // sending rank; lw has watched the signal word since the wait began.
-func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.LandWatch) workload.SigPath {
+func (w *Workload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.LandWatch) workload.SigPath {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
 	reg, off := dc.Backend().SignalWord(dc, r, le%workload.CtxsPerComm, id)
@@ -385,7 +385,7 @@ func (w *llWorkload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.
 }
 
 // combine launches the combine kernel on every rank.
-func (w *llWorkload) Combine() {
+func (w *Workload) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine") // the reducer, after every flag
 	for r := range st.EP {
@@ -393,7 +393,7 @@ func (w *llWorkload) Combine() {
 	}
 }
 
-func (w *llWorkload) launchCombine(r int) {
+func (w *Workload) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
 	ph := &e.Comb
@@ -455,7 +455,7 @@ func (w *llWorkload) launchCombine(r int) {
 // combineAt returns the offsets of the j-th token (token tok of rank dst)
 // that rank r's local expert le returns: in dst's receive buffer and in
 // r's send buffer; and counts the message.
-func (w *llWorkload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
+func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 	st, ph := w.e.Step, &w.e.Comb
 	T := uint64(st.MaxTokens)
 	off = ((uint64(r)*workload.CtxsPerComm+uint64(le%workload.CtxsPerComm))*T + uint64(tok)) * w.comb
@@ -469,7 +469,7 @@ func (w *llWorkload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 // without a process: launchCombine's closure, then signal, as a state
 // machine over Then operations with the same steps at the same instants.
 type combSender struct {
-	w          *llWorkload
+	w          *Workload
 	t          *gpu.Group
 	r, le, dst int
 	toks       []int32
