@@ -170,7 +170,7 @@ func TestLayerTableCatches(t *testing.T) {
 		{"nic", "gpu", true},
 		{"nic", "gin", true},
 		{"gin/proxy", "gin", false},
-		{"gin", "traces/moe", true},
+		{"gin", "traces/replay", true},
 		{"traces", "sim", true}, // the format stays data only
 		{"traces/pcap", "fabric/roce", false},
 		{"sim", "sim/mem", true},

@@ -1,4 +1,4 @@
-package moe
+package ht
 
 import (
 	"fmt"
@@ -20,16 +20,16 @@ import (
 
 // htThen reports whether the HT warps that have a state machine run as
 // one.
-func (w *htWorkload) htThen() bool { return !w.e.Cfg.NoThen }
+func (w *Workload) useThen() bool { return !w.e.Cfg.NoThen }
 
 // htFwd is a dispatch forwarder warp (channel c of rank r, NVLink peer p):
 // launchDispatch's forwarder closure as a state machine.
-type htFwd struct {
-	w     *htWorkload
+type fwdMachine struct {
+	w     *Workload
 	t     *gpu.Group
-	ch    *htChan
+	ch    *chanState
 	ctl   *mem.Region
-	sm    *htSM
+	sm    *gpu.SMPorts
 	r, c  int
 	p     int
 	me, l int
@@ -40,7 +40,7 @@ type htFwd struct {
 	ring             *mem.Region
 	base             uint64
 	peerCtl          *mem.Region
-	aw               htAny
+	aw               gpu.WaitAny
 	regs             []*mem.Region
 	offs             []uint64
 	nvlTail, nvlHead int
@@ -78,11 +78,11 @@ const (
 	hfRetired
 )
 
-func newHTFwd(w *htWorkload, r, c, p int) *htFwd {
+func newHTFwd(w *Workload, r, c, p int) *fwdMachine {
 	N, G := w.N, w.G
 	me, l := r/G, r%G
 	peer := w.rank(me, p)
-	m := &htFwd{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], sm: &w.sms[r][2*c], r: r, c: c, p: p, me: me, l: l,
+	m := &fwdMachine{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], sm: &w.sms[r][2*c], r: r, c: c, p: p, me: me, l: l,
 		seqs: make([][]int32, N), left: make([]int, N), head: make([]int, N), tail: make([]int, N),
 		ring: w.nvlD[peer], base: uint64((c*G+l)*w.dc.NVLRecv) * w.recD, peerCtl: w.ctl[peer][c],
 		regs: make([]*mem.Region, 0, N), offs: make([]uint64, 0, N), src: (2 * c) % N}
@@ -96,7 +96,7 @@ func newHTFwd(w *htWorkload, r, c, p int) *htFwd {
 }
 
 // Handle implements sim.Handler.
-func (m *htFwd) Handle(*sim.Sim, uint64) {
+func (m *fwdMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N, ctl := w.N, m.ctl
 	for {
@@ -134,7 +134,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 					}
 				}
 				m.pc = hfWoke
-				m.aw.waitThen(m.regs, m.offs, w.poll, m, 0)
+				m.aw.WaitThen(m.regs, m.offs, w.poll, m, 0)
 				return
 			}
 			m.k++
@@ -154,7 +154,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 			src := m.src
 			m.tail[src] = int(t.Result() - m.o)
 			if m.tail[src] > len(m.seqs[src]) {
-				panic(fmt.Sprintf("moe: ht: t=%v rank %d channel %d: tail signal of node %d says %d records, %d were sent",
+				panic(fmt.Sprintf("ht: ht: t=%v rank %d channel %d: tail signal of node %d says %d records, %d were sent",
 					t.Now(), m.r, m.c, src, m.tail[src], len(m.seqs[src])))
 			}
 			m.pc = hfCheck
@@ -166,7 +166,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 			m.pc = hfFind
 		case hfWoke:
 			m.pc = hfFindInit
-			m.aw.waitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
+			m.aw.WaitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
 			return
 		case hfChunk:
 			m.s = m.src
@@ -196,7 +196,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case hfLoad:
-			_, end := m.sm.rd.Reserve(t.Now().Add(w.hbmLat), w.loadD)
+			end := m.sm.Read(t.Now().Add(w.hbmLat), w.loadD)
 			m.pc = hfStore
 			if d := end.Sub(t.Now()); d > 0 {
 				t.ComputeThen(d, m, 0)
@@ -204,7 +204,7 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 			}
 		case hfStore:
 			n := sim.Bytes(w.recD)
-			_, m.end = m.sm.wr.Reserve(t.Now(), n)
+			m.end = m.sm.Write(t.Now(), n)
 			m.pc = hfStored
 			t.NVLinkWriteThen(m.p, m.ring, m.base+uint64(m.nvlTail%w.dc.NVLRecv)*w.recD, nil, n, m, 0)
 			return
@@ -252,18 +252,18 @@ func (m *htFwd) Handle(*sim.Sim, uint64) {
 }
 
 // bumpThen is bump for a group without a process.
-func (w *htWorkload) bumpThen(t *gpu.Group, reg *mem.Region, off uint64, h sim.Handler) {
+func (w *Workload) bumpThen(t *gpu.Group, reg *mem.Region, off uint64, h sim.Handler) {
 	reg.Store64(off, reg.Load64(off)+1, t.Agent())
 	t.ComputeThen(w.e.M.Profile.GPU.AtomicBlock, h, 0)
 }
 
 // htNVLSender is a combine NVLink sender warp (channel c of rank r, to
 // forwarder f): launchCombine's nvl-sender closure as a state machine.
-type htNVLSender struct {
-	w     *htWorkload
+type nvlSenderMachine struct {
+	w     *Workload
 	t     *gpu.Group
 	ctl   *mem.Region
-	sm    *htSM
+	sm    *gpu.SMPorts
 	c     int
 	f, l  int
 	left  []int
@@ -274,7 +274,7 @@ type htNVLSender struct {
 	fctl       *mem.Region
 	tail, head []int
 	ready      []bool
-	aw         htAny
+	aw         gpu.WaitAny
 	regs       []*mem.Region
 	offs       []uint64
 	cur        int
@@ -296,18 +296,18 @@ const (
 	nsTails
 )
 
-func newHTNVLSender(w *htWorkload, r, c, f int, left []int, total int) *htNVLSender {
+func newHTNVLSender(w *Workload, r, c, f int, left []int, total int) *nvlSenderMachine {
 	N, G := w.N, w.G
 	me, l := r/G, r%G
 	fr := w.rank(me, f)
-	return &htNVLSender{w: w, ctl: w.ctl[r][c], sm: &w.sms[r][2*c], c: c, f: f, l: l, left: left, total: total,
+	return &nvlSenderMachine{w: w, ctl: w.ctl[r][c], sm: &w.sms[r][2*c], c: c, f: f, l: l, left: left, total: total,
 		ring: w.nvlC[fr], base: uint64((c*G + l) * w.cc.NVLRecv), fctl: w.ctl[fr][c],
 		tail: make([]int, N), head: make([]int, N), ready: make([]bool, N),
 		regs: make([]*mem.Region, 0, N), offs: make([]uint64, 0, N), cur: c % N}
 }
 
 // Handle implements sim.Handler.
-func (m *htNVLSender) Handle(*sim.Sim, uint64) {
+func (m *nvlSenderMachine) Handle(*sim.Sim, uint64) {
 	w, t, ctl := m.w, m.t, m.ctl
 	N, f := w.N, m.f
 	sub, chunk := w.subC, w.cc.NVLSend
@@ -346,11 +346,11 @@ func (m *htNVLSender) Handle(*sim.Sim, uint64) {
 				return
 			}
 			m.pc = nsWoke
-			m.aw.waitThen(m.regs, m.offs, w.poll, m, 0)
+			m.aw.WaitThen(m.regs, m.offs, w.poll, m, 0)
 			return
 		case nsWoke:
 			m.pc = nsHeads
-			m.aw.waitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
+			m.aw.WaitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
 			return
 		case nsHeads:
 			for s := range N {
@@ -379,7 +379,7 @@ func (m *htNVLSender) Handle(*sim.Sim, uint64) {
 				m.pc = nsChunk
 				continue
 			}
-			_, end := m.sm.rd.Reserve(t.Now().Add(w.hbmLat), w.out2H)
+			end := m.sm.Read(t.Now().Add(w.hbmLat), w.out2H)
 			m.pc = nsStore
 			if d := end.Sub(t.Now()); d > 0 {
 				t.ComputeThen(d, m, 0)
@@ -388,7 +388,7 @@ func (m *htNVLSender) Handle(*sim.Sim, uint64) {
 		case nsStore:
 			slot := m.base + uint64(m.cur*sub+m.tail[m.cur]%sub)
 			rec := sim.Bytes(w.recC)
-			_, m.end = m.sm.wr.Reserve(t.Now(), rec)
+			m.end = m.sm.Write(t.Now(), rec)
 			m.pc = nsStored
 			t.NVLinkWriteThen(f, m.ring, slot*w.recC, nil, rec, m, 0)
 			return
@@ -419,21 +419,21 @@ func (m *htNVLSender) Handle(*sim.Sim, uint64) {
 
 // copyLocalTime is copyLocal's SM time from now (it reserves the SM's
 // bandwidth).
-func (w *htWorkload) copyLocalTime(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) sim.Duration {
-	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), rd)
+func (w *Workload) copyLocalTime(t *gpu.Group, sm *gpu.SMPorts, rd, wr sim.Bytes) sim.Duration {
+	end := sm.Read(t.Now().Add(w.hbmLat), rd)
 	if wr > 0 {
-		_, end = sm.wr.Reserve(end, wr)
+		end = sm.Write(end, wr)
 	}
 	return end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue
 }
 
 // htRecv is a dispatch NVLink receiver warp (channel c of rank r, from
 // forwarder f): launchDispatch's receiver closure as a state machine.
-type htRecv struct {
-	w          *htWorkload
+type recvMachine struct {
+	w          *Workload
 	t          *gpu.Group
 	ctl, fctl  *mem.Region
-	sm         *htSM
+	sm         *gpu.SMPorts
 	r, c, f, l int
 	fr, n      int
 	head, tail int
@@ -448,16 +448,16 @@ const (
 	drCopied
 )
 
-func newHTRecv(w *htWorkload, r, c, f, n int) *htRecv {
+func newHTRecv(w *Workload, r, c, f, n int) *recvMachine {
 	me, l := r/w.G, r%w.G
 	fr := w.rank(me, f)
-	m := &htRecv{w: w, ctl: w.ctl[r][c], fctl: w.ctl[fr][c], sm: &w.sms[r][2*c+1], r: r, c: c, f: f, l: l, fr: fr, n: n}
+	m := &recvMachine{w: w, ctl: w.ctl[r][c], fctl: w.ctl[fr][c], sm: &w.sms[r][2*c+1], r: r, c: c, f: f, l: l, fr: fr, n: n}
 	m.more = func(v uint64) bool { return int(v) > m.head }
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *htRecv) Handle(*sim.Sim, uint64) {
+func (m *recvMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	for {
 		switch m.pc {
@@ -496,12 +496,12 @@ func (m *htRecv) Handle(*sim.Sim, uint64) {
 
 // htSender is a dispatch RDMA sender warp (channel c of rank r, warp wi):
 // launchDispatch's sender closure as a state machine.
-type htSender struct {
-	w      *htWorkload
+type senderMachine struct {
+	w      *Workload
 	t      *gpu.Group
-	ch     *htChan
+	ch     *chanState
 	ctl    *mem.Region
-	sm     *htSM
+	sm     *gpu.SMPorts
 	r, c   int
 	wi     int
 	tok    int
@@ -522,24 +522,24 @@ const (
 	dsNext
 )
 
-func newHTSender(w *htWorkload, r, c, wi, lo, hi int) *htSender {
-	m := &htSender{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, wi: wi,
+func newHTSender(w *Workload, r, c, wi, lo, hi int) *senderMachine {
+	m := &senderMachine{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, wi: wi,
 		tok: lo, hi: hi, cnt: make([]int, w.N)}
 	m.credit = func(v uint64) bool { return v-m.o >= m.need }
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *htSender) Handle(*sim.Sim, uint64) {
+func (m *senderMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	W := w.dc.RDMARecv
-	lo, _ := htRange(w.e.Step.Tokens[m.r], w.C, m.c)
+	lo, _ := tokenRange(w.e.Step.Tokens[m.r], w.C, m.c)
 	for {
 		switch m.pc {
 		case dsTok:
 			for ; m.tok < m.hi; m.tok++ {
 				nm := w.nodes[m.r][m.tok]
-				if (m.tok-lo)%htSenderWarps != m.wi || nm == 0 {
+				if (m.tok-lo)%senderWarps != m.wi || nm == 0 {
 					for b := nm; b != 0; b &= b - 1 {
 						m.cnt[bits.TrailingZeros64(b)]++
 					}
@@ -563,7 +563,7 @@ func (m *htSender) Handle(*sim.Sim, uint64) {
 				m.need = uint64(m.cnt[d] - W + 1)
 				reg, off, o := w.sigWord(m.r, m.c, d, true)
 				if reg.Load64(off)-o < m.need {
-					w.st.creditWaits++
+					w.st.CreditWaits++
 					m.o = o
 					t.WaitWordThen(reg, off, "ht dispatch credit", m.credit, m, 0)
 					return
@@ -597,12 +597,12 @@ func (m *htSender) Handle(*sim.Sim, uint64) {
 
 // htCRecv is a combine RDMA receiver warp (channel c of rank r, warp wi):
 // launchCombine's receiver closure as a state machine.
-type htCRecv struct {
-	w             *htWorkload
+type combRecvMachine struct {
+	w             *Workload
 	t             *gpu.Group
-	rv            *htChan
+	rv            *chanState
 	ctl           *mem.Region
-	sm            *htSM
+	sm            *gpu.SMPorts
 	r, c, l       int
 	wi, nr        int
 	lo, tok, hi   int
@@ -624,15 +624,15 @@ const (
 	crDone
 )
 
-func newHTCRecv(w *htWorkload, r, c, wi, nr, lo, hi int) *htCRecv {
-	m := &htCRecv{w: w, rv: &w.cch[2*(r*w.C+c)+1], ctl: w.ctl[r][c], sm: &w.sms[r][2*c], r: r, c: c, l: r % w.G,
+func newHTCRecv(w *Workload, r, c, wi, nr, lo, hi int) *combRecvMachine {
+	m := &combRecvMachine{w: w, rv: &w.cch[2*(r*w.C+c)+1], ctl: w.ctl[r][c], sm: &w.sms[r][2*c], r: r, c: c, l: r % w.G,
 		wi: wi, nr: nr, lo: lo, tok: lo, hi: hi, pos: make([]int, w.N), seenTail: make([]int, w.N)}
 	m.tail = func(v uint64) bool { return v-m.o >= m.need }
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *htCRecv) Handle(*sim.Sim, uint64) {
+func (m *combRecvMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N := w.N
 	for {
@@ -648,7 +648,7 @@ func (m *htCRecv) Handle(*sim.Sim, uint64) {
 			}
 			if m.tok >= m.hi {
 				for s := range N {
-					m.rv.head[m.wi*N+s] = htInf
+					m.rv.head[m.wi*N+s] = inf
 				}
 				m.rv.retired[m.wi] = true
 				m.pc = crDone
@@ -719,10 +719,10 @@ func (m *htCRecv) Handle(*sim.Sim, uint64) {
 
 // htCFwdCoord is a combine forwarder coordinator (channel c of rank r):
 // launchCombine's forward-coordinator closure as a state machine.
-type htCFwdCoord struct {
-	w       *htWorkload
+type combCoordMachine struct {
+	w       *Workload
 	t       *gpu.Group
-	fw      *htChan
+	fw      *chanState
 	ctl     *mem.Region
 	c       int
 	me, l   int
@@ -741,15 +741,15 @@ const (
 	fcSlept
 )
 
-func newHTCFwdCoord(w *htWorkload, r, c int) *htCFwdCoord {
-	m := &htCFwdCoord{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], c: c, me: r / w.G, l: r % w.G,
+func newHTCFwdCoord(w *Workload, r, c int) *combCoordMachine {
+	m := &combCoordMachine{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], c: c, me: r / w.G, l: r % w.G,
 		last: make([]int, w.N*w.G)}
 	m.changed = func(v uint64) bool { return v != m.seen }
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *htCFwdCoord) Handle(*sim.Sim, uint64) {
+func (m *combCoordMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N, G := w.N, w.G
 	for {
@@ -796,15 +796,15 @@ func (m *htCFwdCoord) Handle(*sim.Sim, uint64) {
 
 // htThenGin reports whether the HT warps that issue GIN operations run
 // as state machines: over a backend that can issue without a process.
-func (w *htWorkload) htThenGin() bool {
+func (w *Workload) thenGin() bool {
 	_, ok := w.dataComms[0].Backend().(gin.ThenBackend)
-	return ok && w.htThen()
+	return ok && w.useThen()
 }
 
 // htChunkPut is putChunk as a state machine, for a group without a
 // process: set the arguments, then start; it continues at h.
-type htChunkPut struct {
-	w                  *htWorkload
+type chunkPutMachine struct {
+	w                  *Workload
 	t                  *gpu.Group
 	gn                 *gin.Gin
 	dc                 *gin.DevComm
@@ -828,7 +828,7 @@ const (
 )
 
 // run puts the chunk set in m's fields, then continues at h.
-func (m *htChunkPut) run(h sim.Handler) {
+func (m *chunkPutMachine) run(h sim.Handler) {
 	w, t := m.w, m.t
 	e := w.e
 	m.h = h
@@ -840,9 +840,9 @@ func (m *htChunkPut) run(h sim.Handler) {
 	}
 	m.peer = w.rank(m.dst, m.r%w.G)
 	n := uint64(m.k) * m.rec
-	fp := &w.st.firstPut[0][m.r]
+	fp := &w.st.FirstPut[0][m.r]
 	if m.ph == &e.Comb {
-		fp = &w.st.firstPut[1][m.r]
+		fp = &w.st.FirstPut[1][m.r]
 	}
 	if *fp == 0 {
 		*fp = m.start
@@ -853,7 +853,7 @@ func (m *htChunkPut) run(h sim.Handler) {
 }
 
 // Handle implements sim.Handler.
-func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
+func (m *chunkPutMachine) Handle(s *sim.Sim, _ uint64) {
 	w, t := m.w, m.t
 	e := w.e
 	switch m.pc {
@@ -863,7 +863,7 @@ func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
 		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
 	case pcLocalAdded:
 		e.NoteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
-		w.st.localChunks++
+		w.st.LocalChunks++
 		m.h.Handle(s, 0)
 	case pcPut:
 		m.start = t.Now()
@@ -883,10 +883,10 @@ func (m *htChunkPut) Handle(s *sim.Sim, _ uint64) {
 
 // htCoord is a dispatch sender coordinator (channel c of rank r):
 // launchDispatch's coordinator closure as a state machine.
-type htCoord struct {
-	w               *htWorkload
+type coordMachine struct {
+	w               *Workload
 	t               *gpu.Group
-	ch              *htChan
+	ch              *chanState
 	ctl             *mem.Region
 	r, c, me        int
 	remaining, last []int
@@ -894,7 +894,7 @@ type htCoord struct {
 	seen            uint64
 	issued          bool
 	i, d, k         int
-	put             htChunkPut
+	put             chunkPutMachine
 	changed         func(v uint64) bool
 	pc              uint8
 }
@@ -905,23 +905,23 @@ const (
 	coPut
 )
 
-func newHTCoord(w *htWorkload, r, c int) *htCoord {
+func newHTCoord(w *Workload, r, c int) *coordMachine {
 	N := w.N
-	m := &htCoord{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], r: r, c: c, me: r / w.G,
+	m := &coordMachine{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], r: r, c: c, me: r / w.G,
 		remaining: make([]int, N), last: make([]int, N)}
 	for d := range N {
 		m.remaining[d] = len(w.seqOf(r, c, d))
 		m.total += m.remaining[d]
 	}
 	m.changed = func(v uint64) bool { return v != m.seen }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
+	m.put = chunkPutMachine{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: m.me, slots: w.dc.RDMARecv,
 		send: w.dSend[c/workload.CtxsPerComm], recv: w.dRecv[c/workload.CtxsPerComm], rec: w.recD, ph: &w.e.Disp,
-		chunks: &w.st.dispChunks, tails: &w.st.dispTails}
+		chunks: &w.st.DispChunks, tails: &w.st.DispTails}
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *htCoord) Handle(*sim.Sim, uint64) {
+func (m *coordMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N, W := w.N, w.dc.RDMARecv
 	if m.put.gn == nil {
@@ -974,10 +974,10 @@ func (m *htCoord) Handle(*sim.Sim, uint64) {
 
 // htCredits is a coordinator that returns RDMA head credits
 // (launchCredits) as a state machine.
-type htCredits struct {
-	w            *htWorkload
+type creditsMachine struct {
+	w            *Workload
 	t            *gpu.Group
-	ch           *htChan
+	ch           *chanState
 	ctl          *mem.Region
 	off          uint64
 	why          string
@@ -1004,7 +1004,7 @@ const (
 )
 
 // Handle implements sim.Handler.
-func (m *htCredits) Handle(*sim.Sim, uint64) {
+func (m *creditsMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N := w.N
 	if m.gn == nil {
@@ -1021,14 +1021,14 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 			for m.s < N {
 				s := m.s
 				m.s++
-				minH := htInf
+				minH := inf
 				for p := range m.warps {
 					if !m.ch.retired[p] {
 						m.all = false
 						minH = min(minH, m.ch.head[p*N+s])
 					}
 				}
-				if minH == htInf || minH < m.last[s]+m.chunk {
+				if minH == inf || minH < m.last[s]+m.chunk {
 					continue
 				}
 				m.minH = minH
@@ -1069,12 +1069,12 @@ func (m *htCredits) Handle(*sim.Sim, uint64) {
 
 // htCFwd is a combine forwarder (channel c of rank r, destination node
 // s): launchCombine's forwarder closure as a state machine.
-type htCFwd struct {
-	w                *htWorkload
+type combFwdMachine struct {
+	w                *Workload
 	t                *gpu.Group
-	fw               *htChan
+	fw               *chanState
 	ctl              *mem.Region
-	sm               *htSM
+	sm               *gpu.SMPorts
 	r, c, s, src, kw int
 	seq              []int32
 	next, seenTail   []int
@@ -1090,7 +1090,7 @@ type htCFwd struct {
 	mask, bits       uint64
 	p                int
 	reads            sim.Bytes
-	put              htChunkPut
+	put              chunkPutMachine
 	credit, tail     func(v uint64) bool
 	pc               uint8
 }
@@ -1110,25 +1110,25 @@ const (
 	cfEnd
 )
 
-func newHTCFwd(w *htWorkload, r, c, s, kw int) *htCFwd {
+func newHTCFwd(w *Workload, r, c, s, kw int) *combFwdMachine {
 	G := w.G
 	me, l := r/G, r%G
 	src := w.rank(s, l)
-	m := &htCFwd{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, s: s, src: src,
+	m := &combFwdMachine{w: w, fw: &w.cch[2*(r*w.C+c)], ctl: w.ctl[r][c], sm: &w.sms[r][2*c+1], r: r, c: c, s: s, src: src,
 		kw: kw, seq: w.seqOf(src, c, me), next: make([]int, G), seenTail: make([]int, G), at: make([]sim.Time, kw),
 		doneAt: make([]sim.Time, w.cc.RDMASend), doneHead: make([]int, w.cc.RDMASend*G)}
 	m.creg, m.coff, m.co = w.sigWord(r, c, w.N+s, true)
 	m.credit = func(v uint64) bool { return v-m.co >= m.need }
 	m.tail = func(v uint64) bool { return int(v) >= int(m.need) }
-	m.put = htChunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
+	m.put = chunkPutMachine{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
 		slots: w.cc.RDMARecv, send: w.cSend[c/workload.CtxsPerComm], recv: w.cRecv[c/workload.CtxsPerComm], rec: w.recC, ph: &w.e.Comb,
-		chunks: &w.st.combChunks, tails: &w.st.combTails}
+		chunks: &w.st.CombChunks, tails: &w.st.CombTails}
 	return m
 }
 
 // release hands the heads of the tokens written by now to the
 // coordinator, in token order (its min over sub-warps).
-func (m *htCFwd) release(now sim.Time) {
+func (m *combFwdMachine) release(now sim.Time) {
 	if m.rel == m.j || m.doneAt[m.rel] > now {
 		return
 	}
@@ -1141,7 +1141,7 @@ func (m *htCFwd) release(now sim.Time) {
 }
 
 // Handle implements sim.Handler.
-func (m *htCFwd) Handle(*sim.Sim, uint64) {
+func (m *combFwdMachine) Handle(*sim.Sim, uint64) {
 	w, t := m.w, m.t
 	N, G, W := w.N, w.G, w.cc.RDMARecv
 	if m.put.gn == nil {
@@ -1163,7 +1163,7 @@ func (m *htCFwd) Handle(*sim.Sim, uint64) {
 			m.put.slot, m.put.k = slot, m.k
 			m.pc = cfChunk
 			if need := uint64(m.sent + m.k - W); m.sent+m.k > W && m.creg.Load64(m.coff)-m.co < need {
-				w.st.creditWaits++
+				w.st.CreditWaits++
 				m.need = need
 				t.WaitWordThen(m.creg, m.coff, "ht combine credit", m.credit, m, 0)
 				return
@@ -1214,8 +1214,8 @@ func (m *htCFwd) Handle(*sim.Sim, uint64) {
 			m.pc = cfBit
 		case cfReserve:
 			j := m.j
-			_, re := m.sm.rd.Reserve(max(m.at[j%m.kw], t.Now()).Add(w.hbmLat), m.reads)
-			_, we := m.sm.wr.Reserve(re, rec)
+			re := m.sm.Read(max(m.at[j%m.kw], t.Now()).Add(w.hbmLat), m.reads)
+			we := m.sm.Write(re, rec)
 			m.at[j%m.kw] = we
 			m.end = max(m.end, we)
 			m.doneAt[j] = we

@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/internal/memsample"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
 )
 
 // BenchmarkReplayLLEP256 replays DeepSeek-V3 LL dispatch+combine at EP256
@@ -18,11 +19,11 @@ import (
 // Profiling: build once and run the binary, so that compile time and the
 // heap of the go command stay out of the figures:
 //
-//	go test -c -o /tmp/moe.test ./traces/moe
-//	cd traces/moe && /tmp/moe.test -test.run '^$' -test.bench ReplayLLEP256 \
+//	go test -c -o /tmp/replay.test ./traces/replay
+//	cd traces/replay && /tmp/replay.test -test.run '^$' -test.bench ReplayLLEP256 \
 //	    -test.benchtime 1x -test.benchmem -test.cpuprofile /tmp/cpu.out -test.memprofile /tmp/mem.out
-//	go tool pprof -top /tmp/moe.test /tmp/cpu.out
-//	go tool pprof -sample_index=alloc_space -top /tmp/moe.test /tmp/mem.out
+//	go tool pprof -top /tmp/replay.test /tmp/cpu.out
+//	go tool pprof -sample_index=alloc_space -top /tmp/replay.test /tmp/mem.out
 //
 // The memory profile records allocations (alloc_space, alloc_objects);
 // coroutine stacks do not appear in it, only in peakMiB.
@@ -81,3 +82,7 @@ func benchReplayOn(b *testing.B, tr *traces.Trace, mode, backend string) {
 	b.ReportMetric(float64(peak.Heap)/(1<<20), "heapMiB")
 	b.ReportMetric(float64(peak.Stack)/(1<<20), "stackMiB")
 }
+
+// BenchmarkReplayHTEP64 replays DeepSeek-V3 HT dispatch+combine at EP64
+// (8 nodes × 8, 4096 tokens per rank) and reports events/s and peak heap.
+func BenchmarkReplayHTEP64(b *testing.B) { benchReplay(b, replaytest.HTTrace(b, 64, 4096), ModeHT) }

@@ -1,4 +1,4 @@
-package moe
+package v2
 
 import (
 	"math/bits"
@@ -24,28 +24,28 @@ import (
 
 // v2Then reports whether the V2 warps that have a state machine run as
 // one.
-func (w *v2Workload) v2Then() bool { return !w.e.Cfg.NoThen }
+func (w *Direct) useThen() bool { return !w.e.Cfg.NoThen }
 
 // v2drive is the driving loop shared by the V2 machines: a machine starts
 // an operation with inOp set and then calls yield; an operation whose
 // continuation runs at once (it took no time) re-enters Handle, which
 // notes it (reentered) and returns, and the loop goes on instead of
 // recursing.
-type v2drive struct {
+type drive struct {
 	inOp, resumed bool
 	grid          uint64              // the grid syncs' target: every SM's arrival
 	gridReached   func(v uint64) bool // the grid sync word has reached grid
 }
 
 // setGrid sets the grid syncs' target.
-func (d *v2drive) setGrid(n uint64) {
+func (d *drive) setGrid(n uint64) {
 	d.grid = n
 	d.gridReached = func(v uint64) bool { return v >= d.grid }
 }
 
 // reentered reports (and notes) a continuation that ran inside the call
 // that started its operation.
-func (d *v2drive) reentered() bool {
+func (d *drive) reentered() bool {
 	if d.inOp {
 		d.resumed = true
 		return true
@@ -55,7 +55,7 @@ func (d *v2drive) reentered() bool {
 
 // yield ends the start of an operation: true when the group now waits
 // (return from Handle), false when the operation is already done.
-func (d *v2drive) yield() bool {
+func (d *drive) yield() bool {
 	d.inOp = false
 	if d.resumed {
 		d.resumed = false
@@ -68,7 +68,7 @@ func (d *v2drive) yield() bool {
 // the last end now (true: return from Handle); the last one starts the
 // rank's reduction, reduce of SM time, and continues at the next step
 // (false when it is already done), where reduced marks the rank done.
-func (d *v2drive) lastReduces(t *gpu.Group, live *int, reduce sim.Duration, h sim.Handler) bool {
+func (d *drive) lastReduces(t *gpu.Group, live *int, reduce sim.Duration, h sim.Handler) bool {
 	if *live--; *live != 0 {
 		t.End()
 		return true
@@ -87,7 +87,7 @@ func reduced(e *workload.Env, t *gpu.Group, r int) {
 
 // arrive starts the machine's arrival at grid sync i (a device atomic on
 // the rank's sync word a); true when the machine now waits.
-func (d *v2drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
+func (d *drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
 	t.AtomicAdd64Then(a.R, a.Off(i), 1, gpu.ScopeDevice, h, 0)
 	return d.yield()
@@ -95,7 +95,7 @@ func (d *v2drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handle
 
 // waitGrid starts the machine's wait at grid sync i for every SM; true
 // when the machine now waits.
-func (d *v2drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
+func (d *drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
 	t.WaitWordThen(a.R, a.Off(i), "v2 grid sync", d.gridReached, h, 0)
 	return d.yield()
@@ -104,9 +104,9 @@ func (d *v2drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Hand
 // v2hScaleup is a combine scale-up warp (channel c of rank r on SM sm):
 // launchCombine's scale-up closure (two grid syncs, scaleup, done) as a
 // state machine.
-type v2hScaleup struct {
-	v2drive
-	w         *v2HybridWorkload
+type hScaleup struct {
+	drive
+	w         *Hybrid
 	t         *gpu.Group
 	r, sm, c  int
 	reduce    sim.Duration
@@ -139,9 +139,9 @@ const (
 	suReduced
 )
 
-func newV2hScaleup(w *v2HybridWorkload, r, sm, c int, n uint64, reduce sim.Duration) *v2hScaleup {
+func newHScaleup(w *Hybrid, r, sm, c int, n uint64, reduce sim.Duration) *hScaleup {
 	U := w.U
-	m := &v2hScaleup{w: w, r: r, sm: sm, c: c, reduce: reduce, dst: c,
+	m := &hScaleup{w: w, r: r, sm: sm, c: c, reduce: reduce, dst: c,
 		cursor: make([]int, U), sent: make([]int, U), old: make([]int, U)}
 	m.setGrid(n)
 	return m
@@ -149,7 +149,7 @@ func newV2hScaleup(w *v2HybridWorkload, r, sm, c int, n uint64, reduce sim.Durat
 
 // next is scaleup's next: whether forwarder f has a record for this rank
 // left, moving its cursor to it.
-func (m *v2hScaleup) next(f int) bool {
+func (m *hScaleup) next(f int) bool {
 	w := m.w
 	U, S, me, own := w.U, w.S, m.r/w.U, m.r%w.U
 	recs := w.fwd[(me*U+f)*w.nch+m.c]
@@ -164,7 +164,7 @@ func (m *v2hScaleup) next(f int) bool {
 }
 
 // Handle implements sim.Handler.
-func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
+func (m *hScaleup) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -224,7 +224,7 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 			}
 		case suSlept:
 			cfg := t.GPU().Config()
-			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, 2*w.e.Hidden, cfg.HBMLatency)
+			at := w.read(t, r, m.sm, 2*w.e.Hidden, cfg.HBMLatency)
 			m.pc = suRead
 			if d := at.Sub(t.Now()); d > 0 {
 				t.SleepThen(d, m, 0)
@@ -241,16 +241,16 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 			i := m.cursor[m.dst]
 			dst := m.dst
 			m.pc = suPick
-			w.st.back[r*U+dst]++
+			w.st.Back[r*U+dst]++
 			m.sent[dst]++
 			m.cursor[dst]++
 			// nvlStore: the SM's store bandwidth, then the NVLink write.
 			cfg := t.GPU().Config()
 			if dst == w.e.M.Ranks[r].Local {
-				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.crec, cfg.StoreLatency)
+				m.stored = w.write(t, r, m.sm, w.crec, cfg.StoreLatency)
 				continue
 			}
-			out := pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.crec, t.GPU().NVLink().Config().Latency)
+			out := w.write(t, r, m.sm, w.crec, t.GPU().NVLink().Config().Latency)
 			m.inOp = true
 			landed := t.NVLinkWriteThen(dst, w.cw.Region(me*U+dst), w.cSuOff(own, m.c, i), nil, sim.Bytes(w.crec), m, 0)
 			m.stored = max(out, landed)
@@ -311,9 +311,9 @@ func (m *v2hScaleup) Handle(*sim.Sim, uint64) {
 // v2hForward is a dispatch forward warp (channel c, warp s of SM sm, of
 // rank r): launchDispatch's forward closure (grid sync, forward, grid
 // sync) as a state machine.
-type v2hForward struct {
-	v2drive
-	w         *v2HybridWorkload
+type hForward struct {
+	drive
+	w         *Hybrid
 	t         *gpu.Group
 	r, sm, c  int
 	qp        int
@@ -323,7 +323,7 @@ type v2hForward struct {
 	fin       []bool
 	cursor    []int // per source node: next token of its channel to look at
 	slots     []uint64
-	recs      []v2hFwd
+	recs      []hFwd
 	lw        *workload.LandWatch
 	cur       int
 	stored    sim.Time
@@ -356,10 +356,10 @@ const (
 	fwDone
 )
 
-func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
+func newHForward(w *Hybrid, r, sm, s, c int, n uint64) *hForward {
 	S, U := w.S, w.U
-	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
-	m := &v2hForward{w: w, r: r, sm: sm, c: c, qp: qp,
+	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
+	m := &hForward{w: w, r: r, sm: sm, c: c, qp: qp,
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
 		slots: make([]uint64, U), lw: &workload.LandWatch{Sim: w.e.Sim}, cur: c % S}
 	for k := range S {
@@ -372,7 +372,7 @@ func newV2hForward(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hForward {
 }
 
 // Handle implements sim.Handler.
-func (m *v2hForward) Handle(*sim.Sim, uint64) {
+func (m *hForward) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -469,7 +469,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			}
 		case fwSlept:
 			cfg := t.GPU().Config()
-			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rec, cfg.HBMLatency)
+			at := w.read(t, r, m.sm, rec, cfg.HBMLatency)
 			m.pc = fwRead
 			if d := at.Sub(t.Now()); d > 0 {
 				t.SleepThen(d, m, 0)
@@ -518,14 +518,14 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 			}
 			d := bits.TrailingZeros64(m.left)
 			m.left &= m.left - 1
-			w.st.fwd[r*U+d]++
+			w.st.Fwd[r*U+d]++
 			// nvlStore: the SM's store bandwidth, then the NVLink write.
 			cfg := t.GPU().Config()
 			if d == w.e.M.Ranks[r].Local {
-				m.stored = max(m.stored, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency))
+				m.stored = max(m.stored, w.write(t, r, m.sm, rec, cfg.StoreLatency))
 				continue
 			}
-			out := pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, t.GPU().NVLink().Config().Latency)
+			out := w.write(t, r, m.sm, rec, t.GPU().NVLink().Config().Latency)
 			m.inOp = true
 			landed := t.NVLinkWriteThen(d, w.dWin.Region(me*U+d), w.suOff(u, m.slots[d]), nil, sim.Bytes(rec), m, 0)
 			m.stored = max(m.stored, out, landed)
@@ -533,7 +533,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case fwStored:
-			m.recs = append(m.recs, v2hFwd{src: int32(m.src), tok: int32(m.tok), last: m.slot == m.end-1})
+			m.recs = append(m.recs, hFwd{src: int32(m.src), tok: int32(m.tok), last: m.slot == m.end-1})
 			m.slot++
 			m.pc = fwRecord
 		case fwEnds:
@@ -577,7 +577,7 @@ func (m *v2hForward) Handle(*sim.Sim, uint64) {
 }
 
 // takeChunk takes at most HybridUpdateInterval records of node cur.
-func (m *v2hForward) takeChunk() {
+func (m *hForward) takeChunk() {
 	w := m.w
 	m.slot = m.old[m.cur]
 	m.end = min(m.tail[m.cur], m.slot+w.vp.HybridUpdateInterval)
@@ -609,7 +609,7 @@ const (
 // Handle implements sim.Handler: launchDispatch's scale-out closure (grid
 // sync, scaleout, grid sync) as a state machine, over a backend that
 // issues for process-free groups; its lanes are state machines too.
-func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
+func (m *hScaleout) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -639,11 +639,11 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 		case soBegin:
 			m.begin()
 			if m.lanes.ms == nil {
-				panic("moe: v2 hybrid scale-out state machine with lanes on processes")
+				panic("v2: hybrid scale-out state machine with lanes on processes")
 			}
 			m.lanes.warpH = m
 			if c < T {
-				m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.payload, t.GPU().Config().HBMLatency)
+				m.loaded = w.read(t, r, m.sm, w.payload, t.GPU().Config().HBMLatency)
 			}
 			m.tok = c
 			m.pc = soTok
@@ -685,10 +685,10 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 			lat := t.GPU().Config().StoreLatency
 			done := t.Now()
 			if m.mask&^(1<<me) != 0 { // send buffer, only if RDMA follows
-				done = max(done, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, lat))
+				done = max(done, w.write(t, r, m.sm, rec, lat))
 			}
 			if m.mask&(1<<me) != 0 { // local bypass into the own node's receive buffer
-				done = max(done, pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, rec, lat))
+				done = max(done, w.write(t, r, m.sm, rec, lat))
 			}
 			m.pc = soPuts
 			if d := done.Sub(t.Now()); d > 0 { // tma_store_wait
@@ -697,7 +697,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 			}
 		case soPuts:
 			if next := m.tok + stride; next < T {
-				m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.payload, t.GPU().Config().HBMLatency)
+				m.loaded = w.read(t, r, m.sm, w.payload, t.GPU().Config().HBMLatency)
 			}
 			w.e.Disp.Msgs += int64(bits.OnesCount64(m.mask))
 			if m.runLanes(m.putJobs(m.mask), soTails) {
@@ -731,7 +731,7 @@ func (m *v2hScaleout) Handle(*sim.Sim, uint64) {
 // 0..k-1 (one on the warp itself, several on the lanes, which wake the
 // warp when the last is done) and reports whether the warp now waits; it
 // goes on at next.
-func (m *v2hScaleout) runLanes(k int, next uint8) bool {
+func (m *hScaleout) runLanes(k int, next uint8) bool {
 	switch k {
 	case 0:
 		m.pc = next
@@ -757,9 +757,9 @@ func (m *v2hScaleout) runLanes(k int, next uint8) bool {
 // rank r): launchCombine's forward closure (two grid syncs,
 // combineForward, done) as a state machine, over a backend that issues
 // for process-free groups.
-type v2hCombFwd struct {
-	v2drive
-	w              *v2HybridWorkload
+type hCombFwd struct {
+	drive
+	w              *Hybrid
 	t              *gpu.Group
 	r, sm, s, c    int
 	qp             int
@@ -769,7 +769,7 @@ type v2hCombFwd struct {
 	reduce         sim.Duration
 	moved          func(v uint64) bool
 	o              uint64 // the scale-up tail wait's last seen count
-	recs           []v2hFwd
+	recs           []hFwd
 	recv, cached   []int
 	i              int // the record
 	gm             uint64
@@ -807,21 +807,21 @@ const (
 	cfReduced
 )
 
-func newV2hCombFwd(w *v2HybridWorkload, r, sm, s, c int, n uint64, reduce sim.Duration) *v2hCombFwd {
-	m := &v2hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
+func newHCombFwd(w *Hybrid, r, sm, s, c int, n uint64, reduce sim.Duration) *hCombFwd {
+	m := &hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
 		recv: make([]int, w.U), cached: make([]int, w.U), lw: &workload.LandWatch{Sim: w.e.Sim}}
-	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, false)
+	m.qp, m.sh = qpFor(w.sms, w.qps, w.C, sm, s, false)
 	m.team = w.dc.Rail(r)
 	m.setGrid(n)
 	m.moved = func(v uint64) bool { return v > m.o }
 	return m
 }
 
-func v2hFinished(v uint64) bool { return v == 1 }
+func hFinished(v uint64) bool { return v == 1 }
 
 // ready is combineForward's ready: the first GPU of the record whose
 // contribution has not been seen yet.
-func (m *v2hCombFwd) ready() (int, bool) {
+func (m *hCombFwd) ready() (int, bool) {
 	for k := m.gm; k != 0; k &= k - 1 {
 		if j := bits.TrailingZeros64(k); m.recv[j] >= m.cached[j] {
 			return j, false
@@ -833,20 +833,20 @@ func (m *v2hCombFwd) ready() (int, bool) {
 // finish is finish-flag item i of the Parallel section (a lane per rail
 // peer): its own node's flag is a device atomic, a remote one a
 // VASignalAdd.
-func (m *v2hCombFwd) finish(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+func (m *hCombFwd) finish(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	me := r / w.U
 	if i == me {
 		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(m.c, me), 1, gpu.ScopeDevice, h, arg)
 		return
 	}
-	f := &v2hFinishSig{m: m, th: th, i: i, start: th.Now(), h: h, arg: arg}
+	f := &hFinishSig{m: m, th: th, i: i, start: th.Now(), h: h, arg: arg}
 	w.dc.GinShared(th, r, m.qp, m.sh).SignalThen(f, 0, m.team, i, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(m.c, me), Value: 1})
 }
 
 // v2hFinishSig notes a finish signal's issue once it is issued.
-type v2hFinishSig struct {
-	m     *v2hCombFwd
+type hFinishSig struct {
+	m     *hCombFwd
 	th    *gpu.Group
 	i     int
 	start sim.Time
@@ -855,17 +855,17 @@ type v2hFinishSig struct {
 }
 
 // Handle implements sim.Handler.
-func (f *v2hFinishSig) Handle(s *sim.Sim, _ uint64) {
+func (f *hFinishSig) Handle(s *sim.Sim, _ uint64) {
 	m := f.m
 	w := m.w
-	w.issue[(w.rail(m.r, f.i)*w.nch+m.c)*w.S+m.r/w.U] = v2hIssue{f.start, f.th.Now()}
+	w.issue[(w.rail(m.r, f.i)*w.nch+m.c)*w.S+m.r/w.U] = hIssue{f.start, f.th.Now()}
 	w.e.Comb.Sigs++
-	w.st.cFinish++
+	w.st.CFinish++
 	f.h.Handle(s, f.arg)
 }
 
 // Handle implements sim.Handler.
-func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
+func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -940,7 +940,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 			// combine_reduce: load every GPU's contribution; before
 			// writing the TMA buffer, release it (the previous record's
 			// put).
-			m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, bits.OnesCount64(m.gm)*crec, t.GPU().Config().HBMLatency)
+			m.loaded = w.read(t, r, m.sm, bits.OnesCount64(m.gm)*crec, t.GPU().Config().HBMLatency)
 			m.pc, m.fret = cfFlush, cfAfterFlush
 		case cfAfterFlush:
 			m.pc = cfLoadedRec
@@ -956,7 +956,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case cfCycled:
-			m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+			m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
 			m.pending = m.i
 			ph.Msgs++
 			m.i++
@@ -982,10 +982,10 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			ph.RDMABytes += int64(crec)
-			w.st.cPuts++
+			w.st.CPuts++
 			m.inOp = true
 			if rc.last {
-				w.st.cLast++
+				w.st.CLast++
 				m.gn.PutThen(m, 0, m.team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, m.pending), uint64(crec), nil, nil)
 			} else {
 				m.gn.PutThen(m, 0, m.team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, m.pending), uint64(crec), nil, nil,
@@ -1038,7 +1038,7 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 			ws.Watch(m.word, m.lw)
 			m.pc = cfFinSeen
 			m.inOp = true
-			t.WaitWordThen(ws, m.word, "v2 hybrid combine finish", v2hFinished, m, 0)
+			t.WaitWordThen(ws, m.word, "v2 hybrid combine finish", hFinished, m, 0)
 			if m.yield() {
 				return
 			}
@@ -1070,14 +1070,14 @@ func (m *v2hCombFwd) Handle(*sim.Sim, uint64) {
 // launchCombine's warp closure (grid sync, one record per (token, rank)
 // back to its source, grid sync) as a state machine, over a backend that
 // issues for process-free groups.
-type v2CombWarp struct {
-	v2drive
-	w       *v2Workload
+type combWarp struct {
+	drive
+	w       *Direct
 	t       *gpu.Group
 	r, sm   int
 	qp      int
 	sharing gin.Sharing
-	recs    []v2Record
+	recs    []combRecord
 	i       int
 	stored  sim.Time
 	pc      uint8
@@ -1096,14 +1096,14 @@ const (
 	dcDone
 )
 
-func newV2CombWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, recs []v2Record) *v2CombWarp {
-	m := &v2CombWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, recs: recs}
+func newCombWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, recs []combRecord) *combWarp {
+	m := &combWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, recs: recs}
 	m.setGrid(n)
 	return m
 }
 
 // Handle implements sim.Handler.
-func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
+func (m *combWarp) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -1144,7 +1144,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 			}
 		case dcSlept:
 			rc := m.recs[m.i]
-			at := pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, rc.c*2*e.Hidden, t.GPU().Config().HBMLatency)
+			at := w.read(t, r, m.sm, rc.c*2*e.Hidden, t.GPU().Config().HBMLatency)
 			m.pc = dcRead
 			if d := at.Sub(t.Now()); d > 0 {
 				t.SleepThen(d, m, 0)
@@ -1156,7 +1156,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 			switch {
 			case rc.src == r:
-				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+				m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
 				m.i++
 				m.pc = dcRec
 			case w.nvl(r, rc.src):
@@ -1168,7 +1168,7 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 					return
 				}
 			default:
-				m.stored = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, crec, t.GPU().Config().StoreLatency)
+				m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
 				m.pc = dcPut
 				if d := m.stored.Sub(t.Now()); d > 0 {
 					t.SleepThen(d, m, 0)
@@ -1206,9 +1206,9 @@ func (m *v2CombWarp) Handle(*sim.Sim, uint64) {
 // TMA and NVLink stores, puts; grid sync) as a state machine whose lane
 // sections run on gpu.Group.ParallelThen, over a backend that issues for
 // process-free groups.
-type v2DispWarp struct {
-	v2drive
-	w                    *v2Workload
+type dispWarp struct {
+	drive
+	w                    *Direct
 	t                    *gpu.Group
 	r, sm                int
 	qp                   int
@@ -1217,15 +1217,15 @@ type v2DispWarp struct {
 	ti, tok              int
 	dsts, lsa, remote    []int
 	slots                []uint64
-	sd                   [32]v2SlotDone // the slot atomics' continuations, one per lane
+	sd                   [32]slotDone // the slot atomics' continuations, one per lane
 	stored, loaded, sent sim.Time
 	pc                   uint8
 }
 
 // v2SlotDone keeps lane i's slot (the atomic's old value), then continues
 // the lane.
-type v2SlotDone struct {
-	m   *v2DispWarp
+type slotDone struct {
+	m   *dispWarp
 	th  *gpu.Group
 	i   int
 	h   sim.Handler
@@ -1233,7 +1233,7 @@ type v2SlotDone struct {
 }
 
 // Handle implements sim.Handler.
-func (sd *v2SlotDone) Handle(s *sim.Sim, _ uint64) {
+func (sd *slotDone) Handle(s *sim.Sim, _ uint64) {
 	sd.m.slots[sd.i] = sd.th.Result()
 	sd.h.Handle(s, sd.arg)
 }
@@ -1256,17 +1256,17 @@ const (
 	ddDone
 )
 
-func newV2DispWarp(w *v2Workload, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *v2DispWarp {
-	m := &v2DispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, toks: toks}
+func newDispWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *dispWarp {
+	m := &dispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, toks: toks}
 	m.setGrid(n)
 	for i := range m.sd {
-		m.sd[i] = v2SlotDone{m: m, i: i}
+		m.sd[i] = slotDone{m: m, i: i}
 	}
 	return m
 }
 
 // slot is lane i's slot atomic on its destination rank's counter.
-func (m *v2DispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+func (m *dispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	sd := &m.sd[i]
 	sd.th, sd.h, sd.arg = th, h, arg
@@ -1275,14 +1275,14 @@ func (m *v2DispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 
 // store is lane j's TMA store into the local rank or NVLink store into a
 // peer's receive buffer.
-func (m *v2DispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+func (m *dispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	e := w.e
 	i := m.lsa[j]
 	d := m.dsts[i]
 	off := (uint64(r)*uint64(e.Step.MaxTokens) + m.slots[i]) * uint64(w.rec)
 	if d == r {
-		m.stored = max(m.stored, pipe(th, &w.wr[r][m.sm], w.vp.SMWriteRate, w.rec, th.GPU().Config().StoreLatency))
+		m.stored = max(m.stored, w.write(th, r, m.sm, w.rec, th.GPU().Config().StoreLatency))
 		h.Handle(e.Sim, arg)
 		return
 	}
@@ -1291,7 +1291,7 @@ func (m *v2DispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 }
 
 // put is lane j's put of the record to its remote rank.
-func (m *v2DispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+func (m *dispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	w, r := m.w, m.r
 	e := w.e
 	R, T, rec := e.Step.EP, e.Step.MaxTokens, w.rec
@@ -1304,7 +1304,7 @@ func (m *v2DispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 }
 
 // Handle implements sim.Handler.
-func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
+func (m *dispWarp) Handle(*sim.Sim, uint64) {
 	if m.reentered() {
 		return
 	}
@@ -1344,7 +1344,7 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case ddSlept:
-			m.loaded = pipe(t, &w.rd[r][m.sm], w.vp.SMReadRate, w.rec, t.GPU().Config().HBMLatency)
+			m.loaded = w.read(t, r, m.sm, w.rec, t.GPU().Config().HBMLatency)
 			m.pc = ddLoaded
 			m.inOp = true
 			t.Load64Then(w.topk[r].R, 0, m, 0)
@@ -1381,7 +1381,7 @@ func (m *v2DispWarp) Handle(*sim.Sim, uint64) {
 			// TMA store into the send buffer (RDMA source).
 			m.sent = 0
 			if !w.nvlScale {
-				m.sent = pipe(t, &w.wr[r][m.sm], w.vp.SMWriteRate, w.rec, t.GPU().Config().StoreLatency)
+				m.sent = w.write(t, r, m.sm, w.rec, t.GPU().Config().StoreLatency)
 				m.stored = max(m.stored, m.sent)
 			}
 			// TMA stores for the local rank and NVLink peers.

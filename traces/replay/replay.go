@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"fmt"
@@ -11,7 +11,10 @@ import (
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/deepep/ht"
 	"github.com/ginsim/ginsim/traces/deepep/ll"
+	v2 "github.com/ginsim/ginsim/traces/deepep/v2"
+	"github.com/ginsim/ginsim/traces/ncclbase"
 	"github.com/ginsim/ginsim/traces/pcap"
 	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/ginsim/ginsim/traces/workload"
@@ -75,13 +78,16 @@ type Options struct {
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
+	// NoThen runs every device program on a process, even where the
+	// backend can issue without one (tests compare the two).
+	NoThen bool
+	// Observe, when set (tests only), is called with every step's
+	// workload after its setup.
+	Observe func(Workload)
 
 	// kernel is the mode Replay runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
 	kernel string
-	// noThen runs every device program on a process, even where the
-	// backend can issue without one (tests compare the two).
-	noThen bool
 }
 
 // V2Kernels returns the DeepEP V2 kernels ElasticBuffer runs on a cluster
@@ -108,16 +114,16 @@ func (o *Options) Validate() error {
 		return false
 	}
 	if !ok(o.Mode, Modes) {
-		return fmt.Errorf("moe: mode %q (want one of %v)", o.Mode, Modes)
+		return fmt.Errorf("replay: mode %q (want one of %v)", o.Mode, Modes)
 	}
 	if !ok(o.Backend, Backends) {
-		return fmt.Errorf("moe: backend %q (want one of %v)", o.Backend, Backends)
+		return fmt.Errorf("replay: backend %q (want one of %v)", o.Backend, Backends)
 	}
 	if o.Layers < 0 {
-		return fmt.Errorf("moe: layers %d must not be negative", o.Layers)
+		return fmt.Errorf("replay: layers %d must not be negative", o.Layers)
 	}
 	if o.Jobs < 0 {
-		return fmt.Errorf("moe: jobs %d must not be negative", o.Jobs)
+		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
 	}
 	return nil
 }
@@ -157,23 +163,23 @@ func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, err
 	}
 	if h.Parallel.RanksPerNode != spec.GPUsPerNode {
-		return nil, fmt.Errorf("moe: trace has %d ranks per node, cluster %s has %d GPUs per node",
+		return nil, fmt.Errorf("replay: trace has %d ranks per node, cluster %s has %d GPUs per node",
 			h.Parallel.RanksPerNode, spec.Name, spec.GPUsPerNode)
 	}
 	if opt.Backend == BackendNCCL && opt.Mode != ModeLL {
-		return nil, fmt.Errorf("moe: backend nccl replays the all-to-all-v of every selection; use --mode ll")
+		return nil, fmt.Errorf("replay: backend nccl replays the all-to-all-v of every selection; use --mode ll")
 	}
 	opt.kernel = opt.Mode
 	if opt.Mode == ModeV2 {
 		opt.kernel = V2Kernels(nodes)
 	}
 	if opt.kernel == ModeV2Hybrid && (nodes < 2 || tr.EP()%spec.GPUsPerNode != 0) {
-		return nil, fmt.Errorf("moe: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+
+		return nil, fmt.Errorf("replay: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+
 			"DeepEP runs its direct kernels inside one NVLink domain", ModeV2Hybrid, tr.EP(), spec.GPUsPerNode)
 	}
 	steps := Steps(tr, opt.Layers)
 	if len(steps) == 0 {
-		return nil, fmt.Errorf("moe: trace %s has no route records to replay", opt.TraceName)
+		return nil, fmt.Errorf("replay: trace %s has no route records to replay", opt.TraceName)
 	}
 	hidden := h.Model.Hidden
 	if m, err := traces.ModelByName(h.Model.Name); err == nil && m.Hidden == hidden {
@@ -247,7 +253,7 @@ func notes(o *Options, nodes int) []string {
 		n = append(n, "ncclep: NCCL EP low latency (NCCL 2.30): the LL pattern with OptAggregateRequests on every data put; the count/flag put of each (context, peer) rings the doorbell")
 	}
 	if o.Backend == BackendNCCL {
-		n = append(n, ncclNote(o))
+		n = append(n, ncclbase.Note(o.NVLink))
 	}
 	return n
 }
@@ -273,7 +279,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 		sp := steps[i]
 		o, err := runStep(tr, spec, nodes, hidden, sp[0], sp[1], opt)
 		if err != nil {
-			return fmt.Errorf("moe: iter %d layer %d: %w", sp[0], sp[1], err)
+			return fmt.Errorf("replay: iter %d layer %d: %w", sp[0], sp[1], err)
 		}
 		outs[i] = o
 		return nil
@@ -299,7 +305,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Params != nil {
 		p = *opt.Params
 	}
-	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.noThen}
+	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
@@ -320,21 +326,24 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	switch opt.kernel {
 	case ModeLL:
 		if opt.Backend == BackendNCCL {
-			w = newNCCL(e)
+			w = ncclbase.New(e)
 		} else {
 			w = ll.New(e, false)
 		}
 	case ModeV2Direct:
-		w = newV2(e)
+		w = v2.NewDirect(e)
 	case ModeV2Hybrid:
-		w = newV2Hybrid(e)
+		w = v2.NewHybrid(e)
 	case ModeNCCLEP:
 		w = ll.New(e, true)
 	case ModeHT:
-		w = newHT(e)
+		w = ht.New(e)
 	}
 	if err := w.Setup(); err != nil {
 		return stepOut{}, err
+	}
+	if opt.Observe != nil {
+		opt.Observe(w)
 	}
 	w.Dispatch()
 	if err := e.Run(); err != nil {
@@ -359,7 +368,7 @@ func installTaps(e *workload.Env, opt *Options) error {
 	if opt.Pcap != nil {
 		for _, r := range opt.PcapRanks {
 			if r < 0 || r >= e.Step.EP {
-				return fmt.Errorf("moe: pcap rank %d out of range [0, %d)", r, e.Step.EP)
+				return fmt.Errorf("replay: pcap rank %d out of range [0, %d)", r, e.Step.EP)
 			}
 			for j, n := range e.M.Ranks[r].NICs {
 				iface, err := opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
@@ -393,7 +402,7 @@ func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Pac
 	fs.SrcPort = p.SrcPort
 	fs.ECN = p.ECN
 	if err := w.WriteRoCE(iface, at, &fs, &p.Hdr, int(p.PayloadLen), ""); err != nil {
-		s.Fail(fmt.Errorf("moe: pcap: %w", err))
+		s.Fail(fmt.Errorf("replay: pcap: %w", err))
 	}
 }
 

@@ -1,4 +1,4 @@
-package moe
+package ncclbase
 
 import (
 	"fmt"
@@ -109,7 +109,7 @@ import (
 
 // NCCLConfig holds the host, transport and proxy-thread parameters of the
 // NCCL baseline. Every field stands for one fact of NCCL, CUDA or the CPU.
-type NCCLConfig struct {
+type Config struct {
 	// HostEnqueue is ncclGroupEnd's host work for one plan: task
 	// scheduling, kernel arguments, proxy op posting and cudaLaunchKernel
 	// (~4 us for a grouped all-to-all; NCCL's small-message latency is
@@ -223,9 +223,9 @@ type NCCLConfig struct {
 
 // DefaultNCCLConfig returns NCCL 2.2x defaults on an HGX H100 host, with
 // the verbs costs of proxy.DefaultConfig.
-func DefaultNCCLConfig() NCCLConfig {
+func DefaultConfig() Config {
 	pc := proxy.DefaultConfig()
-	return NCCLConfig{
+	return Config{
 		HostEnqueue: 4 * sim.Microsecond,
 		HostPerOp:   200 * sim.Nanosecond,
 		KernelStart: 2 * sim.Microsecond,
@@ -269,28 +269,28 @@ func DefaultNCCLConfig() NCCLConfig {
 }
 
 // Validate reports the first unusable parameter.
-func (c NCCLConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Steps < 1 || c.CTSSlots < c.Steps:
-		return fmt.Errorf("moe: nccl Steps %d must be >= 1 and CTSSlots %d >= Steps", c.Steps, c.CTSSlots)
+		return fmt.Errorf("nccl Steps %d must be >= 1 and CTSSlots %d >= Steps", c.Steps, c.CTSSlots)
 	case c.NetChunk < 1024 || c.NVLChunk < 1024 || c.ChannelsPerPeer < 1:
-		return fmt.Errorf("moe: nccl chunks %d/%d must be >= 1 KiB and ChannelsPerPeer %d >= 1",
+		return fmt.Errorf("nccl chunks %d/%d must be >= 1 KiB and ChannelsPerPeer %d >= 1",
 			c.NetChunk, c.NVLChunk, c.ChannelsPerPeer)
 	case c.OpThreads < 1 || c.OpThreads > 1024:
-		return fmt.Errorf("moe: nccl OpThreads %d out of [1, 1024]", c.OpThreads)
+		return fmt.Errorf("nccl OpThreads %d out of [1, 1024]", c.OpThreads)
 	case c.CTSBytes < 16 || c.CountBytes < 1:
-		return fmt.Errorf("moe: nccl CTSBytes %d must hold the idx word; CountBytes %d >= 1", c.CTSBytes, c.CountBytes)
+		return fmt.Errorf("nccl CTSBytes %d must hold the idx word; CountBytes %d >= 1", c.CTSBytes, c.CountBytes)
 	case c.LLLineCheck < 0:
-		return fmt.Errorf("moe: nccl LLLineCheck %v must not be negative", c.LLLineCheck)
+		return fmt.Errorf("nccl LLLineCheck %v must not be negative", c.LLLineCheck)
 	case c.P2PLLThreshold < 0 || c.llChunk(true) < llLineData:
-		return fmt.Errorf("moe: nccl P2PLLThreshold %d must not be negative; LLBuffSize %d must give every step a line",
+		return fmt.Errorf("nccl P2PLLThreshold %d must not be negative; LLBuffSize %d must give every step a line",
 			c.P2PLLThreshold, c.LLBuffSize)
 	case c.PXNLevel < 0 || c.PXNLevel > 2:
-		return fmt.Errorf("moe: nccl PXNLevel %d out of [0, 2]", c.PXNLevel)
+		return fmt.Errorf("nccl PXNLevel %d out of [0, 2]", c.PXNLevel)
 	case c.MaxRecvs < 1 || c.MaxRecvs > 64:
-		return fmt.Errorf("moe: nccl MaxRecvs %d out of [1, 64]", c.MaxRecvs)
+		return fmt.Errorf("nccl MaxRecvs %d out of [1, 64]", c.MaxRecvs)
 	case c.OpCheck+c.YieldCost <= 0:
-		return fmt.Errorf("moe: nccl an idle proxy pass must take time (OpCheck+YieldCost > 0)")
+		return fmt.Errorf("nccl an idle proxy pass must take time (OpCheck+YieldCost > 0)")
 	}
 	return nil
 }
@@ -307,10 +307,10 @@ const (
 	ctlBytes = 64
 )
 
-// ncclWorkload is the NCCL baseline.
-type ncclWorkload struct {
+// Workload is the NCCL baseline.
+type Workload struct {
 	e   *workload.Env
-	cfg NCCLConfig
+	cfg Config
 
 	tok, comb     uint64 // bytes per selection on the wire: dispatch (Megatron token) and combine (2H BF16)
 	bwDisp, bwCmb int64  // DeepEP LL numerator per selection (as ll.go)
@@ -384,15 +384,16 @@ type ncclConn struct {
 	lastQueued, lastPosted, lastCQE, lastLanded sim.Time
 }
 
-func newNCCL(e *workload.Env) Workload { return &ncclWorkload{e: e, cfg: DefaultNCCLConfig()} }
+// New returns the baseline on e with NCCL's default configuration.
+func New(e *workload.Env) *Workload { return &Workload{e: e, cfg: DefaultConfig()} }
 
-func (w *ncclWorkload) Setup() error {
+func (w *Workload) Setup() error {
 	e, st := w.e, w.e.Step
 	if err := w.cfg.Validate(); err != nil {
 		return err
 	}
 	if st.EP < 2 {
-		return fmt.Errorf("moe: nccl: EP %d: the all-to-all needs at least 2 ranks", st.EP)
+		return fmt.Errorf("nccl: EP %d: the all-to-all needs at least 2 ranks", st.EP)
 	}
 	prec, err := e.Hdr.DispatchPrecision()
 	if err != nil {
@@ -425,7 +426,7 @@ func (w *ncclWorkload) Setup() error {
 	for r := range st.EP {
 		rk := e.M.Ranks[r]
 		if len(rk.NICs) == 0 {
-			return fmt.Errorf("moe: nccl: rank %d has no NIC", r)
+			return fmt.Errorf("nccl: rank %d has no NIC", r)
 		}
 		g := rk.GPU
 		nr := &ncclRank{r: r, g: g, nics: rk.NICs}
@@ -439,7 +440,7 @@ func (w *ncclWorkload) Setup() error {
 		for _, n := range nr.nics {
 			mr, err := n.RegMR(nr.fifo, 0, size, va, nic.AccessLocalWrite|nic.AccessRemoteWrite, g.Dev(), true)
 			if err != nil {
-				return fmt.Errorf("moe: nccl: %w", err)
+				return fmt.Errorf("nccl: %w", err)
 			}
 			nr.mrs = append(nr.mrs, mr)
 		}
@@ -457,14 +458,14 @@ func (rk *ncclRank) nicFor(ch int) (*nic.NIC, int) {
 	return rk.nics[k], k
 }
 
-func (w *ncclWorkload) va(n uint64) uint64 {
+func (w *Workload) va(n uint64) uint64 {
 	v := w.nextVA
 	w.nextVA += (n + 0xffff) &^ 0xffff
 	return v
 }
 
 // viaNet reports whether a -> b uses the NET transport.
-func (w *ncclWorkload) viaNet(a, b int) bool {
+func (w *Workload) viaNet(a, b int) bool {
 	m := w.e.M
 	return m.Ranks[a].Node != m.Ranks[b].Node || !w.e.Cfg.NVLink
 }
@@ -473,7 +474,7 @@ func (w *ncclWorkload) viaNet(a, b int) bool {
 // to d (ncclTopoGetNetDev): under PXN the GPU of s's node with d's local
 // index (d's rail), when NVLink joins it to s (the P2P transport is on)
 // and it is a rank of the communicator; s itself otherwise.
-func (w *ncclWorkload) proxyOf(s, d int) int {
+func (w *Workload) proxyOf(s, d int) int {
 	m := w.e.M
 	S, D := m.Ranks[s], m.Ranks[d]
 	if w.cfg.PXNLevel == 0 || !w.e.Cfg.NVLink || S.Node == D.Node || S.Local == D.Local {
@@ -489,7 +490,7 @@ func (w *ncclWorkload) proxyOf(s, d int) int {
 // newConn builds a connection carrying bytes from src to dst in steps of
 // chunk data bytes; NET connections join their IB connection (finished
 // by finishComms).
-func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll bool) (*ncclConn, error) {
+func (w *Workload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll bool) (*ncclConn, error) {
 	c := &ncclConn{id: len(w.conns), src: src, dst: dst, proxy: src, ch: ch, net: w.viaNet(src, dst), ring: ring,
 		ll: ll, bytes: bytes, chunk: chunk}
 	if c.net && !ring {
@@ -527,16 +528,16 @@ func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll b
 		pn, _ := P.nicFor(ch)
 		dn, _ := D.nicFor(ch)
 		if c.sllMR, err = pn.RegMR(c.sll, 0, n, w.va(n), nic.AccessLocalWrite, P.g.Bus().Host(), true); err != nil {
-			return nil, fmt.Errorf("moe: nccl: %w", err)
+			return nil, fmt.Errorf("nccl: %w", err)
 		}
 		if c.rllMR, err = dn.RegMR(c.rll, 0, n, w.va(n), nic.AccessLocalWrite|nic.AccessRemoteWrite,
 			D.g.Bus().Host(), true); err != nil {
-			return nil, fmt.Errorf("moe: nccl: %w", err)
+			return nil, fmt.Errorf("nccl: %w", err)
 		}
 	} else {
 		slots := uint64(w.cfg.Steps) * chunk
 		if P.used+slots > uint64(P.fifo.Size()) || D.used+slots > uint64(D.fifo.Size()) {
-			return nil, fmt.Errorf("moe: nccl: shared buffers of rank %d or %d exhausted", c.proxy, dst)
+			return nil, fmt.Errorf("nccl: shared buffers of rank %d or %d exhausted", c.proxy, dst)
 		}
 		c.sfifo, c.rfifo = P.used, D.used
 		P.used += slots
@@ -562,7 +563,7 @@ func (w *ncclWorkload) newConn(src, dst, ch int, bytes, chunk uint64, ring, ll b
 
 // finishComms groups the receives of the phase's new IB connections and
 // builds their QPs, CQs and CTS FIFOs.
-func (w *ncclWorkload) finishComms() error {
+func (w *Workload) finishComms() error {
 	for _, m := range w.phComms {
 		if m.sqp != nil {
 			continue
@@ -574,7 +575,7 @@ func (w *ncclWorkload) finishComms() error {
 	return nil
 }
 
-func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
+func (w *Workload) finishComm(m *ncclNetComm) error {
 	cfg := &w.cfg
 	for i := 0; i < len(m.subs); i += cfg.MaxRecvs {
 		g := &ncclRecvGroup{comm: m, subs: m.subs[i:min(i+cfg.MaxRecvs, len(m.subs))]}
@@ -604,10 +605,10 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 	m.snic, m.sk = P.nicFor(m.ch)
 	m.rnic, m.rk = D.nicFor(m.ch)
 	if m.sMR, err = m.snic.RegMR(m.sh, 0, size, w.va(size), access, P.g.Bus().Host(), true); err != nil {
-		return fmt.Errorf("moe: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if m.rMR, err = m.rnic.RegMR(m.rh, 0, size, w.va(size), access, D.g.Bus().Host(), true); err != nil {
-		return fmt.Errorf("moe: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	// Outstanding per group: Steps multi-sends of up to n data WRs and an
 	// immediate, Steps receives and CTS WRITEs.
@@ -630,10 +631,10 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 		return qp, cq, err
 	}
 	if m.sqp, m.scq, err = mk(P, m.snic, "send"); err != nil {
-		return fmt.Errorf("moe: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if m.rqp, m.rcq, err = mk(D, m.rnic, "recv"); err != nil {
-		return fmt.Errorf("moe: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	for _, p := range []struct {
 		qp, peer *nic.QP
@@ -648,7 +649,7 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 			{nic.QPSRTS, nic.ModifyAttr{Timeout: cfg.QPTimeout, RetryCnt: cfg.QPRetry, RNRRetry: 7}},
 		} {
 			if err := p.qp.Modify(st.to, st.a); err != nil {
-				return fmt.Errorf("moe: nccl: %w", err)
+				return fmt.Errorf("nccl: %w", err)
 			}
 		}
 	}
@@ -657,7 +658,7 @@ func (w *ncclWorkload) finishComm(m *ncclNetComm) error {
 
 // beginPhase forgets the earlier phase's connections: their buffers are
 // free and their IB connections are not reused.
-func (w *ncclWorkload) beginPhase() {
+func (w *Workload) beginPhase() {
 	w.a2a = w.a2a[:0]
 	w.ring = w.ring[:0]
 	w.phComms = w.phComms[:0]
@@ -674,7 +675,7 @@ func (w *ncclWorkload) beginPhase() {
 // (NCCL's minimum part size); LL where p2pLL says so, with LL steps; for
 // Simple over NET the chunk tuning of addP2pToPlan (a quarter step below
 // one step of bytes, half below eight steps).
-func (w *ncclWorkload) buildA2A(bytes func(s, d int) uint64) error {
+func (w *Workload) buildA2A(bytes func(s, d int) uint64) error {
 	st := w.e.Step
 	for s := range st.EP {
 		for d := range st.EP {
@@ -718,7 +719,7 @@ func (c *ncclConn) stepBytes(i int) uint64 { return min(c.chunk, c.bytes-uint64(
 
 // dispatch: the counts all-gather on every rank's stream, then the host
 // path (D2H, sync, splits, enqueue), then the all-to-all-v.
-func (w *ncclWorkload) Dispatch() {
+func (w *Workload) Dispatch() {
 	e, st := w.e, w.e.Step
 	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
@@ -763,7 +764,7 @@ func (w *ncclWorkload) Dispatch() {
 
 // launchAllGather runs the ring all-gather of the counts on rank r and then
 // the rank's host thread through the host sync to the all-to-all launch.
-func (w *ncclWorkload) launchAllGather(r int) {
+func (w *Workload) launchAllGather(r int) {
 	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
 	send, recv := w.ring[r], w.ring[(r+st.EP-1)%st.EP]
@@ -789,7 +790,7 @@ func (w *ncclWorkload) launchAllGather(r int) {
 // hostPath is rank r's host from the all-gather kernel's end: the counts'
 // D2H copy and the completion semaphore cross PCIe, the sync returns, the
 // host builds the splits and enqueues the all-to-all group.
-func (w *ncclWorkload) hostPath(p *sim.Proc, r int) {
+func (w *Workload) hostPath(p *sim.Proc, r int) {
 	e, st, cfg := w.e, w.e.Step, &w.cfg
 	rk := w.ranks[r]
 	bus := rk.g.Bus()
@@ -806,7 +807,7 @@ func (w *ncclWorkload) hostPath(p *sim.Proc, r int) {
 // postA2A hands rank r's all-to-all proxy ops to the proxy threads: its
 // sends to the thread of each connection's proxy rank (its own, or under
 // PXN the intermediate's), its receive groups to its own.
-func (w *ncclWorkload) postA2A(r int, wake bool) {
+func (w *Workload) postA2A(r int, wake bool) {
 	for _, c := range w.a2a {
 		if !c.net {
 			continue
@@ -822,7 +823,7 @@ func (w *ncclWorkload) postA2A(r int, wake bool) {
 
 // launchA2A starts rank r's all-to-all kernel: one send and one receive
 // warp group per (peer, channel), and the local copy.
-func (w *ncclWorkload) launchA2A(r int, ph *workload.Phase, bwPerSel int64) {
+func (w *Workload) launchA2A(r int, ph *workload.Phase, bwPerSel int64) {
 	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
 	rk.kick = e.Sim.Now()
@@ -859,7 +860,7 @@ func (w *ncclWorkload) launchA2A(r int, ph *workload.Phase, bwPerSel int64) {
 }
 
 // selfBytes is what rank r keeps for itself in the running phase.
-func (w *ncclWorkload) selfBytes(r int, ph *workload.Phase) uint64 {
+func (w *Workload) selfBytes(r int, ph *workload.Phase) uint64 {
 	st := w.e.Step
 	var n uint64
 	for _, x := range st.Experts[r] {
@@ -876,7 +877,7 @@ func (w *ncclWorkload) selfBytes(r int, ph *workload.Phase) uint64 {
 // path before it is the GPU-issue column), the proxy queue runs to the
 // post of the last chunk, the remote write to its completion at the
 // receiving proxy (NET) or the landing of its tail or lines (P2P).
-func (w *ncclWorkload) path(c *ncclConn) workload.SigPath {
+func (w *Workload) path(c *ncclConn) workload.SigPath {
 	S := w.ranks[c.src]
 	p := workload.SigPath{Valid: true, IssueStart: S.kick, IssueEnd: S.kick, From: c.src, To: c.dst, RDMA: c.net,
 		Seen: w.e.Sim.Now()}
@@ -894,7 +895,7 @@ func (w *ncclWorkload) path(c *ncclConn) workload.SigPath {
 // the slot's size, copy the chunk (NET: into the proxy rank's GDR buffer,
 // over NVLink when that is a PXN intermediate; P2P: into the receiver's
 // FIFO over NVLink), fence and publish the tail.
-func (w *ncclWorkload) sendStep(t *gpu.Group, c *ncclConn, i int) {
+func (w *Workload) sendStep(t *gpu.Group, c *ncclConn, i int) {
 	if c.ll {
 		w.llSendStep(t, c, i)
 		return
@@ -918,7 +919,7 @@ func (w *ncclWorkload) sendStep(t *gpu.Group, c *ncclConn, i int) {
 
 // waitData waits until step i of c is in the receive buffer: the tail
 // (Simple) or the lines' flags (LL, which also reads and checks them).
-func (w *ncclWorkload) waitData(t *gpu.Group, c *ncclConn, i int) {
+func (w *Workload) waitData(t *gpu.Group, c *ncclConn, i int) {
 	switch {
 	case c.ll:
 		w.llWaitData(t, c, i)
@@ -930,7 +931,7 @@ func (w *ncclWorkload) waitData(t *gpu.Group, c *ncclConn, i int) {
 }
 
 // release returns slot i of c to the sender (head).
-func (w *ncclWorkload) release(t *gpu.Group, c *ncclConn, i int) {
+func (w *Workload) release(t *gpu.Group, c *ncclConn, i int) {
 	if c.net {
 		t.Store64(c.rctl, ctlHead, uint64(i+1))
 		return
@@ -941,7 +942,7 @@ func (w *ncclWorkload) release(t *gpu.Group, c *ncclConn, i int) {
 // combine: the reverse all-to-all-v, enqueued ahead by the host (its
 // splits are known), so the proxies hold the ops and the kernel starts at
 // the phase start.
-func (w *ncclWorkload) Combine() {
+func (w *Workload) Combine() {
 	e, st := w.e, w.e.Step
 	w.beginPhase()
 	err := w.buildA2A(func(s, d int) uint64 {
@@ -969,7 +970,7 @@ func (w *ncclWorkload) Combine() {
 }
 
 // facts counts the phase's connections by path.
-func (w *ncclWorkload) facts() *workload.NCCLFacts {
+func (w *Workload) facts() *workload.NCCLFacts {
 	f := &workload.NCCLFacts{IBConns: len(w.phComms)}
 	for _, c := range w.a2a {
 		f.Sends++
@@ -992,7 +993,7 @@ func (w *ncclWorkload) facts() *workload.NCCLFacts {
 
 // receivers is each rank's count of receive connections, the phase's
 // receivers.
-func (w *ncclWorkload) receivers() []int {
+func (w *Workload) receivers() []int {
 	recv := make([]int, len(w.ranks))
 	for r, rk := range w.ranks {
 		recv[r] = rk.recvs
@@ -1001,11 +1002,11 @@ func (w *ncclWorkload) receivers() []int {
 }
 
 // ncclNote is replay's note on what the nccl backend models.
-func ncclNote(o *Options) string {
+func Note(nvlink bool) string {
 	intra := "same-node peers also through the NIC (as NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; --nvlink: P2P transport, NVLink copies, no proxy)"
 	pxn := "no PXN: with NCCL_P2P_DISABLE=1 NCCL has no NVLink path to another GPU's NIC, so every rank sends from its own NIC and " +
 		"cross-rail sends cross the spine (--nvlink models NCCL's default PXN)"
-	if o.NVLink {
+	if nvlink {
 		intra = "same-node peers over NCCL's P2P transport (write mode: NVLink copy into the peer's FIFO, tail/head over NVLink, no proxy)"
 		pxn = "PXN (NCCL_P2P_PXN_LEVEL=2): a send to a remote-node rank with another local index is copied over NVLink into the " +
 			"shared GDR buffer of the local GPU on the destination's rail, whose proxy thread posts the RDMA from its NIC " +

@@ -1,4 +1,4 @@
-package moe
+package ht
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
-	"github.com/ginsim/ginsim/fabric/link"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -51,15 +50,15 @@ import (
 
 // htSenderWarps is kNumDispatchRDMASenderWarps (7): one SM holds the 7
 // sender warps, their coordinator and the 8 NVLink receivers.
-const htSenderWarps = 7
+const senderWarps = 7
 
 // htCombineForwarderWarps is kNumCombineForwarderWarps: the forwarder SM's
 // warps, split evenly over destination nodes (at least one per node).
-const htCombineForwarderWarps = 24
+const combineForwarderWarps = 24
 
 // htDefaultChunks returns DeepEP's default chunking for ep ranks
 // (deep_ep/buffers/legacy.py).
-func htDefaultChunks(ep int) (disp, comb workload.HTChunks) {
+func DefaultChunks(ep int) (disp, comb workload.HTChunks) {
 	switch {
 	case ep <= 16:
 		return chunks(36, 288, 20, 128), chunks(4, 288, 12, 128)
@@ -81,6 +80,10 @@ func chunks(nvlSend, nvlRecv, rdmaSend, rdmaRecv int) workload.HTChunks {
 	return workload.HTChunks{NVLSend: nvlSend, NVLRecv: nvlRecv, RDMASend: rdmaSend, RDMARecv: rdmaRecv}
 }
 
+// Stats returns what the kernels sent so far; tests compare it with the
+// routing.
+func (w *Workload) Stats() Stats { return w.st }
+
 // fillChunks returns c with zero fields taken from def, or an error.
 func fillChunks(c, def workload.HTChunks, what string) (workload.HTChunks, error) {
 	for _, x := range []struct{ v, d *int }{{&c.NVLSend, &def.NVLSend}, {&c.NVLRecv, &def.NVLRecv},
@@ -89,33 +92,30 @@ func fillChunks(c, def workload.HTChunks, what string) (workload.HTChunks, error
 			*x.v = *x.d
 		}
 		if *x.v < 0 {
-			return c, fmt.Errorf("moe: %s chunking %+v: negative", what, c)
+			return c, fmt.Errorf("ht: %s chunking %+v: negative", what, c)
 		}
 	}
 	if c.NVLRecv < c.NVLSend || c.RDMARecv < c.RDMASend {
-		return c, fmt.Errorf("moe: %s chunking %+v: a ring must hold at least one chunk", what, c)
+		return c, fmt.Errorf("ht: %s chunking %+v: a ring must hold at least one chunk", what, c)
 	}
 	return c, nil
 }
 
 // htStats counts what the HT kernels sent; tests compare it with the
 // routing.
-type htStats struct {
-	dispChunks, dispTails, dispCredits int64 // RDMA puts, tail and credit signals
-	combChunks, combTails, combCredits int64
-	localChunks                        int64 // chunks to the local node (no RDMA)
-	creditWaits                        int64 // times a sender or forwarder waited for head credits
-	packets, crossRail                 int64 // NIC-sent packets, of which between different local indices
+type Stats struct {
+	DispChunks, DispTails, DispCredits int64 // RDMA puts, tail and credit signals
+	CombChunks, CombTails, CombCredits int64
+	LocalChunks                        int64 // chunks to the local node (no RDMA)
+	CreditWaits                        int64 // times a sender or forwarder waited for head credits
+	Packets, CrossRail                 int64 // NIC-sent packets, of which between different local indices
 	// firstPut is, per phase (0 dispatch, 1 combine) and rank, when the
 	// rank issued its first chunk put to another node (0: none).
-	firstPut [2][]sim.Time
+	FirstPut [2][]sim.Time
 }
 
-// htSM is one SM's shared load and store bandwidth.
-type htSM struct{ rd, wr link.Pipe }
-
 // htWorkload is DeepEP V1 normal mode, internode.
-type htWorkload struct {
+type Workload struct {
 	e       *workload.Env
 	G, N, C int // GPUs per node, nodes, channels
 	dc, cc  workload.HTChunks
@@ -142,12 +142,12 @@ type htWorkload struct {
 	nvlD []*mem.Region   // per rank: dispatch NVLink rings [c][from][NVLRecv]
 	nvlC []*mem.Region   // per rank: combine NVLink rings [c][from][source node][subC]
 	subC int             // combine NVLink sub-ring slots per source node: NVLRecv / nodes
-	sms  [][]htSM        // [rank][sm]
+	sms  [][]gpu.SMPorts // [rank][sm]
 
 	hbmLat, l2Lat, poll sim.Duration
-	st                  htStats
+	st                  Stats
 
-	dch, cch []htChan              // per (rank, channel): shared-memory state
+	dch, cch []chanState           // per (rank, channel): shared-memory state
 	land     []*workload.LandWatch // per (rank, channel, node): tail signal word watchers
 	landBase int                   // signal id of node 0's tail in land
 	fwdPath  []workload.SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
@@ -155,7 +155,7 @@ type htWorkload struct {
 
 // htChan is the shared-memory state of one channel's SMs (the locks,
 // windows and head arrays DeepEP keeps in __shared__).
-type htChan struct {
+type chanState struct {
 	rel     [][]bool // dispatch: [dst node][ring index] record released by its sender warp
 	relTail []int    // dispatch: [dst node] in-order released records
 	head    []int    // [warp or peer][node] ring index consumed (htInf: retired)
@@ -163,13 +163,9 @@ type htChan struct {
 }
 
 // htInf marks a retired forwarder or receiver in a head array.
-const htInf = int(^uint(0) >> 1)
+const inf = int(^uint(0) >> 1)
 
-// htObserve, when set (tests only), is called with every HT workload after
-// its setup.
-var htObserve func(*htWorkload)
-
-func newHT(e *workload.Env) Workload { return &htWorkload{e: e} }
+func New(e *workload.Env) *Workload { return &Workload{e: e} }
 
 // Control words of one (rank, channel).
 const (
@@ -180,21 +176,21 @@ const (
 	ctlFixed
 )
 
-func (w *htWorkload) ctlDTail(f int) uint64 { return uint64(ctlFixed+f) * 8 }     // at receiver, from forwarder f
-func (w *htWorkload) ctlDHead(p int) uint64 { return uint64(ctlFixed+w.G+p) * 8 } // at forwarder, from receiver p
+func (w *Workload) ctlDTail(f int) uint64 { return uint64(ctlFixed+f) * 8 }     // at receiver, from forwarder f
+func (w *Workload) ctlDHead(p int) uint64 { return uint64(ctlFixed+w.G+p) * 8 } // at forwarder, from receiver p
 
 // ctlCTail is the tail word, at the forwarder, of sender p's combine
 // sub-ring for source node s (nvl_channel_tail[p][s]).
-func (w *htWorkload) ctlCTail(p, s int) uint64 { return uint64(ctlFixed+2*w.G+p*w.N+s) * 8 }
+func (w *Workload) ctlCTail(p, s int) uint64 { return uint64(ctlFixed+2*w.G+p*w.N+s) * 8 }
 
 // ctlCHead is the head word, at the sender, of its combine sub-ring for
 // source node s in forwarder f's buffer (nvl_channel_head[f][s]).
-func (w *htWorkload) ctlCHead(f, s int) uint64 { return uint64(ctlFixed+(2+w.N)*w.G+f*w.N+s) * 8 }
+func (w *Workload) ctlCHead(f, s int) uint64 { return uint64(ctlFixed+(2+w.N)*w.G+f*w.N+s) * 8 }
 
 // ctlWords is the control words of one (rank, channel).
-func (w *htWorkload) ctlWords() int { return ctlFixed + 2*w.G + 2*w.G*w.N }
+func (w *Workload) ctlWords() int { return ctlFixed + 2*w.G + 2*w.G*w.N }
 
-func (w *htWorkload) Setup() error {
+func (w *Workload) Setup() error {
 	e, st := w.e, w.e.Step
 	h := e.Hdr
 	prec, err := h.DispatchPrecision()
@@ -203,21 +199,21 @@ func (w *htWorkload) Setup() error {
 	}
 	w.G = e.M.Spec.GPUsPerNode
 	if st.EP%w.G != 0 {
-		return fmt.Errorf("moe: ht: EP %d is not a whole number of %d-GPU nodes", st.EP, w.G)
+		return fmt.Errorf("ht: EP %d is not a whole number of %d-GPU nodes", st.EP, w.G)
 	}
 	w.N = st.EP / w.G
 	if w.G > 32 || w.N > 64 {
-		return fmt.Errorf("moe: ht: %d nodes of %d GPUs: DeepEP normal mode handles at most 8 NVLink peers", w.N, w.G)
+		return fmt.Errorf("ht: %d nodes of %d GPUs: DeepEP normal mode handles at most 8 NVLink peers", w.N, w.G)
 	}
 	p := e.P
 	if p.HTSMs < 2 || p.HTSMs > e.M.Profile.GPU.SMs {
-		return fmt.Errorf("moe: ht: HTSMs %d out of [2, %d]", p.HTSMs, e.M.Profile.GPU.SMs)
+		return fmt.Errorf("ht: HTSMs %d out of [2, %d]", p.HTSMs, e.M.Profile.GPU.SMs)
 	}
 	if p.SMReadRate <= 0 || p.SMWriteRate <= 0 || p.HTCoordSleep < 0 {
-		return fmt.Errorf("moe: ht: SM rates must be positive and HTCoordSleep not negative")
+		return fmt.Errorf("ht: SM rates must be positive and HTCoordSleep not negative")
 	}
 	w.C = p.HTSMs / 2
-	dd, cd := htDefaultChunks(st.EP)
+	dd, cd := DefaultChunks(st.EP)
 	if w.dc, err = fillChunks(p.HTDispatch, dd, "dispatch"); err != nil {
 		return err
 	}
@@ -227,11 +223,11 @@ func (w *htWorkload) Setup() error {
 	// DeepEP asserts NVLRecv % nodes == 0 as well; the sub-ring takes the
 	// floor so that node counts off DeepEP's table still run.
 	if w.subC = w.cc.NVLRecv / w.N; w.subC < w.cc.NVLSend {
-		return fmt.Errorf("moe: combine chunking %+v: %d NVLink slots per source node (NVLRecv / %d nodes) hold less than one NVLSend chunk",
+		return fmt.Errorf("ht: combine chunking %+v: %d NVLink slots per source node (NVLRecv / %d nodes) hold less than one NVLSend chunk",
 			w.cc, w.subC, w.N)
 	}
-	for i := range w.st.firstPut {
-		w.st.firstPut[i] = make([]sim.Time, st.EP)
+	for i := range w.st.FirstPut {
+		w.st.FirstPut[i] = make([]sim.Time, st.EP)
 	}
 	w.recD = uint64(traces.HTDispatchBytes(e.Hidden, st.TopK, prec))
 	w.recC = uint64(traces.HTCombineBytes(e.Hidden, st.TopK))
@@ -254,7 +250,7 @@ func (w *htWorkload) Setup() error {
 			dc, err := comm.DevCommCreate(gin.Requirements{GinContextCount: ctxs, GinSignalCount: 2 * w.N,
 				ConnectionType: gin.ConnFull, Type: e.GinType()})
 			if err != nil {
-				return fmt.Errorf("moe: ht communicator %d: %w", j, err)
+				return fmt.Errorf("ht: ht communicator %d: %w", j, err)
 			}
 			if set == 1 {
 				w.credComms = append(w.credComms, dc)
@@ -273,7 +269,7 @@ func (w *htWorkload) Setup() error {
 			} {
 				win, err := comm.WindowRegister(x.name+strconv.Itoa(j), sim.Bytes(x.size), 0, false)
 				if err != nil {
-					return fmt.Errorf("moe: %s: %w", x.name, err)
+					return fmt.Errorf("ht: %s: %w", x.name, err)
 				}
 				*x.dst = append(*x.dst, win)
 			}
@@ -289,29 +285,26 @@ func (w *htWorkload) Setup() error {
 		w.ctl = append(w.ctl, cs)
 		w.nvlD = append(w.nvlD, g.Alloc("ht/nvl-dispatch", sim.Bytes(C*G*uint64(w.dc.NVLRecv)*w.recD), false))
 		w.nvlC = append(w.nvlC, g.Alloc("ht/nvl-combine", sim.Bytes(C*G*uint64(w.cc.NVLRecv)*w.recC), false))
-		sms := make([]htSM, 2*w.C)
+		sms := make([]gpu.SMPorts, 2*w.C)
 		for i := range sms {
-			sms[i].rd.Rate, sms[i].wr.Rate = p.SMReadRate, p.SMWriteRate
+			sms[i] = gpu.NewSMPorts(p.SMReadRate, p.SMWriteRate)
 		}
 		w.sms = append(w.sms, sms)
 	}
 	// Rail check: count NIC packets between different local indices.
 	for _, n := range e.M.NICs {
 		n.SetTap(func(pk *fabric.Packet) {
-			w.st.packets++
+			w.st.Packets++
 			if e.EPRank[pk.Src]%w.G != e.EPRank[pk.Dst]%w.G {
-				w.st.crossRail++
+				w.st.CrossRail++
 			}
 		})
-	}
-	if htObserve != nil {
-		htObserve(w)
 	}
 	return nil
 }
 
 // route resolves the node sets, local GPU sets and ring sequences.
-func (w *htWorkload) route() {
+func (w *Workload) route() {
 	e, st := w.e, w.e.Step
 	N, C := w.N, w.C
 	w.nodes = make([][]uint64, st.EP)
@@ -326,7 +319,7 @@ func (w *htWorkload) route() {
 		}
 		w.nodes[r], w.gpus[r] = ns, gs
 		for c := range C {
-			lo, hi := htRange(T, C, c)
+			lo, hi := tokenRange(T, C, c)
 			for t := lo; t < hi; t++ {
 				for m := ns[t]; m != 0; m &= m - 1 {
 					n := bits.TrailingZeros64(m)
@@ -339,17 +332,17 @@ func (w *htWorkload) route() {
 }
 
 // htRange is get_channel_task_range: channel c's contiguous token range.
-func htRange(tokens, channels, c int) (lo, hi int) {
+func tokenRange(tokens, channels, c int) (lo, hi int) {
 	per := (tokens + channels - 1) / channels
 	lo = min(per*c, tokens)
 	return lo, min(lo+per, tokens)
 }
 
 // rank returns the world rank of (node, local).
-func (w *htWorkload) rank(node, local int) int { return node*w.G + local }
+func (w *Workload) rank(node, local int) int { return node*w.G + local }
 
 // seqOf returns the ring sequence of rank r, channel c, node n.
-func (w *htWorkload) seqOf(r, c, n int) []int32 { return w.seq[(r*w.C+c)*w.N+n] }
+func (w *Workload) seqOf(r, c, n int) []int32 { return w.seq[(r*w.C+c)*w.N+n] }
 
 // ringOff is the offset of slot in the [4 channels][node][slots] ring
 // window of channel c.
@@ -359,7 +352,7 @@ func ringOff(c, node, nodes, slots, slot int, rec uint64) uint64 {
 
 // sigWord returns rank r's word of signal id on the data (credit=false)
 // or credit context of channel c, and the backend's offset.
-func (w *htWorkload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint64) {
+func (w *Workload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint64) {
 	dc := w.dataComms[c/workload.CtxsPerComm]
 	if credit {
 		dc = w.credComms[c/workload.CtxsPerComm]
@@ -371,23 +364,23 @@ func (w *htWorkload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, ui
 
 // load is a warp's TMA/LSU read of n bytes of local HBM on SM sm: one HBM
 // latency, then the bytes through the SM's shared load bandwidth.
-func (w *htWorkload) load(t *gpu.Group, sm *htSM, n sim.Bytes) {
-	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), n)
+func (w *Workload) load(t *gpu.Group, sm *gpu.SMPorts, n sim.Bytes) {
+	end := sm.Read(t.Now().Add(w.hbmLat), n)
 	t.Compute(end.Sub(t.Now()))
 }
 
 // store is a warp's posted store of n bytes to local HBM through the SM's
 // shared store bandwidth.
-func (w *htWorkload) store(t *gpu.Group, sm *htSM, n sim.Bytes) {
-	_, end := sm.wr.Reserve(t.Now(), n)
+func (w *Workload) store(t *gpu.Group, sm *gpu.SMPorts, n sim.Bytes) {
+	end := sm.Write(t.Now(), n)
 	t.Compute(end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue)
 }
 
 // storeNVL stores n bytes into region reg of GPU peer (same node) over
 // NVLink (a TMA store; the local GPU's own ring is a local store), paying
 // the SM's store bandwidth.
-func (w *htWorkload) storeNVL(t *gpu.Group, sm *htSM, peer int, reg *mem.Region, off uint64, n sim.Bytes) {
-	_, end := sm.wr.Reserve(t.Now(), n)
+func (w *Workload) storeNVL(t *gpu.Group, sm *gpu.SMPorts, peer int, reg *mem.Region, off uint64, n sim.Bytes) {
+	end := sm.Write(t.Now(), n)
 	t.NVLinkWrite(peer, reg, off, nil, n)
 	if d := end.Sub(t.Now()); d > 0 {
 		t.Compute(d)
@@ -396,75 +389,14 @@ func (w *htWorkload) storeNVL(t *gpu.Group, sm *htSM, peer int, reg *mem.Region,
 
 // smemStore is a shared-memory store by a warp (st.release.cta under the
 // channel lock): visible to the SM at once.
-func (w *htWorkload) smemStore(t *gpu.Group, reg *mem.Region, off, v uint64) {
+func (w *Workload) smemStore(t *gpu.Group, reg *mem.Region, off, v uint64) {
 	reg.Store64(off, v, t.Agent())
 	t.Compute(w.e.M.Profile.GPU.AtomicBlock)
 }
 
 // bump advances a shared-memory progress word that a coordinator polls.
-func (w *htWorkload) bump(t *gpu.Group, reg *mem.Region, off uint64) {
+func (w *Workload) bump(t *gpu.Group, reg *mem.Region, off uint64) {
 	w.smemStore(t, reg, off, reg.Load64(off)+1)
-}
-
-// htAny parks a group until any of several words changes; the group's
-// lanes poll one word each, so the change is seen at the next poll
-// instant.
-type htAny struct {
-	t     *gpu.Group
-	armed bool
-	base  sim.Time
-	per   sim.Duration
-	h     sim.Handler // waitThen's continuation (nil: wake the process)
-	arg   uint64
-}
-
-// WordChanged implements mem.Watcher.
-func (a *htAny) WordChanged(*mem.Region, uint64) {
-	if !a.armed {
-		return
-	}
-	a.armed = false
-	now := a.t.Now()
-	k := (now.Sub(a.base) + a.per - 1) / a.per
-	if a.h != nil {
-		h := a.h
-		a.h = nil
-		a.t.GPU().Sim().Post(a.base.Add(k*a.per), h, a.arg)
-		return
-	}
-	a.t.Proc().WakeAt(a.base.Add(k * a.per))
-}
-
-// waitThen is wait for a group without a process: h.Handle(s, arg) runs
-// when wait's park would end; it then calls waitDoneThen.
-func (a *htAny) waitThen(regs []*mem.Region, offs []uint64, per sim.Duration, h sim.Handler, arg uint64) {
-	a.base, a.per, a.armed = a.t.Now(), per, true
-	a.h, a.arg = h, arg
-	for i, r := range regs {
-		r.Watch(offs[i], a)
-	}
-}
-
-// waitDoneThen ends waitThen: it stops watching and pays one load, then
-// continues at h.
-func (a *htAny) waitDoneThen(regs []*mem.Region, offs []uint64, lat sim.Duration, h sim.Handler, arg uint64) {
-	for i, r := range regs {
-		r.Unwatch(offs[i], a)
-	}
-	a.t.ComputeThen(lat, h, arg)
-}
-
-// wait parks until one of regs[i]/offs[i] changes, then pays one load.
-func (a *htAny) wait(regs []*mem.Region, offs []uint64, per, lat sim.Duration, reason string) {
-	a.base, a.per, a.armed = a.t.Now(), per, true
-	for i, r := range regs {
-		r.Watch(offs[i], a)
-	}
-	a.t.Proc().Park(reason)
-	for i, r := range regs {
-		r.Unwatch(offs[i], a)
-	}
-	a.t.Compute(lat)
 }
 
 // landTimes records when each watched signal word last changed.
@@ -500,7 +432,7 @@ func (l *landTimes) stop() {
 
 // pathOf returns the issue path of the signal rank to saw from rank from on
 // (channel c, id), landed at land and seen now.
-func (w *htWorkload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) workload.SigPath {
+func (w *Workload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) workload.SigPath {
 	p := w.e.Issued(to, c, id)
 	p.From, p.To = from, to
 	p.Seen = t.Now()
@@ -520,7 +452,7 @@ func readSig(t *gpu.Group, reg *mem.Region, off, o uint64) uint64 { return t.Loa
 // rail peer's receive ring for node me, then adds k to its tail signal id
 // on the same context. local chunks only publish the tail with a local
 // atomic (the records were written into the local receive ring).
-func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me, dst, slot, k, id int,
+func (w *Workload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me, dst, slot, k, id int,
 	send, recv *gin.Window, slots int, rec uint64, ph *workload.Phase, chunks, tails *int64) {
 	e := w.e
 	start := t.Now()
@@ -529,14 +461,14 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 		reg, off, _ := w.sigWord(r, c, id, false)
 		t.AtomicAdd64(reg, off, uint64(k), gpu.ScopeDevice)
 		e.NoteIssue(r, c, id, start, t.Now(), false)
-		w.st.localChunks++
+		w.st.LocalChunks++
 		return
 	}
 	peer := w.rank(dst, r%w.G)
 	n := uint64(k) * rec
-	fp := &w.st.firstPut[0][r]
+	fp := &w.st.FirstPut[0][r]
 	if ph == &e.Comb {
-		fp = &w.st.firstPut[1][r]
+		fp = &w.st.FirstPut[1][r]
 	}
 	if *fp == 0 {
 		*fp = start
@@ -561,11 +493,11 @@ func (w *htWorkload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, 
 // last credit, the difference goes back to that node as signal id. It
 // re-checks every HTCoordSleep and, when the warps' progress word at off
 // of ctl has not moved, waits for it.
-func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *htChan, warps, chunk int,
+func (w *Workload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch *chanState, warps, chunk int,
 	ctl *mem.Region, off uint64, ph *workload.Phase, count *int64) {
 	N := w.N
-	if w.htThenGin() {
-		m := &htCredits{w: w, ch: ch, ctl: ctl, off: off, why: why, r: r, c: c, id: id, warps: warps, chunk: chunk,
+	if w.thenGin() {
+		m := &creditsMachine{w: w, ch: ch, ctl: ctl, off: off, why: why, r: r, c: c, id: id, warps: warps, chunk: chunk,
 			ph: ph, count: count, dc: w.credComms[c/workload.CtxsPerComm], last: make([]int, N)}
 		m.changed = func(v uint64) bool { return v != m.seen }
 		m.t = g.LaunchHandler(name, 32, m, 0)
@@ -579,14 +511,14 @@ func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, c
 			seen := ctl.Load64(off)
 			all := true
 			for s := range N {
-				minH := htInf
+				minH := inf
 				for p := range warps {
 					if !ch.retired[p] {
 						all = false
 						minH = min(minH, ch.head[p*N+s])
 					}
 				}
-				if minH != htInf && minH >= last[s]+chunk {
+				if minH != inf && minH >= last[s]+chunk {
 					w.credit(t, gn, dc, r, c, s, id, uint64(minH-last[s]), ph, count)
 					last[s] = minH
 				}
@@ -602,7 +534,7 @@ func (w *htWorkload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, c
 	})
 }
 
-func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *workload.Phase, n *int64) {
+func (w *Workload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, src, id int, v uint64, ph *workload.Phase, n *int64) {
 	if src == r/w.G {
 		reg, off, _ := w.sigWord(r, c, id, true)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
@@ -615,10 +547,10 @@ func (w *htWorkload) credit(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, sr
 
 // copyLocal is a warp's TMA load of rd bytes of local HBM followed by the
 // store of wr bytes to local HBM, through the SM's shared bandwidth.
-func (w *htWorkload) copyLocal(t *gpu.Group, sm *htSM, rd, wr sim.Bytes) {
-	_, end := sm.rd.Reserve(t.Now().Add(w.hbmLat), rd)
+func (w *Workload) copyLocal(t *gpu.Group, sm *gpu.SMPorts, rd, wr sim.Bytes) {
+	end := sm.Read(t.Now().Add(w.hbmLat), rd)
 	if wr > 0 {
-		_, end = sm.wr.Reserve(end, wr)
+		end = sm.Write(end, wr)
 	}
 	t.Compute(end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue)
 }
@@ -631,7 +563,7 @@ func forBits(m uint64, f func(i int)) {
 }
 
 // dispatch launches the dispatch kernel on every rank.
-func (w *htWorkload) Dispatch() {
+func (w *Workload) Dispatch() {
 	e, st := w.e, w.e.Step
 	recv := make([]int, st.EP)
 	for r := range st.EP {
@@ -644,7 +576,7 @@ func (w *htWorkload) Dispatch() {
 	}
 	w.watchTails(0)
 	w.fwdPath = make([]workload.SigPath, st.EP*w.C*w.G)
-	w.dch = make([]htChan, st.EP*w.C)
+	w.dch = make([]chanState, st.EP*w.C)
 	for r := range st.EP {
 		for c := range w.C {
 			ch := &w.dch[r*w.C+c]
@@ -666,7 +598,7 @@ func (w *htWorkload) Dispatch() {
 
 // watchTails installs watchers on every rank's tail signal words base+node
 // (base 0: dispatch, N: combine), for the critical-path breakdown.
-func (w *htWorkload) watchTails(base int) {
+func (w *Workload) watchTails(base int) {
 	for i, lw := range w.land {
 		r, c, s := i/(w.C*w.N), i/w.N%w.C, i%w.N
 		reg, off, _ := w.sigWord(r, c, w.landBase+s, false)
@@ -685,9 +617,9 @@ func (w *htWorkload) watchTails(base int) {
 	}
 }
 
-func (w *htWorkload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].At }
+func (w *Workload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].At }
 
-func (w *htWorkload) launchDispatch(r, c int) {
+func (w *Workload) launchDispatch(r, c int) {
 	e := w.e
 	g := e.M.GPUs[r]
 	ph := &e.Disp
@@ -697,10 +629,10 @@ func (w *htWorkload) launchDispatch(r, c int) {
 	N, G, W := w.N, w.G, w.dc.RDMARecv
 	name := "ht/dispatch/c" + strconv.Itoa(c) + "/"
 	sendSM, fwdSM := &w.sms[r][2*c+1], &w.sms[r][2*c]
-	lo, hi := htRange(e.Step.Tokens[r], w.C, c)
+	lo, hi := tokenRange(e.Step.Tokens[r], w.C, c)
 	// RDMA sender warps.
-	for wi := range htSenderWarps {
-		if w.htThen() {
+	for wi := range senderWarps {
+		if w.useThen() {
 			m := newHTSender(w, r, c, wi, lo, hi)
 			m.t = g.LaunchHandler(name+"sender"+strconv.Itoa(wi), 32, m, 0)
 			continue
@@ -709,7 +641,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 			cnt := make([]int, N)
 			for tok := lo; tok < hi; tok++ {
 				m := w.nodes[r][tok]
-				if (tok-lo)%htSenderWarps != wi || m == 0 {
+				if (tok-lo)%senderWarps != wi || m == 0 {
 					forBits(m, func(d int) { cnt[d]++ })
 					continue
 				}
@@ -721,7 +653,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 					need := uint64(cnt[d] - W + 1)
 					reg, off, o := w.sigWord(r, c, d, true)
 					if reg.Load64(off)-o < need {
-						w.st.creditWaits++
+						w.st.CreditWaits++
 						t.WaitWord(reg, off, "ht dispatch credit", func(v uint64) bool { return v-o >= need })
 					}
 				})
@@ -739,7 +671,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 		})
 	}
 	// Sender coordinator: chunk puts + tail signals, rotated start.
-	if w.htThenGin() {
+	if w.thenGin() {
 		m := newHTCoord(w, r, c)
 		m.t = g.LaunchHandler(name+"coordinator", 32, m, 0)
 	} else {
@@ -747,10 +679,10 @@ func (w *htWorkload) launchDispatch(r, c int) {
 	}
 	// Forwarder warps, one per NVLink peer, consume every source node's ring.
 	for p := range G {
-		if w.htThen() {
+		if w.useThen() {
 			m := newHTFwd(w, r, c, p)
 			m.t = g.LaunchHandler(name+"forwarder"+strconv.Itoa(p), 32, m, 0)
-			m.aw.t = m.t
+			m.aw = gpu.NewWaitAny(m.t)
 			continue
 		}
 		peer := w.rank(me, p)
@@ -766,7 +698,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 			ring := w.nvlD[peer]
 			base := uint64((c*G+l)*w.dc.NVLRecv) * w.recD
 			peerCtl := w.ctl[peer][c]
-			aw := &htAny{t: t}
+			aw := gpu.NewWaitAny(t)
 			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
 			nvlTail, nvlHead := 0, 0
 			src := (2 * c) % N
@@ -789,7 +721,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 							reg, off, o := w.sigWord(r, c, src, false)
 							tail[src] = int(readSig(t, reg, off, o))
 							if tail[src] > len(seqs[src]) {
-								panic(fmt.Sprintf("moe: ht: t=%v rank %d channel %d: tail signal of node %d says %d records, %d were sent",
+								panic(fmt.Sprintf("ht: t=%v rank %d channel %d: tail signal of node %d says %d records, %d were sent",
 									t.Now(), r, c, src, tail[src], len(seqs[src])))
 							}
 						}
@@ -808,7 +740,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 							regs, offs = append(regs, reg), append(offs, off)
 						}
 					}
-					aw.wait(regs, offs, w.poll, w.l2Lat, "ht forwarder RDMA tail")
+					aw.Wait(regs, offs, w.poll, w.l2Lat, "ht forwarder RDMA tail")
 				}
 				s := src
 				srcRank := w.rank(s, l)
@@ -847,7 +779,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 	}
 	// Forwarder coordinator: lazy head credits to every source node.
 	w.launchCredits(g, name+"forward-coordinator", "ht forward coordinator", r, c, me, ch, G, w.dc.RDMASend,
-		ctl, ctlFwdProg*8, ph, &w.st.dispCredits)
+		ctl, ctlFwdProg*8, ph, &w.st.DispCredits)
 	// NVLink receivers, one per forwarder of the node.
 	for f := range G {
 		fr := w.rank(me, f)
@@ -860,7 +792,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 				}
 			}
 		}
-		if w.htThen() {
+		if w.useThen() {
 			m := newHTRecv(w, r, c, f, n)
 			m.t = g.LaunchHandler(name+"receiver"+strconv.Itoa(f), 32, m, 0)
 			continue
@@ -885,7 +817,7 @@ func (w *htWorkload) launchDispatch(r, c int) {
 
 // launchCoord launches the dispatch sender coordinator of channel c of
 // rank r on a process: chunk puts + tail signals, rotated start.
-func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
+func (w *Workload) launchCoord(g *gpu.GPU, name string, r, c int) {
 	ph := &w.e.Disp
 	me := r / w.G
 	ch := &w.dch[r*w.C+c]
@@ -916,7 +848,7 @@ func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
 				slot := last[d] % W
 				k := min(done, chunk, W-slot)
 				w.putChunk(t, gn, dc, r, c, me, d, slot, k, me, w.dSend[c/workload.CtxsPerComm], w.dRecv[c/workload.CtxsPerComm],
-					W, w.recD, ph, &w.st.dispChunks, &w.st.dispTails)
+					W, w.recD, ph, &w.st.DispChunks, &w.st.DispTails)
 				last[d] += k
 				remaining[d] -= k
 				total -= k
@@ -932,7 +864,7 @@ func (w *htWorkload) launchCoord(g *gpu.GPU, name string, r, c int) {
 // launchCFwdCoord launches the combine forwarder coordinator of channel c
 // of rank r on a process: NVLink heads back to the senders, per (source
 // node, peer) sub-ring.
-func (w *htWorkload) launchCFwdCoord(g *gpu.GPU, name string, r, c int) {
+func (w *Workload) launchCFwdCoord(g *gpu.GPU, name string, r, c int) {
 	e := w.e
 	fw := &w.cch[2*(r*w.C+c)]
 	ctl := w.ctl[r][c]
@@ -968,15 +900,15 @@ func (w *htWorkload) launchCFwdCoord(g *gpu.GPU, name string, r, c int) {
 // recvWarps is the combine kernel's RDMA receiver warps per channel:
 // kNumForwarders − NVLink peers, with kNumForwarders = nodes × max(24 /
 // nodes, 1).
-func (w *htWorkload) recvWarps() int {
+func (w *Workload) recvWarps() int {
 	return max(w.N*w.fwdWarps()-w.G, 1)
 }
 
 // fwdWarps is the combine forwarder warps per destination node.
-func (w *htWorkload) fwdWarps() int { return max(htCombineForwarderWarps/w.N, 1) }
+func (w *Workload) fwdWarps() int { return max(combineForwarderWarps/w.N, 1) }
 
 // combine launches the combine kernel on every rank.
-func (w *htWorkload) Combine() {
+func (w *Workload) Combine() {
 	e, st := w.e, w.e.Step
 	recv := make([]int, st.EP)
 	for r := range st.EP {
@@ -988,7 +920,7 @@ func (w *htWorkload) Combine() {
 	}
 	w.watchTails(w.N)
 	nr := w.recvWarps()
-	w.cch = make([]htChan, 2*st.EP*w.C)
+	w.cch = make([]chanState, 2*st.EP*w.C)
 	for r := range st.EP {
 		for c := range w.C {
 			fw := &w.cch[2*(r*w.C+c)] // forwarder groups: head[s*G+p], position in peer p's sub-ring s
@@ -1009,7 +941,7 @@ func (w *htWorkload) Combine() {
 // nvlCount returns how many records of channel c from source rank (s, l)
 // local GPU p of node n contributes to in combine: the records p moves
 // through its sub-ring s of forwarder l.
-func (w *htWorkload) nvlCount(l, c, n, p, s int) int {
+func (w *Workload) nvlCount(l, c, n, p, s int) int {
 	k := 0
 	src := w.rank(s, l)
 	for _, tok := range w.seqOf(src, c, n) {
@@ -1020,7 +952,7 @@ func (w *htWorkload) nvlCount(l, c, n, p, s int) int {
 	return k
 }
 
-func (w *htWorkload) launchCombine(r, c int) {
+func (w *Workload) launchCombine(r, c int) {
 	e := w.e
 	g := e.M.GPUs[r]
 	ph := &e.Comb
@@ -1042,10 +974,10 @@ func (w *htWorkload) launchCombine(r, c int) {
 			left[s] = w.nvlCount(f, c, me, l, s)
 			total += left[s]
 		}
-		if w.htThen() {
+		if w.useThen() {
 			m := newHTNVLSender(w, r, c, f, left, total)
 			m.t = g.LaunchHandler(name+"nvl-sender"+strconv.Itoa(f), 32, m, 0)
-			m.aw.t = m.t
+			m.aw = gpu.NewWaitAny(m.t)
 			continue
 		}
 		g.Launch(name+"nvl-sender"+strconv.Itoa(f), 32, func(t *gpu.Group) {
@@ -1055,7 +987,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 			sub, chunk := w.subC, w.cc.NVLSend
 			tail, head := make([]int, N), make([]int, N)
 			ready := make([]bool, N)
-			aw := &htAny{t: t}
+			aw := gpu.NewWaitAny(t)
 			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
 			cur := c % N
 			for total > 0 {
@@ -1081,7 +1013,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 					if moved {
 						t.Compute(w.l2Lat)
 					} else {
-						aw.wait(regs, offs, w.poll, w.l2Lat, "ht combine NVLink space")
+						aw.Wait(regs, offs, w.poll, w.l2Lat, "ht combine NVLink space")
 					}
 					for s := range N {
 						if left[s] > 0 {
@@ -1120,7 +1052,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 	for s := range N {
 		src := w.rank(s, l)
 		seq := w.seqOf(src, c, me)
-		if w.htThenGin() {
+		if w.thenGin() {
 			m := newHTCFwd(w, r, c, s, kw)
 			m.t = g.LaunchHandler(name+"forwarder"+strconv.Itoa(s), 32*kw, m, 0)
 			continue
@@ -1154,7 +1086,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				slot := sent % W
 				k := min(w.cc.RDMASend, len(seq)-sent, W-slot)
 				if need := uint64(sent + k - W); sent+k > W && creg.Load64(coff)-co < need {
-					w.st.creditWaits++
+					w.st.CreditWaits++
 					t.WaitWord(creg, coff, "ht combine credit", func(v uint64) bool { return v-co >= need })
 				}
 				// Sub-warp j%kw reduces token j once its contributions are
@@ -1184,8 +1116,8 @@ func (w *htWorkload) launchCombine(r, c int) {
 							t.Sleep(doneAt[rel].Sub(t.Now()))
 						}
 					})
-					_, re := fwdSM.rd.Reserve(max(at[j%kw], t.Now()).Add(w.hbmLat), reads)
-					_, we := fwdSM.wr.Reserve(re, rec)
+					re := fwdSM.Read(max(at[j%kw], t.Now()).Add(w.hbmLat), reads)
+					we := fwdSM.Write(re, rec)
 					at[j%kw] = we
 					end = max(end, we)
 					doneAt[j] = we
@@ -1197,7 +1129,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				release(t.Now())
 				w.bump(t, ctl, ctlCFwdProg*8)
 				w.putChunk(t, gn, dc, r, c, me, s, slot, k, N+me, w.cSend[c/workload.CtxsPerComm], w.cRecv[c/workload.CtxsPerComm],
-					W, w.recC, ph, &w.st.combChunks, &w.st.combTails)
+					W, w.recC, ph, &w.st.CombChunks, &w.st.CombTails)
 				sent += k
 			}
 			fw.retired[s] = true
@@ -1206,7 +1138,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 	}
 	// Forwarder coordinator: NVLink heads back to the senders, per (source
 	// node, peer) sub-ring.
-	if w.htThen() {
+	if w.useThen() {
 		m := newHTCFwdCoord(w, r, c)
 		m.t = g.LaunchHandler(name+"forward-coordinator", 32, m, 0)
 	} else {
@@ -1214,9 +1146,9 @@ func (w *htWorkload) launchCombine(r, c int) {
 	}
 	// RDMA receivers: sum each own token's records across nodes.
 	nr := w.recvWarps()
-	lo, hi := htRange(e.Step.Tokens[r], w.C, c)
+	lo, hi := tokenRange(e.Step.Tokens[r], w.C, c)
 	for wi := range nr {
-		if w.htThen() {
+		if w.useThen() {
 			m := newHTCRecv(w, r, c, wi, nr, lo, hi)
 			m.t = g.LaunchHandler(name+"receiver"+strconv.Itoa(wi), 32, m, 0)
 			continue
@@ -1257,7 +1189,7 @@ func (w *htWorkload) launchCombine(r, c int) {
 				forBits(m, func(s int) { pos[s]++ })
 			}
 			for s := range N {
-				rv.head[wi*N+s] = htInf
+				rv.head[wi*N+s] = inf
 			}
 			rv.retired[wi] = true
 			w.bump(t, ctl, ctlCRecvProg*8)
@@ -1266,5 +1198,5 @@ func (w *htWorkload) launchCombine(r, c int) {
 	}
 	// Receiver coordinator: head credits back to the forwarders.
 	w.launchCredits(g, name+"recv-coordinator", "ht combine receiver coordinator", r, c, N+me, rv, nr,
-		w.cc.RDMASend, ctl, ctlCRecvProg*8, ph, &w.st.combCredits)
+		w.cc.RDMASend, ctl, ctlCRecvProg*8, ph, &w.st.CombCredits)
 }

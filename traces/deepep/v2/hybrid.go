@@ -1,4 +1,4 @@
-package moe
+package v2
 
 import (
 	"fmt"
@@ -71,38 +71,38 @@ import (
 // v2hFwd is one record a forward warp moved in dispatch: token tok of
 // source rank src, and whether it closed a forward chunk (the combine's
 // put without AggregateRequests).
-type v2hFwd struct {
+type hFwd struct {
 	src, tok int32
 	last     bool
 }
 
 // v2hIssue is when a lane issued the latest tail or finish signal of one
 // (destination rank, channel, source node) word.
-type v2hIssue struct{ start, end sim.Time }
+type hIssue struct{ start, end sim.Time }
 
-// v2hStats counts what the hybrid kernels sent; tests compare it with the
+// HybridStats counts what the hybrid kernels sent; tests compare it with the
 // routing.
-type v2hStats struct {
-	dPuts, dTails, dLocalTails int64 // dispatch: record puts, remote tail signals (finish included), own-node tail atomics
-	cPuts, cFinish             int64 // combine: record puts, remote finish signals
-	cLast                      int64 // combine puts without AggregateRequests (chunk ends)
+type HybridStats struct {
+	DPuts, DTails, DLocalTails int64 // dispatch: record puts, remote tail signals (finish included), own-node tail atomics
+	CPuts, CFinish             int64 // combine: record puts, remote finish signals
+	CLast                      int64 // combine puts without AggregateRequests (chunk ends)
 	// fwd[r*U+d]: records forwarder r stored into GPU d of its node in
 	// dispatch; back[r*U+f]: records rank r sent back to forwarder f of
 	// its node in combine.
-	fwd, back []int64
+	Fwd, Back []int64
 	// NIC view: per rank the RDMA WRITE payload bytes and atomic packets
 	// its NICs sent; packets between GPUs of one node or of different
 	// local indices.
-	writeBytes, atomics []int64
-	sameNode, crossRail int64
+	WriteBytes, Atomics []int64
+	SameNode, CrossRail int64
 	// counts[r]: what notify left rank r: per scale-up peer the tokens it
 	// forwards to r, then per local expert the tokens r receives.
-	counts [][]uint64
+	Counts [][]uint64
 }
 
 // v2HybridWorkload is DeepEP V2 hybrid dispatch and combine.
-type v2HybridWorkload struct {
-	*v2Workload
+type Hybrid struct {
+	*Direct
 	S, U, L int // scale-out ranks (nodes), scale-up ranks (GPUs per node), experts per rank
 	C, nch  int // channels per SM, channels
 	tpc     int // kNumMaxTokensPerChannel
@@ -116,64 +116,64 @@ type v2HybridWorkload struct {
 	nodes [][]uint64
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
-	fwd   [][]v2hFwd
+	fwd   [][]hFwd
 	cnt   []*workload.GPUArray // per rank: scale-up slot counters, one per peer
 	host  []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
 	nvlEp []uint64             // per rank: NVLink barriers passed
 	live  []int                // per rank: combine groups still running
-	issue []v2hIssue           // [(dst*nch+c)*S + source node]
-	st    v2hStats
+	issue []hIssue             // [(dst*nch+c)*S + source node]
+	st    HybridStats
 }
 
-// v2hObserve, when set (tests only), is called with every hybrid workload
-// after its setup.
-var v2hObserve func(*v2HybridWorkload)
+// Stats returns what the hybrid kernels sent so far.
+func (w *Hybrid) Stats() HybridStats { return w.st }
 
-func newV2Hybrid(e *workload.Env) *v2HybridWorkload { return &v2HybridWorkload{v2Workload: newV2(e)} }
+// NewHybrid returns DeepEP V2's hybrid kernels on e.
+func NewHybrid(e *workload.Env) *Hybrid { return &Hybrid{Direct: NewDirect(e)} }
 
 // Workspace words of one rank (the backed window ws).
-func (w *v2HybridWorkload) tailOff(c, node int) uint64 { return uint64(c*w.S+node) * 8 }
-func (w *v2HybridWorkload) suTailOff(c, u int) uint64  { return uint64(w.nch*w.S+c*w.U+u) * 8 }
-func (w *v2HybridWorkload) countOff(i int) uint64      { return uint64(w.nch*(w.S+w.U)+i) * 8 }
-func (w *v2HybridWorkload) barOff() uint64             { return w.countOff(w.U + w.L) }
-func (w *v2HybridWorkload) sendOff() uint64            { return w.barOff() + 8 }
+func (w *Hybrid) tailOff(c, node int) uint64 { return uint64(c*w.S+node) * 8 }
+func (w *Hybrid) suTailOff(c, u int) uint64  { return uint64(w.nch*w.S+c*w.U+u) * 8 }
+func (w *Hybrid) countOff(i int) uint64      { return uint64(w.nch*(w.S+w.U)+i) * 8 }
+func (w *Hybrid) barOff() uint64             { return w.countOff(w.U + w.L) }
+func (w *Hybrid) sendOff() uint64            { return w.barOff() + 8 }
 
 // recvRankOff and recvExpOff are where the rank and expert counts of rail
 // peer on node j land (4-byte counts, count+1).
-func (w *v2HybridWorkload) recvRankOff(j int) uint64 {
+func (w *Hybrid) recvRankOff(j int) uint64 {
 	return w.sendOff() + uint64((w.e.Step.EP*(1+w.L)*4+7)/8*8) + uint64(j*w.U*4)
 }
-func (w *v2HybridWorkload) recvExpOff(j int) uint64 {
+func (w *Hybrid) recvExpOff(j int) uint64 {
 	return w.recvRankOff(0) + uint64((w.S*w.U*4+7)/8*8) + uint64(j*w.U*w.L*4)
 }
 
 // Dispatch buffer (the data window): [U scale-up ranks][S·T] records, the
 // send buffer [T], the receive buffers [S source nodes][C·num_sms][tpc].
-func (w *v2HybridWorkload) suOff(u int, slot uint64) uint64 {
+func (w *Hybrid) suOff(u int, slot uint64) uint64 {
 	return (uint64(u)*w.dsz + slot) * uint64(w.rec)
 }
-func (w *v2HybridWorkload) sendRec(tok int) uint64 {
+func (w *Hybrid) sendRec(tok int) uint64 {
 	return (uint64(w.U)*w.dsz + uint64(tok)) * uint64(w.rec)
 }
-func (w *v2HybridWorkload) recvRec(node, c, slot int) uint64 {
+func (w *Hybrid) recvRec(node, c, slot int) uint64 {
 	T := uint64(w.e.Step.MaxTokens)
 	return (uint64(w.U)*w.dsz + T + uint64((node*w.nch+c)*w.tpc+slot)) * uint64(w.rec)
 }
 
 // Combine buffer: [U experts' GPUs][channel][S·tpc] records, the receive
 // buffer [S forwarder nodes][T], the send buffer [channel][S·tpc].
-func (w *v2HybridWorkload) cSuOff(e, c, i int) uint64 {
+func (w *Hybrid) cSuOff(e, c, i int) uint64 {
 	per := w.S * w.tpc
 	return uint64((e*w.nch+c)*per+i) * uint64(w.crec)
 }
-func (w *v2HybridWorkload) cRecvOff(node, tok int) uint64 {
+func (w *Hybrid) cRecvOff(node, tok int) uint64 {
 	return uint64(w.U*w.nch*w.S*w.tpc+node*w.e.Step.MaxTokens+tok) * uint64(w.crec)
 }
-func (w *v2HybridWorkload) cSendOff(c, i int) uint64 {
+func (w *Hybrid) cSendOff(c, i int) uint64 {
 	return uint64(w.U*w.nch*w.S*w.tpc+w.S*w.e.Step.MaxTokens+c*w.S*w.tpc+i) * uint64(w.crec)
 }
 
-func (w *v2HybridWorkload) Setup() error {
+func (w *Hybrid) Setup() error {
 	e, st := w.e, w.e.Step
 	if err := w.sizes(); err != nil {
 		return err
@@ -181,24 +181,24 @@ func (w *v2HybridWorkload) Setup() error {
 	R, k := st.EP, st.TopK
 	U := e.M.Spec.GPUsPerNode
 	if R%U != 0 || R/U < 2 {
-		return fmt.Errorf("moe: v2 hybrid: EP %d is not two or more whole %d-GPU nodes "+
+		return fmt.Errorf("v2: hybrid: EP %d is not two or more whole %d-GPU nodes "+
 			"(DeepEP runs its direct kernels inside one NVLink domain)", R, U)
 	}
 	w.S, w.U, w.L = R/U, U, st.Slots/R
 	if w.S > 32 || w.U > 64 {
-		return fmt.Errorf("moe: v2 hybrid: %d nodes of %d GPUs (DeepEP's hybrid kernels take at most 32 nodes of 64)", w.S, w.U)
+		return fmt.Errorf("v2: hybrid: %d nodes of %d GPUs (DeepEP's hybrid kernels take at most 32 nodes of 64)", w.S, w.U)
 	}
 	if w.U+w.L > 32*w.vp.NotifyWarps {
-		return fmt.Errorf("moe: v2 hybrid: %d GPUs per node + %d experts per rank exceed the %d notify threads",
+		return fmt.Errorf("v2: hybrid: %d GPUs per node + %d experts per rank exceed the %d notify threads",
 			w.U, w.L, 32*w.vp.NotifyWarps)
 	}
 	rdma := sim.BitRate(e.M.Spec.LinkRate).GBps()
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
-	w.sms = V2HybridNumSMs(st.Slots, k, R, w.S, rdma, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
-	w.qps = V2HybridNumQPs(w.sms, w.vp)
-	w.C = v2HybridChannels(w.rec, w.crec, R, st.Slots, w.vp)
+	w.sms = HybridNumSMs(st.Slots, k, R, w.S, rdma, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	w.qps = HybridNumQPs(w.sms, w.vp)
+	w.C = hybridChannels(w.rec, w.crec, R, st.Slots, w.vp)
 	if w.C < 1 {
-		return fmt.Errorf("moe: v2 hybrid: a %d-byte record does not fit two warps' shared memory (%d bytes)", w.rec, w.vp.SmemBytes)
+		return fmt.Errorf("v2: hybrid: a %d-byte record does not fit two warps' shared memory (%d bytes)", w.rec, w.vp.SmemBytes)
 	}
 	w.nch = w.sms * w.C
 	T := st.MaxTokens
@@ -212,53 +212,53 @@ func (w *v2HybridWorkload) Setup() error {
 	w.dc, err = comm.DevCommCreate(gin.Requirements{GinContextCount: w.qps, GinSignalCount: R + 4,
 		GinQueueDepth: w.vp.GinQPDepth, ConnectionType: gin.ConnRail, Type: e.GinType()})
 	if err != nil {
-		return fmt.Errorf("moe: v2 hybrid: %w", err)
+		return fmt.Errorf("v2: hybrid: %w", err)
 	}
 	// DeepEP registers its whole buffer with NCCL_WIN_STRICT_ORDERING (VA
 	// signals need it).
 	strict := gin.WinStrictOrdering
 	dsize := (uint64(w.U)*w.dsz + uint64(T) + uint64(w.S*w.nch*w.tpc)) * uint64(w.rec)
 	if w.dWin, err = comm.WindowRegister("v2h/dispatch", sim.Bytes(dsize), strict, false); err != nil {
-		return fmt.Errorf("moe: v2 hybrid: %w", err)
+		return fmt.Errorf("v2: hybrid: %w", err)
 	}
 	if w.cw, err = comm.WindowRegister("v2h/combine", sim.Bytes(w.cSendOff(w.nch, 0)), strict, false); err != nil {
-		return fmt.Errorf("moe: v2 hybrid: %w", err)
+		return fmt.Errorf("v2: hybrid: %w", err)
 	}
 	w.ws, err = comm.WindowRegister("v2h/workspace", sim.Bytes(w.recvExpOff(w.S)), strict, true)
 	if err != nil {
-		return fmt.Errorf("moe: v2 hybrid: %w", err)
+		return fmt.Errorf("v2: hybrid: %w", err)
 	}
-	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
+	w.ports = make([][]gpu.SMPorts, R)
 	w.sync = make([]*workload.GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
-	w.issue = make([]v2hIssue, R*w.nch*w.S)
-	w.st.fwd, w.st.back = make([]int64, R*U), make([]int64, R*U)
-	w.st.writeBytes, w.st.atomics = make([]int64, R), make([]int64, R)
-	w.st.counts = make([][]uint64, R)
+	w.issue = make([]hIssue, R*w.nch*w.S)
+	w.st.Fwd, w.st.Back = make([]int64, R*U), make([]int64, R*U)
+	w.st.WriteBytes, w.st.Atomics = make([]int64, R), make([]int64, R)
+	w.st.Counts = make([][]uint64, R)
 	for r := range R {
 		g := e.M.GPUs[r]
-		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
+		w.ports[r] = make([]gpu.SMPorts, w.sms)
+		for sm := range w.ports[r] {
+			w.ports[r][sm] = gpu.NewSMPorts(w.vp.SMReadRate, w.vp.SMWriteRate)
+		}
 		w.topk = append(w.topk, workload.NewGPUArray(g, "v2h/topk", 1))
 		w.arrive = append(w.arrive, workload.NewGPUArray(g, "v2h/notify-arrive", 1))
 		w.cnt = append(w.cnt, workload.NewGPUArray(g, "v2h/scaleup-counter", U))
 		w.host = append(w.host, g.AllocHost("v2h/host-workspace", sim.Bytes(8*(U+w.L)), false))
-		w.st.counts[r] = make([]uint64, U+w.L)
+		w.st.Counts[r] = make([]uint64, U+w.L)
 		for src := range R {
 			w.recvTokens[r] += int64(st.RankTokens[src][r])
 		}
 	}
 	w.route()
 	w.tapNICs()
-	if v2hObserve != nil {
-		v2hObserve(w)
-	}
 	return nil
 }
 
 // route resolves node and GPU sets and sizes the forward records.
-func (w *v2HybridWorkload) route() {
+func (w *Hybrid) route() {
 	e, st := w.e, w.e.Step
 	S, U := w.S, w.U
 	w.nodes = make([][]uint64, st.EP)
@@ -273,54 +273,54 @@ func (w *v2HybridWorkload) route() {
 		}
 		w.nodes[r], w.gpus[r] = ns, gs
 	}
-	w.fwd = make([][]v2hFwd, st.EP*w.nch)
+	w.fwd = make([][]hFwd, st.EP*w.nch)
 	for i, n := range fcap {
-		w.fwd[i] = make([]v2hFwd, 0, n)
+		w.fwd[i] = make([]hFwd, 0, n)
 	}
 }
 
 // tapNICs counts, per rank, what its NICs put on the wire.
-func (w *v2HybridWorkload) tapNICs() {
+func (w *Hybrid) tapNICs() {
 	e := w.e
 	for _, n := range e.M.NICs {
 		n.SetTap(func(pk *fabric.Packet) {
 			a, b := e.EPRank[pk.Src], e.EPRank[pk.Dst]
 			if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
-				w.st.sameNode++
+				w.st.SameNode++
 			}
 			if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
-				w.st.crossRail++
+				w.st.CrossRail++
 			}
 			switch {
 			case pk.Hdr.Opcode.IsWrite():
-				w.st.writeBytes[a] += int64(pk.PayloadLen)
+				w.st.WriteBytes[a] += int64(pk.PayloadLen)
 			case pk.Hdr.Opcode.IsAtomic():
-				w.st.atomics[a]++
+				w.st.Atomics[a]++
 			}
 		})
 	}
 }
 
 // rail returns world rank r's rail peer on node n.
-func (w *v2HybridWorkload) rail(r, n int) int { return n*w.U + r%w.U }
+func (w *Hybrid) rail(r, n int) int { return n*w.U + r%w.U }
 
 // nvlStore is a TMA store of n bytes from SM sm of rank r into region reg
 // of GPU peer (local index) of its node: through the SM's store bandwidth
 // and over NVLink, or into local HBM when peer is r itself. It returns
 // when the bytes have landed.
-func (w *v2HybridWorkload) nvlStore(t *gpu.Group, r, sm, peer int, reg *mem.Region, off uint64, n int) sim.Time {
+func (w *Hybrid) nvlStore(t *gpu.Group, r, sm, peer int, reg *mem.Region, off uint64, n int) sim.Time {
 	cfg := t.GPU().Config()
 	if peer == w.e.M.Ranks[r].Local {
-		return pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, n, cfg.StoreLatency)
+		return w.write(t, r, sm, n, cfg.StoreLatency)
 	}
-	out := pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, n, t.GPU().NVLink().Config().Latency)
+	out := w.write(t, r, sm, n, t.GPU().NVLink().Config().Latency)
 	return max(out, t.NVLinkWrite(peer, reg, off, nil, sim.Bytes(n)))
 }
 
 // nvlBarrier is nvlink_barrier_wo_local_sync over rank r's node: a
 // system-scope red.add into every scale-up peer's barrier word (its own a
 // device atomic), then a wait for all of them.
-func (w *v2HybridWorkload) nvlBarrier(t *gpu.Group, r int) {
+func (w *Hybrid) nvlBarrier(t *gpu.Group, r int) {
 	n0 := r / w.U * w.U
 	w.nvlEp[r]++
 	t.Parallel(w.U, func(th *gpu.Group, i int) {
@@ -339,7 +339,7 @@ func (w *v2HybridWorkload) nvlBarrier(t *gpu.Group, r int) {
 // rank (its own a device atomic on the local signal word: the model's
 // backends have no loopback QP), then a wait of every signal past its
 // shadow.
-func (w *v2HybridWorkload) railBarrier(t *gpu.Group, r int) {
+func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	me := r / w.U
 	ph := w.e.Ph
 	t.Parallel(w.S, func(th *gpu.Group, i int) {
@@ -365,7 +365,7 @@ func (w *v2HybridWorkload) railBarrier(t *gpu.Group, r int) {
 // (gin.Gin.CanThen), the lanes are state machines (v2hLane) that run
 // jobThen, with the same events as the parked processes: an event where
 // the lane starts, one per job where it is woken, one at close.
-type v2hLanes struct {
+type hLanes struct {
 	warp  *gpu.Group
 	wgn   *gin.Gin
 	lanes []*gpu.Group
@@ -377,7 +377,7 @@ type v2hLanes struct {
 	// The lanes' state machines (nil: the lanes are processes) and their
 	// job: jobThen starts job i and continues at h; jobDone, when set,
 	// runs when it has, with the instant it started.
-	ms      []*v2hLane
+	ms      []*hLane
 	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64)
 	jobDone func(th *gpu.Group, i int, start sim.Time)
 	// warpH, when set, is the warp as a state machine: the last lane done
@@ -387,17 +387,17 @@ type v2hLanes struct {
 
 // newLanes launches n lanes for warp. With jobThen set and a backend that
 // can issue for process-free groups, the lanes have no process.
-func (w *v2HybridWorkload) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Sharing, n int,
+func (w *Hybrid) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Sharing, n int,
 	job func(th *gpu.Group, gn *gin.Gin, i int),
 	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64),
-	jobDone func(th *gpu.Group, i int, start sim.Time)) *v2hLanes {
-	l := &v2hLanes{warp: warp, wgn: wgn, gns: make([]*gin.Gin, n), todo: make([]bool, n), job: job}
+	jobDone func(th *gpu.Group, i int, start sim.Time)) *hLanes {
+	l := &hLanes{warp: warp, wgn: wgn, gns: make([]*gin.Gin, n), todo: make([]bool, n), job: job}
 	g := warp.GPU()
 	if jobThen != nil && wgn.CanThen() && !w.e.Cfg.NoThen {
 		l.jobThen, l.jobDone = jobThen, jobDone
-		l.ms = make([]*v2hLane, n)
+		l.ms = make([]*hLane, n)
 		for i := range n {
-			m := &v2hLane{l: l, i: i, w: w, r: r, qp: qp, sh: sh}
+			m := &hLane{l: l, i: i, w: w, r: r, qp: qp, sh: sh}
 			l.ms[i] = m
 			m.t = g.LaunchHandler(warp.Name()+"/lane"+strconv.Itoa(i), 1, m, laneStart)
 			l.lanes = append(l.lanes, m.t)
@@ -426,7 +426,7 @@ func (w *v2HybridWorkload) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh
 }
 
 // run runs jobs 0..k-1 and returns when the last is done.
-func (l *v2hLanes) run(k int) {
+func (l *hLanes) run(k int) {
 	switch k {
 	case 0:
 		return
@@ -449,7 +449,7 @@ func (l *v2hLanes) run(k int) {
 }
 
 // close ends the lanes.
-func (l *v2hLanes) close() {
+func (l *hLanes) close() {
 	l.quit = true
 	for i, t := range l.lanes {
 		if l.ms != nil {
@@ -465,10 +465,10 @@ func (l *v2hLanes) close() {
 // the same events: laneStart where the process would first run, laneWake
 // where a parked lane is woken (waking one that is not parked does
 // nothing, as Proc.Wake), laneDone where a job that took time completes.
-type v2hLane struct {
-	l      *v2hLanes
+type hLane struct {
+	l      *hLanes
 	t      *gpu.Group
-	w      *v2HybridWorkload
+	w      *Hybrid
 	i      int
 	r, qp  int
 	sh     gin.Sharing
@@ -483,7 +483,7 @@ const (
 )
 
 // wake is Proc.Wake of the lane.
-func (m *v2hLane) wake() {
+func (m *hLane) wake() {
 	if !m.parked {
 		return
 	}
@@ -493,7 +493,7 @@ func (m *v2hLane) wake() {
 }
 
 // Handle implements sim.Handler.
-func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
+func (m *hLane) Handle(s *sim.Sim, arg uint64) {
 	l := m.l
 	switch arg {
 	case laneStart:
@@ -525,7 +525,7 @@ func (m *v2hLane) Handle(s *sim.Sim, arg uint64) {
 // seenTail notes, for the critical path, that rank r's forward warp of
 // channel c saw the tail word of source node m change (landed at land, 0
 // if it was not watched).
-func (w *v2HybridWorkload) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
+func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 	is := w.issue[(r*w.nch+c)*w.S+m]
 	p := workload.SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
 		From: w.rail(r, m), To: r, Seen: t.Now(), Landed: land}
@@ -536,7 +536,7 @@ func (w *v2HybridWorkload) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time
 	w.e.NoteLast(r, p)
 }
 
-func (w *v2HybridWorkload) Dispatch() {
+func (w *Hybrid) Dispatch() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Disp, "dispatch")
 	clear(w.issue)
@@ -549,7 +549,7 @@ func (w *v2HybridWorkload) Dispatch() {
 	}
 }
 
-func (w *v2HybridWorkload) launchDispatch(r int) {
+func (w *Hybrid) launchDispatch(r int) {
 	e := w.e
 	g := e.M.GPUs[r]
 	w.sync[r] = workload.NewGPUArray(g, "v2h/dispatch-sync", 2)
@@ -576,8 +576,8 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 		})
 		for s := range w.C {
 			c := sm*w.C + s
-			if name := "hdispatch/sm" + strconv.Itoa(sm) + "/scaleout" + strconv.Itoa(s); w.v2Then() && then {
-				m := newV2hScaleout(w, r, sm, s, c, n)
+			if name := "hdispatch/sm" + strconv.Itoa(sm) + "/scaleout" + strconv.Itoa(s); w.useThen() && then {
+				m := newHScaleout(w, r, sm, s, c, n)
 				m.t = g.LaunchHandler(name, 32, m, 0)
 			} else {
 				g.Launch(name, 32, func(t *gpu.Group) {
@@ -587,8 +587,8 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 				})
 			}
 			name := "hdispatch/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s)
-			if w.v2Then() {
-				m := newV2hForward(w, r, sm, s, c, n)
+			if w.useThen() {
+				m := newHForward(w, r, sm, s, c, n)
 				m.t = g.LaunchHandler(name, 32, m, 0)
 				continue
 			}
@@ -603,7 +603,7 @@ func (w *v2HybridWorkload) launchDispatch(r int) {
 
 // Lane jobs of a scale-out warp.
 const (
-	v2hPut = iota
+	hPut = iota
 	v2hTail
 	v2hFinish
 )
@@ -613,16 +613,16 @@ const (
 // node's tail (or the finish flag). scaleout runs it on a process; as a
 // sim.Handler (v2_then.go) it is the whole launch closure, grid syncs
 // included, without one.
-type v2hScaleout struct {
-	v2drive
-	w               *v2HybridWorkload
+type hScaleout struct {
+	drive
+	w               *Hybrid
 	t               *gpu.Group
 	r, sm, s, c     int
 	qp              int
 	sh              gin.Sharing
 	gn              *gin.Gin
 	team            gin.Team
-	lanes           *v2hLanes
+	lanes           *hLanes
 	tail, old, slot []int
 	jobs            []int
 	kind, tok       int
@@ -634,25 +634,25 @@ type v2hScaleout struct {
 	ret, pc uint8
 }
 
-func newV2hScaleout(w *v2HybridWorkload, r, sm, s, c int, n uint64) *v2hScaleout {
+func newHScaleout(w *Hybrid, r, sm, s, c int, n uint64) *hScaleout {
 	S := w.S
-	m := &v2hScaleout{w: w, r: r, sm: sm, s: s, c: c,
+	m := &hScaleout{w: w, r: r, sm: sm, s: s, c: c,
 		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
-	m.qp, m.sh = v2QP(w.sms, w.qps, w.C, sm, s, true)
+	m.qp, m.sh = qpFor(w.sms, w.qps, w.C, sm, s, true)
 	m.team = w.dc.Rail(r)
 	m.setGrid(n)
 	return m
 }
 
 // begin takes the warp's GIN handle and launches its lanes.
-func (m *v2hScaleout) begin() {
+func (m *hScaleout) begin() {
 	m.gn = m.w.dc.GinShared(m.t, m.r, m.qp, m.sh)
 	m.lanes = m.w.newLanes(m.t, m.gn, m.r, m.qp, m.sh, m.w.S, m.job, m.jobThen, m.jobDone)
 }
 
 // putJobs takes a slot of every node of token m.tok's mask and returns the
 // put jobs (its remote nodes).
-func (m *v2hScaleout) putJobs(mask uint64) int {
+func (m *hScaleout) putJobs(mask uint64) int {
 	me := m.r / m.w.U
 	m.jobs = m.jobs[:0]
 	for k := mask; k != 0; k &= k - 1 {
@@ -663,13 +663,13 @@ func (m *v2hScaleout) putJobs(mask uint64) int {
 			m.jobs = append(m.jobs, n)
 		}
 	}
-	m.kind = v2hPut
+	m.kind = hPut
 	return len(m.jobs)
 }
 
 // tailJobs returns the tail jobs: the nodes whose count has grown by
 // HybridUpdateInterval since their last update.
-func (m *v2hScaleout) tailJobs() int {
+func (m *hScaleout) tailJobs() int {
 	m.jobs = m.jobs[:0]
 	for n := range m.w.S {
 		if m.tail[n] >= m.old[n]+m.w.vp.HybridUpdateInterval {
@@ -681,7 +681,7 @@ func (m *v2hScaleout) tailJobs() int {
 }
 
 // finishJobs returns the finish jobs: every node.
-func (m *v2hScaleout) finishJobs() int {
+func (m *hScaleout) finishJobs() int {
 	m.jobs = m.jobs[:0]
 	for n := range m.w.S {
 		m.jobs = append(m.jobs, n)
@@ -691,16 +691,16 @@ func (m *v2hScaleout) finishJobs() int {
 }
 
 // job runs job i on th (a lane, or the warp) with its handle gn.
-func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
+func (m *hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
 	w, r, c := m.w, m.r, m.c
 	S, me, rec := w.S, r/w.U, w.rec
 	ph := &w.e.Disp
 	n := m.jobs[i]
-	if m.kind == v2hPut {
+	if m.kind == hPut {
 		gn.Put(m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
 			gin.OptAggregateRequests)
 		ph.RDMABytes += int64(rec)
-		w.st.dPuts++
+		w.st.DPuts++
 		return
 	}
 	// red_add_rel of pack2(finish, tail) − pack2(0, last).
@@ -711,27 +711,27 @@ func (m *v2hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
 	m.old[n] = m.tail[n]
 	if n == me {
 		th.AtomicAdd64(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice)
-		w.st.dLocalTails++
+		w.st.DLocalTails++
 		return
 	}
 	start := th.Now()
 	gn.Signal(m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
-	w.issue[(w.rail(r, n)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
+	w.issue[(w.rail(r, n)*w.nch+c)*S+me] = hIssue{start, th.Now()}
 	ph.Sigs++
-	w.st.dTails++
+	w.st.DTails++
 }
 
 // jobThen is job for a group without a process: it starts job i and
 // continues at h; the counters move when the operation starts, the issue
 // instants are noted by jobDone when it has.
-func (m *v2hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
+func (m *hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
 	w, r, c := m.w, m.r, m.c
 	me, rec := r/w.U, w.rec
 	ph := &w.e.Disp
 	n := m.jobs[i]
-	if m.kind == v2hPut {
+	if m.kind == hPut {
 		ph.RDMABytes += int64(rec)
-		w.st.dPuts++
+		w.st.DPuts++
 		gn.PutThen(h, arg, m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
 			gin.OptAggregateRequests)
 		return
@@ -742,37 +742,37 @@ func (m *v2hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, 
 	}
 	m.old[n] = m.tail[n]
 	if n == me {
-		w.st.dLocalTails++
+		w.st.DLocalTails++
 		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
 		return
 	}
 	ph.Sigs++
-	w.st.dTails++
+	w.st.DTails++
 	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
 }
 
 // jobDone notes a signal's issue instants once jobThen's operation is done.
-func (m *v2hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
+func (m *hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
 	w := m.w
-	if n := m.jobs[i]; m.kind != v2hPut && n != m.r/w.U {
-		w.issue[(w.rail(m.r, n)*w.nch+m.c)*w.S+m.r/w.U] = v2hIssue{start, th.Now()}
+	if n := m.jobs[i]; m.kind != hPut && n != m.r/w.U {
+		w.issue[(w.rail(m.r, n)*w.nch+m.c)*w.S+m.r/w.U] = hIssue{start, th.Now()}
 	}
 }
 
 // scaleout is the scale-out warp of channel c (warp s of SM sm) of rank r.
-func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
+func (w *Hybrid) scaleout(t *gpu.Group, r, sm, s, c int) {
 	st := w.e.Step
 	cfg := t.GPU().Config()
 	ph := &w.e.Disp
 	me, rec := r/w.U, w.rec
-	m := newV2hScaleout(w, r, sm, s, c, 0)
+	m := newHScaleout(w, r, sm, s, c, 0)
 	m.t = t
 	m.begin()
 	lanes := m.lanes
 	T, stride := st.Tokens[r], w.nch
 	var loaded sim.Time
 	if c < T {
-		loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
+		loaded = w.read(t, r, sm, w.payload, cfg.HBMLatency)
 	}
 	for m.tok = c; m.tok < T; m.tok += stride {
 		tok := m.tok
@@ -785,14 +785,14 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 		sleepUntil(t, loaded)
 		done := t.Now()
 		if mask&^(1<<me) != 0 { // send buffer, only if RDMA follows
-			done = max(done, pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, rec, cfg.StoreLatency))
+			done = max(done, w.write(t, r, sm, rec, cfg.StoreLatency))
 		}
 		if mask&(1<<me) != 0 { // local bypass into the own node's receive buffer
-			done = max(done, pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, rec, cfg.StoreLatency))
+			done = max(done, w.write(t, r, sm, rec, cfg.StoreLatency))
 		}
 		sleepUntil(t, done) // tma_store_wait
 		if next := tok + stride; next < T {
-			loaded = pipe(t, &w.rd[r][sm], w.vp.SMReadRate, w.payload, cfg.HBMLatency)
+			loaded = w.read(t, r, sm, w.payload, cfg.HBMLatency)
 		}
 		ph.Msgs += int64(bits.OnesCount64(mask))
 		lanes.run(m.putJobs(mask))
@@ -803,11 +803,11 @@ func (w *v2HybridWorkload) scaleout(t *gpu.Group, r, sm, s, c int) {
 }
 
 // forward is the forward warp of channel c (warp s of SM sm) of rank r.
-func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
+func (w *Hybrid) forward(t *gpu.Group, r, sm, s, c int) {
 	e := w.e
 	cfg := t.GPU().Config()
 	S, U, me, u, rec := w.S, w.U, r/w.U, r%w.U, w.rec
-	qp, _ := v2QP(w.sms, w.qps, w.C, sm, s, true)
+	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
 	ws := w.ws.Region(r)
 	const low = 1<<32 - 1
 	old, tail := make([]int, S), make([]int, S)
@@ -864,7 +864,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 			}
 			cursor[cur] = tok + w.nch
 			sleepUntil(t, stored) // tma_store_wait: the TMA buffer is free
-			sleepUntil(t, pipe(t, &w.rd[r][sm], w.vp.SMReadRate, rec, cfg.HBMLatency))
+			sleepUntil(t, w.read(t, r, sm, rec, cfg.HBMLatency))
 			// Top-k to scale-up ranks, linked-list index exchange, dedup.
 			t.Cycles(w.vp.RouteCycles)
 			gm := w.gpus[src][tok*S+me]
@@ -883,10 +883,10 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 			for m := gm; m != 0; m &= m - 1 {
 				d := bits.TrailingZeros64(m)
 				stored = max(stored, w.nvlStore(t, r, sm, d, w.dWin.Region(me*U+d), w.suOff(u, slots[d]), rec))
-				w.st.fwd[r*U+d]++
+				w.st.Fwd[r*U+d]++
 			}
 			t.Compute(cfg.StoreIssue) // forward metadata and slot indices
-			recs = append(recs, v2hFwd{src: int32(src), tok: int32(tok), last: slot == end-1})
+			recs = append(recs, hFwd{src: int32(src), tok: int32(tok), last: slot == end-1})
 		}
 	}
 	w.fwd[r*w.nch+c] = recs
@@ -901,7 +901,7 @@ func (w *v2HybridWorkload) forward(t *gpu.Group, r, sm, s, c int) {
 }
 
 // notify is one SM's notify warps (hybrid_dispatch.cuh's first role).
-func (w *v2HybridWorkload) notify(t *gpu.Group, r, sm int) {
+func (w *Hybrid) notify(t *gpu.Group, r, sm int) {
 	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
 	ph := e.Ph
@@ -985,7 +985,7 @@ func (w *v2HybridWorkload) notify(t *gpu.Group, r, sm int) {
 	// clean them and hand them to the CPU.
 	t.Parallel(U+L, func(th *gpu.Group, i int) {
 		v := th.WaitWord(ws, w.countOff(i), "v2 hybrid notify scale-up count", func(v uint64) bool { return v>>32 == uint64(U) })
-		w.st.counts[r][i] = v & (1<<32 - 1)
+		w.st.Counts[r][i] = v & (1<<32 - 1)
 		th.Store64(ws, w.countOff(i), 0)
 		th.Store64(w.host[r], uint64(8*i), v&(1<<32-1)+1)
 	})
@@ -996,7 +996,7 @@ func putLE32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-func (w *v2HybridWorkload) Combine() {
+func (w *Hybrid) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
 	clear(w.issue)
@@ -1015,7 +1015,7 @@ func (w *v2HybridWorkload) Combine() {
 	}
 }
 
-func (w *v2HybridWorkload) launchCombine(r int) {
+func (w *Hybrid) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
 	w.sync[r] = workload.NewGPUArray(g, "v2h/combine-sync", 2)
@@ -1051,8 +1051,8 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 		for s := range w.C {
 			c := sm*w.C + s
 			name := "hcombine/sm" + strconv.Itoa(sm) + "/scaleup" + strconv.Itoa(s)
-			if w.v2Then() {
-				m := newV2hScaleup(w, r, sm, c, n, reduce)
+			if w.useThen() {
+				m := newHScaleup(w, r, sm, c, n, reduce)
 				m.t = g.LaunchHandler(name, 32, m, 0)
 			} else {
 				g.Launch(name, 32, func(t *gpu.Group) {
@@ -1062,8 +1062,8 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 					done(t)
 				})
 			}
-			if name := "hcombine/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s); w.v2Then() && then {
-				m := newV2hCombFwd(w, r, sm, s, c, n, reduce)
+			if name := "hcombine/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s); w.useThen() && then {
+				m := newHCombFwd(w, r, sm, s, c, n, reduce)
 				m.t = g.LaunchHandler(name, 32, m, 0)
 			} else {
 				g.Launch(name, 32, func(t *gpu.Group) {
@@ -1080,7 +1080,7 @@ func (w *v2HybridWorkload) launchCombine(r int) {
 // scaleup is a combine scale-up warp of channel c of rank r: it returns
 // the expert outputs of the records forwarder f (of its node) moved to r
 // in dispatch, one per forwarder per round.
-func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
+func (w *Hybrid) scaleup(t *gpu.Group, r, sm, c int) {
 	e := w.e
 	cfg := t.GPU().Config()
 	U, S, me, own := w.U, w.S, r/w.U, r%w.U
@@ -1136,10 +1136,10 @@ func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
 			wip &^= 1 << dst
 			i := cursor[dst]
 			sleepUntil(t, stored) // tma_store_wait before reusing the TMA buffer
-			sleepUntil(t, pipe(t, &w.rd[r][sm], w.vp.SMReadRate, 2*e.Hidden, cfg.HBMLatency))
+			sleepUntil(t, w.read(t, r, sm, 2*e.Hidden, cfg.HBMLatency))
 			t.Cycles(w.vp.RouteCycles) // source metadata, top-k weights
 			stored = w.nvlStore(t, r, sm, dst, w.cw.Region(me*U+dst), w.cSuOff(own, c, i), w.crec)
-			w.st.back[r*U+dst]++
+			w.st.Back[r*U+dst]++
 			sent[dst]++
 			cursor[dst]++
 		}
@@ -1150,12 +1150,12 @@ func (w *v2HybridWorkload) scaleup(t *gpu.Group, r, sm, c int) {
 
 // combineForward is a combine forward warp of channel c (warp s of SM sm)
 // of rank r: it reduces and returns the records it forwarded in dispatch.
-func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
+func (w *Hybrid) combineForward(t *gpu.Group, r, sm, s, c int) {
 	e := w.e
 	cfg := t.GPU().Config()
 	ph := &e.Comb
 	U, S, me, crec := w.U, w.S, r/w.U, w.crec
-	qp, sh := v2QP(w.sms, w.qps, w.C, sm, s, false)
+	qp, sh := qpFor(w.sms, w.qps, w.C, sm, s, false)
 	gn := w.dc.GinShared(t, r, qp, sh)
 	team := w.dc.Rail(r)
 	ws := w.ws.Region(r)
@@ -1174,13 +1174,13 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		if src := int(rc.src) / U; src != me {
 			if rc.last {
 				gn.Put(team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, pending), uint64(crec), nil, nil)
-				w.st.cLast++
+				w.st.CLast++
 			} else {
 				gn.Put(team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, pending), uint64(crec), nil, nil,
 					gin.OptAggregateRequests)
 			}
 			ph.RDMABytes += int64(crec)
-			w.st.cPuts++
+			w.st.CPuts++
 		}
 		pending = -1
 	}
@@ -1216,11 +1216,11 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		}
 		// combine_reduce: load every GPU's contribution; before writing
 		// the TMA buffer, release it (the previous record's put).
-		loaded := pipe(t, &w.rd[r][sm], w.vp.SMReadRate, bits.OnesCount64(gm)*crec, cfg.HBMLatency)
+		loaded := w.read(t, r, sm, bits.OnesCount64(gm)*crec, cfg.HBMLatency)
 		flush()
 		sleepUntil(t, loaded)
 		t.Cycles(w.vp.RouteCycles) // top-k weight merge
-		stored = pipe(t, &w.wr[r][sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
+		stored = w.write(t, r, sm, crec, cfg.StoreLatency)
 		pending = i
 		ph.Msgs++
 	}
@@ -1238,9 +1238,9 @@ func (w *v2HybridWorkload) combineForward(t *gpu.Group, r, sm, s, c int) {
 		}
 		start := th.Now()
 		w.dc.GinShared(th, r, qp, sh).Signal(team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: 1})
-		w.issue[(w.rail(r, m)*w.nch+c)*S+me] = v2hIssue{start, th.Now()}
+		w.issue[(w.rail(r, m)*w.nch+c)*S+me] = hIssue{start, th.Now()}
 		ph.Sigs++
-		w.st.cFinish++
+		w.st.CFinish++
 	})
 	lw := &workload.LandWatch{Sim: e.Sim}
 	for m := range S {

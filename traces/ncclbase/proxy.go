@@ -1,4 +1,4 @@
-package moe
+package ncclbase
 
 import (
 	"fmt"
@@ -96,7 +96,7 @@ func (q *ncclPostQ) drop() {
 
 // Handle delivers a doorbell that crossed PCIe to the NIC (sim.Handler):
 // arg is comm id << 1 | 1 for the receive comm's QP.
-func (w *ncclWorkload) Handle(s *sim.Sim, arg uint64) {
+func (w *Workload) Handle(s *sim.Sim, arg uint64) {
 	m := w.comms[arg>>1]
 	qp, q := m.sqp, &m.sq
 	if arg&1 == 1 {
@@ -105,7 +105,7 @@ func (w *ncclWorkload) Handle(s *sim.Sim, arg uint64) {
 	err := qp.PostSend(q.front())
 	q.drop()
 	if err != nil {
-		s.Fail(fmt.Errorf("moe: nccl: %s: %w", qp.Name(), err))
+		s.Fail(fmt.Errorf("nccl: %s: %w", qp.Name(), err))
 	}
 }
 
@@ -115,7 +115,7 @@ func (w *ncclWorkload) Handle(s *sim.Sim, arg uint64) {
 // one action per op per pass; idle passes yield; with no op at all the
 // thread blocks until a host posts one.
 type ncclProxy struct {
-	w       *ncclWorkload
+	w       *Workload
 	rk      *ncclRank
 	name    string
 	p       *sim.Proc
@@ -140,7 +140,7 @@ type watchRef struct {
 	off uint64
 }
 
-func newNCCLProxy(w *ncclWorkload, rk *ncclRank) *ncclProxy {
+func newNCCLProxy(w *Workload, rk *ncclRank) *ncclProxy {
 	px := &ncclProxy{w: w, rk: rk, name: rk.g.Name() + "/nccl-proxy"}
 	px.p = w.e.Sim.Spawn(px.name, px.loop)
 	return px
@@ -234,7 +234,7 @@ func (px *ncclProxy) progressSend(c *ncclConn) bool {
 					px.w.fail(m, "send", cqe[0])
 				}
 				if cqe[0].WRID != uint64(m.completed) {
-					panic(fmt.Sprintf("moe: nccl: t=%v %s: send completion of slot %d, expected %d", px.p.Now(),
+					panic(fmt.Sprintf("nccl: t=%v %s: send completion of slot %d, expected %d", px.p.Now(),
 						m.sqp.Name(), cqe[0].WRID, m.completed))
 				}
 				m.completed++
@@ -396,7 +396,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		j := m.recvHead
 		px.work(cfg.PostRecvCost)
 		if err := m.rqp.PostRecv(nic.RecvWR{ID: uint64(j)}); err != nil {
-			w.e.Sim.Fail(fmt.Errorf("moe: nccl: %s: %w", m.rqp.Name(), err))
+			w.e.Sim.Fail(fmt.Errorf("nccl: %s: %w", m.rqp.Name(), err))
 		}
 		nreq := 0
 		for _, c := range g.subs {
@@ -487,8 +487,8 @@ func (g *ncclRecvGroup) canPost(steps int) bool {
 	return true
 }
 
-func (w *ncclWorkload) fail(m *ncclNetComm, side string, e nic.CQE) {
-	w.e.Sim.Fail(fmt.Errorf("moe: nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", w.e.Sim.Now(),
+func (w *Workload) fail(m *ncclNetComm, side string, e nic.CQE) {
+	w.e.Sim.Fail(fmt.Errorf("nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", w.e.Sim.Now(),
 		m.proxy, m.dst, m.ch, side, e.Status, e.Opcode))
 }
 

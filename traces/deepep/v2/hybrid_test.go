@@ -1,10 +1,13 @@
-package moe
+package v2_test
 
 import (
 	"testing"
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
+	v2 "github.com/ginsim/ginsim/traces/deepep/v2"
+	"github.com/ginsim/ginsim/traces/replay"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
 	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,64 +110,63 @@ func TestV2HybridReplay(t *testing.T) {
 		tokens  int
 		backend string
 	}{
-		{"ep16-gdaki", 16, 64, BackendGDAKI},
-		{"ep16-proxy", 16, 16, BackendProxy},
-		{"ep32-gdaki", 32, 24, BackendGDAKI},
+		{"ep16-gdaki", 16, 64, replay.BackendGDAKI},
+		{"ep16-proxy", 16, 16, replay.BackendProxy},
+		{"ep32-gdaki", 32, 24, replay.BackendGDAKI},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := tinyTrace(t, c.ep, c.tokens)
-			var w *v2HybridWorkload
-			v2hObserve = func(x *v2HybridWorkload) { w = x }
-			defer func() { v2hObserve = nil }()
-			rep, err := Replay(tr, spec, Options{Mode: ModeV2Hybrid, Backend: c.backend, Seed: 1, Layers: 1,
-				TraceName: "tiny", Backends: backends})
+			tr := replaytest.TinyTrace(t, c.ep, c.tokens)
+			var w *v2.Hybrid
+			obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
+			rep, err := replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeV2Hybrid, Backend: c.backend, Seed: 1, Layers: 1,
+				TraceName: "tiny", Backends: replaytest.Backends})
 			require.NoError(t, err)
 			require.NotNil(t, w)
 			R, U, S, L := c.ep, 8, c.ep/8, tr.Slots()/c.ep
 			require.Equal(t, S, w.S)
-			x := v2hExpected(t, tr, U, w.nch)
+			x := v2hExpected(t, tr, U, w.NCh())
 			l := rep.Layers[0]
-			st := &w.st
+			st := w.Stats()
 
 			// Records and puts, both ways.
 			assert.Equal(t, x.records, l.Dispatch.Messages, "dispatch records = (token, node) pairs")
 			assert.Equal(t, x.records, l.Combine.Messages, "combine records = (token, node) pairs")
 			puts := sum64(x.puts)
-			assert.Equal(t, puts, st.dPuts, "dispatch puts = (token, remote node) pairs")
-			assert.Equal(t, puts, st.cPuts, "combine puts = (token, remote node) pairs")
+			assert.Equal(t, puts, st.DPuts, "dispatch puts = (token, remote node) pairs")
+			assert.Equal(t, puts, st.CPuts, "combine puts = (token, remote node) pairs")
 			notify := int64(R * (S - 1) * (U*4 + U*L*4))
-			assert.Equal(t, puts*int64(w.rec)+notify, l.Dispatch.RDMABytes)
-			assert.Equal(t, puts*int64(w.crec), l.Combine.RDMABytes)
+			assert.Equal(t, puts*int64(w.Rec())+notify, l.Dispatch.RDMABytes)
+			assert.Equal(t, puts*int64(w.CRec()), l.Combine.RDMABytes)
 
 			// NVLink forwarding: per forwarder and GPU of its node, in
 			// dispatch and back in combine.
-			assert.Equal(t, x.fwd, st.fwd, "tokens forwarded per (forwarder, NVLink peer)")
+			assert.Equal(t, x.fwd, st.Fwd, "tokens forwarded per (forwarder, NVLink peer)")
 			back := make([]int64, R*U) // [rank*U+forwarder]
 			for f := range R {
 				for d := range U {
 					back[(f/U*U+d)*U+f%U] = x.fwd[f*U+d]
 				}
 			}
-			assert.Equal(t, back, st.back, "expert outputs returned per (rank, forwarder)")
+			assert.Equal(t, back, st.Back, "expert outputs returned per (rank, forwarder)")
 
 			// Tail updates: every 6 records per (channel, node) + finish.
-			assert.Equal(t, sum64(x.tails), st.dTails)
-			assert.Equal(t, x.localTails, st.dLocalTails)
-			assert.Equal(t, int64(R*w.nch*(S-1)), st.cFinish)
-			assert.Equal(t, st.dTails+int64(R*S), l.Dispatch.Signals, "tails and the rail barrier's signals")
-			assert.Equal(t, st.cFinish+int64(R*S), l.Combine.Signals)
+			assert.Equal(t, sum64(x.tails), st.DTails)
+			assert.Equal(t, x.localTails, st.DLocalTails)
+			assert.Equal(t, int64(R*w.NCh()*(S-1)), st.CFinish)
+			assert.Equal(t, st.DTails+int64(R*S), l.Dispatch.Signals, "tails and the rail barrier's signals")
+			assert.Equal(t, st.CFinish+int64(R*S), l.Combine.Signals)
 
 			// Notify delivered every rank its counts.
-			assert.Equal(t, x.counts, st.counts)
+			assert.Equal(t, x.counts, st.Counts)
 
 			// The wire: exactly the records' bytes, rail peers only.
 			for r := range R {
-				want := x.puts[r]*int64(w.rec) + x.combPuts[r]*int64(w.crec) + int64((S-1)*(U*4+U*L*4))
-				assert.Equal(t, want, st.writeBytes[r], "rank %d NIC write bytes", r)
-				assert.Equal(t, x.tails[r]+int64(w.nch*(S-1))+int64(2*(S-1)), st.atomics[r], "rank %d atomics", r)
+				want := x.puts[r]*int64(w.Rec()) + x.combPuts[r]*int64(w.CRec()) + int64((S-1)*(U*4+U*L*4))
+				assert.Equal(t, want, st.WriteBytes[r], "rank %d NIC write bytes", r)
+				assert.Equal(t, x.tails[r]+int64(w.NCh()*(S-1))+int64(2*(S-1)), st.Atomics[r], "rank %d atomics", r)
 			}
-			assert.Zero(t, st.sameNode, "no RDMA between GPUs of one node")
-			assert.Zero(t, st.crossRail, "RDMA only between rail peers")
+			assert.Zero(t, st.SameNode, "no RDMA between GPUs of one node")
+			assert.Zero(t, st.CrossRail, "RDMA only between rail peers")
 
 			assert.Greater(t, l.Dispatch.US, 3.0)
 			assert.Greater(t, l.Combine.US, 3.0)
@@ -182,13 +184,13 @@ func TestV2HybridReplay(t *testing.T) {
 // and its NICs never talk to another local index.
 func TestV2HybridDedupsByNode(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := tinyTrace(t, 16, 32)
+	tr := replaytest.TinyTrace(t, 16, 32)
 	_, remote, _ := v2Pairs(t, tr)
 	x := v2hExpected(t, tr, 8, 1)
 	require.Less(t, sum64(x.puts), remote, "the routing must have tokens with several GPUs on one remote node")
-	d, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	d, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	h, err := Replay(tr, spec, Options{Mode: ModeV2Hybrid, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	h, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Less(t, h.Layers[0].Dispatch.RDMABytes, d.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, h.Layers[0].Combine.RDMABytes, d.Layers[0].Combine.RDMABytes)
@@ -207,25 +209,25 @@ func TestV2ModeChoice(t *testing.T) {
 		want   string
 		nvlink bool
 	}{
-		{16, ModeV2, ModeV2Hybrid, true},
-		{8, ModeV2, ModeV2Direct, false},
-		{16, ModeV2Direct, ModeV2Direct, false},
+		{16, replay.ModeV2, replay.ModeV2Hybrid, true},
+		{8, replay.ModeV2, replay.ModeV2Direct, false},
+		{16, replay.ModeV2Direct, replay.ModeV2Direct, false},
 	} {
-		rep, err := Replay(tinyTrace(t, c.ep, 4), spec, Options{Mode: c.mode, Backend: BackendGDAKI, Seed: 1, Layers: 1,
-			Backends: backends})
+		rep, err := replay.Replay(replaytest.TinyTrace(t, c.ep, 4), spec, replay.Options{Mode: c.mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
+			Backends: replaytest.Backends})
 		require.NoError(t, err)
 		assert.Equal(t, c.want, rep.Mode, "EP%d --mode %s", c.ep, c.mode)
 		assert.Equal(t, c.nvlink, rep.NVLink, "EP%d --mode %s", c.ep, c.mode)
-		if c.mode == ModeV2 {
+		if c.mode == replay.ModeV2 {
 			assert.Contains(t, rep.Notes[2], "DeepEP's own choice")
 		}
 	}
-	_, err := Replay(tinyTrace(t, 8, 4), spec, Options{Mode: ModeV2Hybrid, Backend: BackendGDAKI, Backends: backends})
+	_, err := replay.Replay(replaytest.TinyTrace(t, 8, 4), spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Backends: replaytest.Backends})
 	assert.ErrorContains(t, err, "two or more whole nodes")
 }
 
 func TestV2HybridNumSMs(t *testing.T) {
-	p := DefaultV2Params()
+	p := v2.DefaultParams()
 	for _, c := range []struct {
 		experts, topK, ranks, scaleout int
 		rdma, nvl                      float64
@@ -241,14 +243,14 @@ func TestV2HybridNumSMs(t *testing.T) {
 		{128, 6, 16, 2, 25, 405, 6},
 		{256, 8, 128, 16, 50, 405, 4},
 	} {
-		assert.Equal(t, c.want, V2HybridNumSMs(c.experts, c.topK, c.ranks, c.scaleout, c.rdma, c.nvl, p, 132), "%+v", c)
+		assert.Equal(t, c.want, v2.HybridNumSMs(c.experts, c.topK, c.ranks, c.scaleout, c.rdma, c.nvl, p, 132), "%+v", c)
 	}
-	assert.Equal(t, 129, V2HybridNumQPs(12, p))
-	assert.Equal(t, 65, V2HybridNumQPs(4, p))
+	assert.Equal(t, 129, v2.HybridNumQPs(12, p))
+	assert.Equal(t, 65, v2.HybridNumQPs(4, p))
 	// DeepSeek-V3 FP8 at EP16: 7,520-B records, 14,400-B combine records:
 	// 16 combine records fit 227 KiB, so 8 channels per SM.
-	assert.Equal(t, 8, v2HybridChannels(7520, v2CombineBytes(7168, 8), 16, 256, p))
-	assert.Equal(t, 4, v2HybridChannels(7520, 2*14400, 16, 256, p))
+	assert.Equal(t, 8, v2.HybridChannels(7520, v2.CombineBytes(7168, 8), 16, 256, p))
+	assert.Equal(t, 4, v2.HybridChannels(7520, 2*14400, 16, 256, p))
 }
 
 // Metamorphic: hybrid dispatch with fewer tokens is not slower. Kimi K2
@@ -264,7 +266,7 @@ func TestV2HybridFewerTokensNotSlower(t *testing.T) {
 	dispatch := func(tokens int) float64 {
 		tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: tokens, Seed: 3})
 		require.NoError(t, err)
-		rep, err := Replay(tr, spec, Options{Mode: ModeV2Hybrid, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+		rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 		require.NoError(t, err)
 		return rep.DispatchUS
 	}
@@ -273,8 +275,8 @@ func TestV2HybridFewerTokensNotSlower(t *testing.T) {
 }
 
 // The V2 warps that run as state machines produce exactly the reports and
-// counters of their process versions (Options.noThen), in both modes and
-// on both backends.
+// counters of their process versions (replay.Options.noThen), in both modes and
+// on both replaytest.Backends.
 func TestV2WarpsWithoutProcess(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, c := range []struct {
@@ -284,31 +286,30 @@ func TestV2WarpsWithoutProcess(t *testing.T) {
 		backend string
 		nvlink  bool
 	}{
-		{"hybrid-ep16-gdaki", ModeV2Hybrid, 16, 64, BackendGDAKI, true},
-		{"hybrid-ep32-gdaki", ModeV2Hybrid, 32, 48, BackendGDAKI, true},
+		{"hybrid-ep16-gdaki", replay.ModeV2Hybrid, 16, 64, replay.BackendGDAKI, true},
+		{"hybrid-ep32-gdaki", replay.ModeV2Hybrid, 32, 48, replay.BackendGDAKI, true},
 		// Several records per channel: forward chunks of more than one
 		// record (puts with AggregateRequests in combine), tokens a
 		// forwarder skips.
-		{"hybrid-ep32-gdaki-long", ModeV2Hybrid, 32, 384, BackendGDAKI, true},
-		{"hybrid-ep16-proxy", ModeV2Hybrid, 16, 24, BackendProxy, true},
-		{"direct-ep16-gdaki", ModeV2Direct, 16, 64, BackendGDAKI, false},
-		{"direct-ep16-nvlink", ModeV2Direct, 16, 64, BackendGDAKI, true},
-		{"direct-ep16-proxy", ModeV2Direct, 16, 24, BackendProxy, false},
-		{"direct-ep8-nvlink", ModeV2Direct, 8, 96, BackendGDAKI, true},
+		{"hybrid-ep32-gdaki-long", replay.ModeV2Hybrid, 32, 384, replay.BackendGDAKI, true},
+		{"hybrid-ep16-proxy", replay.ModeV2Hybrid, 16, 24, replay.BackendProxy, true},
+		{"direct-ep16-gdaki", replay.ModeV2Direct, 16, 64, replay.BackendGDAKI, false},
+		{"direct-ep16-nvlink", replay.ModeV2Direct, 16, 64, replay.BackendGDAKI, true},
+		{"direct-ep16-proxy", replay.ModeV2Direct, 16, 24, replay.BackendProxy, false},
+		{"direct-ep8-nvlink", replay.ModeV2Direct, 8, 96, replay.BackendGDAKI, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := tinyTrace(t, c.ep, c.tok)
-			run := func(noThen bool) (*Report, v2hStats) {
-				var w *v2HybridWorkload
-				v2hObserve = func(x *v2HybridWorkload) { w = x }
-				defer func() { v2hObserve = nil }()
-				rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
-					Backends: backends, noThen: noThen})
+			tr := replaytest.TinyTrace(t, c.ep, c.tok)
+			run := func(noThen bool) (*replay.Report, v2.HybridStats) {
+				var w *v2.Hybrid
+				obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
+				rep, err := replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
+					Backends: replaytest.Backends, NoThen: noThen})
 				require.NoError(t, err)
 				if w == nil {
-					return rep, v2hStats{}
+					return rep, v2.HybridStats{}
 				}
-				return rep, w.st
+				return rep, w.Stats()
 			}
 			procRep, procSt := run(true)
 			thenRep, thenSt := run(false)

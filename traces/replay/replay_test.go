@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"bytes"
@@ -8,36 +8,20 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ginsim/ginsim/gin"
-	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
-	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
 	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/ginsim/ginsim/traces/workload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func backends() map[gin.Type]gin.Backend {
-	g, err := gdaki.New(gdaki.DefaultConfig())
-	if err != nil {
-		panic(err)
-	}
-	p, err := proxy.New(proxy.DefaultConfig())
-	if err != nil {
-		panic(err)
-	}
-	return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
-}
-
-func tinyTrace(t testing.TB, ep, tokens int) *traces.Trace {
-	m, err := traces.ModelByName("deepseek-v3")
-	require.NoError(t, err)
-	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: ep, RanksPerNode: 8, TokensPerRank: tokens, Seed: 1})
-	require.NoError(t, err)
-	return tr
-}
+// backends and tinyTrace are replaytest's.
+var (
+	backends  = replaytest.Backends
+	tinyTrace = replaytest.TinyTrace
+)
 
 func TestReplayTiny(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
@@ -171,7 +155,7 @@ func TestLLSendersWithoutProcess(t *testing.T) {
 	} {
 		run := func(noThen bool) *Report {
 			rep, err := Replay(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
-				Backends: backends, noThen: noThen})
+				Backends: backends, NoThen: noThen})
 			require.NoError(t, err)
 			return rep
 		}

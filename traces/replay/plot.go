@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ var PlotFormats = []string{"png", "svg"}
 // both phases. format is "png" or "svg".
 func (r *Report) Plot(format string) (io.WriterTo, error) {
 	if !slices.Contains(PlotFormats, format) {
-		return nil, fmt.Errorf("moe: plot format %q (want png or svg)", format)
+		return nil, fmt.Errorf("replay: plot format %q (want png or svg)", format)
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s %s over %s, EP%d (%s)", r.Model, r.Mode, r.Backend, r.EP, r.Cluster)
@@ -30,11 +30,11 @@ func (r *Report) Plot(format string) (io.WriterTo, error) {
 		d, c := plotter.Values(r.DispatchUSPerLayer), plotter.Values(r.CombineUSPerLayer)
 		bd, err := plotter.NewBarChart(d, w)
 		if err != nil {
-			return nil, fmt.Errorf("moe: plot: %w", err)
+			return nil, fmt.Errorf("replay: plot: %w", err)
 		}
 		bc, err := plotter.NewBarChart(c, w)
 		if err != nil {
-			return nil, fmt.Errorf("moe: plot: %w", err)
+			return nil, fmt.Errorf("replay: plot: %w", err)
 		}
 		bd.Color, bc.Color = plotutil.Color(0), plotutil.Color(1)
 		bd.Offset, bc.Offset = -w/2, w/2
@@ -64,7 +64,7 @@ func (r *Report) Plot(format string) (io.WriterTo, error) {
 			}
 			l, err := plotter.NewLine(pts)
 			if err != nil {
-				return nil, fmt.Errorf("moe: plot: %w", err)
+				return nil, fmt.Errorf("replay: plot: %w", err)
 			}
 			l.Color = plotutil.Color(i)
 			l.Width = vg.Points(1.5)
@@ -76,7 +76,7 @@ func (r *Report) Plot(format string) (io.WriterTo, error) {
 	}
 	wt, err := p.WriterTo(8*vg.Inch, 4.5*vg.Inch, format)
 	if err != nil {
-		return nil, fmt.Errorf("moe: plot: %w", err)
+		return nil, fmt.Errorf("replay: plot: %w", err)
 	}
 	return wt, nil
 }

@@ -1,4 +1,4 @@
-package moe
+package ncclbase
 
 import (
 	"encoding/binary"
@@ -22,7 +22,7 @@ const (
 // nch × NCCL_P2P_LL_THRESHOLD bytes, on a connection that has LL buffers.
 // The P2P transport always allocates them; a NET connection of the p2p
 // connection index only with NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (NetP2PLL).
-func (c *NCCLConfig) p2pLL(bytes uint64, nch int, net bool) bool {
+func (c *Config) p2pLL(bytes uint64, nch int, net bool) bool {
 	if net && !c.NetP2PLL {
 		return false
 	}
@@ -33,7 +33,7 @@ func (c *NCCLConfig) p2pLL(bytes uint64, nch int, net bool) bool {
 // buffSizes[LL]/NCCL_STEPS bytes of lines carry half as much data, and
 // addP2pToPlan halves the chunk of a network connection whose transfer is
 // under 8 steps (always so at LL sizes).
-func (c *NCCLConfig) llChunk(net bool) uint64 {
+func (c *Config) llChunk(net bool) uint64 {
 	lines := uint64(c.LLBuffSize) / uint64(c.Steps)
 	if net {
 		lines /= 2
@@ -102,7 +102,7 @@ func (c *ncclConn) llCheck(lines []byte, i int) int {
 // buffer over PCIe (the proxy checks the flags, not a tail). P2P: wait for
 // the receiver's head credit and store the lines over NVLink straight into
 // the receiver's LL buffer. No fence and no tail either way.
-func (w *ncclWorkload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
+func (w *Workload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
 	off, n := c.llOff(i), c.llWire(i)
 	lines := c.llSrc[off : off+n]
 	if c.net {
@@ -122,12 +122,12 @@ func (w *ncclWorkload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
 // LL buffer (host memory over PCIe for NET, local HBM for P2P), reads and
 // checks them. NCCL's threads poll every line; the lines of one WRITE or
 // one NVLink copy land in order, so the last flag stands for all of them.
-func (w *ncclWorkload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
+func (w *Workload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
 	t.WaitWord(c.rll, c.llFlagWord(i), "nccl LL recv: line flags", func(v uint64) bool { return llFlagSet(v, i) })
 	buf := c.llDst[:c.llWire(i)]
 	t.Read(c.rll, c.llOff(i), buf)
 	if k := c.llCheck(buf, i); k >= 0 {
-		w.e.Sim.Fail(fmt.Errorf("moe: nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
+		w.e.Sim.Fail(fmt.Errorf("nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
 			w.e.Sim.Now(), c.src, c.dst, c.ch, i, k))
 		return
 	}

@@ -1,4 +1,4 @@
-package moe
+package v2_test
 
 import (
 	"testing"
@@ -8,6 +8,9 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
+	v2 "github.com/ginsim/ginsim/traces/deepep/v2"
+	"github.com/ginsim/ginsim/traces/replay"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,9 +47,9 @@ func v2Pairs(t *testing.T, tr *traces.Trace) (all, remote, selections int64) {
 
 func TestV2Replay(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	for _, backend := range []string{BackendGDAKI, BackendProxy} {
+	for _, backend := range []string{replay.BackendGDAKI, replay.BackendProxy} {
 		t.Run(backend, func(t *testing.T) {
-			tr := tinyTrace(t, 16, 8)
+			tr := replaytest.TinyTrace(t, 16, 8)
 			var gd *gdaki.Backend
 			bk := func() map[gin.Type]gin.Backend {
 				g, err := gdaki.New(gdaki.DefaultConfig())
@@ -56,7 +59,7 @@ func TestV2Replay(t *testing.T) {
 				gd = g
 				return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 			}
-			rep, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
+			rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
 				Backends: bk})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
@@ -65,7 +68,7 @@ func TestV2Replay(t *testing.T) {
 			const R = 16
 			L := tr.Slots() / R
 			rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
-			crec := int64(v2CombineBytes(rep.Hidden, rep.TopK))
+			crec := int64(v2.CombineBytes(rep.Hidden, rep.TopK))
 			// One record per distinct (token, rank) pair each way; only
 			// the remote ones are puts (RDMA only: no NVLink).
 			assert.Equal(t, all, l.Dispatch.Messages)
@@ -78,7 +81,7 @@ func TestV2Replay(t *testing.T) {
 			// kernel) signals every rank, itself included.
 			assert.Equal(t, int64(2*R*(R-1)+2*R*R), l.Dispatch.Signals)
 			assert.Equal(t, int64(2*R*R), l.Combine.Signals)
-			if backend == BackendGDAKI {
+			if backend == replay.BackendGDAKI {
 				// Every operation the backend saw: data puts both ways,
 				// notify puts, four barriers' remote signals.
 				assert.Equal(t, uint64(2*remote+int64(2*R*(R-1))+int64(4*R*(R-1))), gd.Stats().Ops)
@@ -96,12 +99,12 @@ func TestV2Replay(t *testing.T) {
 // sent once to that rank by V2 and once per expert by V1 LL.
 func TestV2DedupSavesRDMA(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := tinyTrace(t, 16, 32)
+	tr := replaytest.TinyTrace(t, 16, 32)
 	all, _, sel := v2Pairs(t, tr)
 	require.Less(t, all, sel, "the routing must have tokens with several experts on one rank")
-	v2, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	v2, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	ll, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	ll, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeLL, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Less(t, v2.Layers[0].Dispatch.RDMABytes, ll.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, v2.Layers[0].Combine.RDMABytes, ll.Layers[0].Combine.RDMABytes)
@@ -110,10 +113,10 @@ func TestV2DedupSavesRDMA(t *testing.T) {
 
 func TestV2NVLink(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := tinyTrace(t, 16, 8)
+	tr := replaytest.TinyTrace(t, 16, 8)
 	_, remote, _ := v2Pairs(t, tr)
-	rep, err := Replay(tr, spec, Options{Mode: ModeV2Direct, Backend: BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
-		Backends: backends})
+	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
+		Backends: replaytest.Backends})
 	require.NoError(t, err)
 	rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
 	assert.Less(t, rep.Layers[0].Dispatch.RDMABytes, remote*rec, "same-node records go over NVLink")
@@ -122,9 +125,9 @@ func TestV2NVLink(t *testing.T) {
 
 func TestNCCLEPStillLL(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := tinyTrace(t, 16, 4)
+	tr := replaytest.TinyTrace(t, 16, 4)
 	_, _, sel := v2Pairs(t, tr)
-	rep, err := Replay(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeNCCLEP, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	l := rep.Layers[0]
 	assert.Equal(t, sel, l.Dispatch.Messages, "one message per selection, no dedup")
@@ -133,7 +136,7 @@ func TestNCCLEPStillLL(t *testing.T) {
 }
 
 func TestV2NumSMs(t *testing.T) {
-	p := DefaultV2Params()
+	p := v2.DefaultParams()
 	for _, c := range []struct {
 		experts, topK, ranks, nvl, rdma int
 		nvlGBps                         float64
@@ -147,11 +150,11 @@ func TestV2NumSMs(t *testing.T) {
 		{256, 8, 64, 8, 8, 405, 24},
 		{128, 8, 16, 8, 2, 144, 6},
 	} {
-		assert.Equal(t, c.want, V2NumSMs(c.experts, c.topK, c.ranks, c.nvl, c.rdma, c.nvlGBps, p, 132), "%+v", c)
+		assert.Equal(t, c.want, v2.NumSMs(c.experts, c.topK, c.ranks, c.nvl, c.rdma, c.nvlGBps, p, 132), "%+v", c)
 	}
-	assert.Equal(t, 9, V2NumQPs(16, p))
-	assert.Equal(t, 4, V2NumQPs(4, p))
-	assert.InDelta(t, 6.5233, v2ExpectedTopK(256, 8, 16), 1e-4)
+	assert.Equal(t, 9, v2.NumQPs(16, p))
+	assert.Equal(t, 4, v2.NumQPs(4, p))
+	assert.InDelta(t, 6.5233, v2.ExpectedTopK(256, 8, 16), 1e-4)
 }
 
 func TestV2QP(t *testing.T) {
@@ -168,7 +171,7 @@ func TestV2QP(t *testing.T) {
 		{3, 10, 28, 1, 2, true, 8, gin.SharingCTA},  // 9 data QPs from 1: SM 1 gets 2 5 8
 		{4, 1, 28, 3, 7, true, 0, gin.SharingGPU},   // one QP for everyone
 	} {
-		q, s := v2QP(c.sms, c.qps, c.ch, c.sm, c.chIdx, c.notify)
+		q, s := v2.QPFor(c.sms, c.qps, c.ch, c.sm, c.chIdx, c.notify)
 		assert.Equal(t, c.want, q, "%+v", c)
 		assert.Equal(t, c.sharing, s, "%+v", c)
 	}

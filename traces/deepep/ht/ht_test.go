@@ -1,4 +1,4 @@
-package moe
+package ht_test
 
 import (
 	"bytes"
@@ -13,19 +13,11 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/deepep/ht"
+	"github.com/ginsim/ginsim/traces/replay"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
 	"github.com/ginsim/ginsim/traces/workload"
 )
-
-// htTrace is the DeepEP internode test's routing: 256 experts, groups =
-// nodes, top groups = min(nodes, 4).
-func htTrace(t testing.TB, ep, tokens int) *traces.Trace {
-	m, err := traces.ModelByName("deepseek-v3")
-	require.NoError(t, err)
-	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: ep, RanksPerNode: 8, TokensPerRank: tokens,
-		Experts: 256, Routing: "grouped", Seed: 1, Phase: "prefill"})
-	require.NoError(t, err)
-	return tr
-}
 
 // htExpect is what the HT kernels must send, computed from the route
 // records alone.
@@ -82,12 +74,11 @@ func htExpected(tr *traces.Trace, channels int, disp, comb workload.HTChunks) ht
 	return x
 }
 
-// observeHT runs f with the workload of the last HT step captured.
-func observeHT(t *testing.T, f func()) *htWorkload {
-	var w *htWorkload
-	htObserve = func(x *htWorkload) { w = x }
-	defer func() { htObserve = nil }()
-	f()
+// observeHT runs f with an Options.Observe that captures the workload of
+// the last HT step, and returns it.
+func observeHT(t *testing.T, f func(obs func(replay.Workload))) *ht.Workload {
+	var w *ht.Workload
+	f(func(x replay.Workload) { w = x.(*ht.Workload) })
 	require.NotNil(t, w)
 	return w
 }
@@ -99,20 +90,20 @@ func TestReplayHT(t *testing.T) {
 		ep      int
 		backend string
 	}{
-		{"ep16-gdaki", 16, BackendGDAKI},
-		{"ep16-proxy", 16, BackendProxy},
-		{"ep32-gdaki", 32, BackendGDAKI},
-		{"ep8-one-node", 8, BackendGDAKI},
+		{"ep16-gdaki", 16, replay.BackendGDAKI},
+		{"ep16-proxy", 16, replay.BackendProxy},
+		{"ep32-gdaki", 32, replay.BackendGDAKI},
+		{"ep8-one-node", 8, replay.BackendGDAKI},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := htTrace(t, c.ep, 48)
-			var rep *Report
-			w := observeHT(t, func() {
+			tr := replaytest.HTTrace(t, c.ep, 48)
+			var rep *replay.Report
+			w := observeHT(t, func(obs func(replay.Workload)) {
 				var err error
-				rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: c.backend, Seed: 1, Backends: backends})
+				rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Backends: replaytest.Backends})
 				require.NoError(t, err)
 			})
-			dd, cd := htDefaultChunks(c.ep)
+			dd, cd := ht.DefaultChunks(c.ep)
 			x := htExpected(tr, workload.DefaultParams().HTSMs/2, dd, cd)
 			l := rep.Layers[0]
 			hidden := rep.Hidden
@@ -124,21 +115,21 @@ func TestReplayHT(t *testing.T) {
 			assert.Equal(t, x.remote*recC, l.Combine.RDMABytes)
 			assert.Equal(t, x.dispChunks, l.Dispatch.Messages)
 			assert.Equal(t, x.combChunks, l.Combine.Messages)
-			assert.Equal(t, x.dispChunks, w.st.dispTails)
-			assert.Equal(t, x.combChunks, w.st.combTails)
-			assert.Equal(t, w.st.dispTails+w.st.dispCredits, l.Dispatch.Signals)
-			assert.Equal(t, w.st.combTails+w.st.combCredits, l.Combine.Signals)
+			assert.Equal(t, x.dispChunks, w.Stats().DispTails)
+			assert.Equal(t, x.combChunks, w.Stats().CombTails)
+			assert.Equal(t, w.Stats().DispTails+w.Stats().DispCredits, l.Dispatch.Signals)
+			assert.Equal(t, w.Stats().CombTails+w.Stats().CombCredits, l.Combine.Signals)
 			assert.GreaterOrEqual(t, l.Dispatch.Signals, l.Dispatch.Messages)
 			// Bandwidth numerators: every pair, the local node included.
 			assert.Equal(t, traces.HTBandwidthBytes(x.pairs, hidden, traces.FP8), l.Dispatch.BandwidthBytes)
 			assert.Equal(t, traces.HTBandwidthBytes(x.pairs, hidden, traces.BF16), l.Combine.BandwidthBytes)
 			// Rail alignment, seen on the NICs' transmit side.
-			assert.Zero(t, w.st.crossRail, "packets between different local indices")
+			assert.Zero(t, w.Stats().CrossRail, "packets between different local indices")
 			if c.ep > 8 {
-				assert.Positive(t, w.st.packets)
+				assert.Positive(t, w.Stats().Packets)
 				assert.Greater(t, l.Dispatch.US, 5.0)
 			} else {
-				assert.Zero(t, w.st.packets, "one node: nothing through the NICs")
+				assert.Zero(t, w.Stats().Packets, "one node: nothing through the NICs")
 				assert.Zero(t, l.Dispatch.RDMABytes)
 			}
 			assert.Len(t, l.Dispatch.RecvDoneUS, c.ep)
@@ -152,9 +143,9 @@ func TestReplayHT(t *testing.T) {
 
 func TestReplayHTDeterministic(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := htTrace(t, 16, 40)
+	tr := replaytest.HTTrace(t, 16, 40)
 	run := func() string {
-		rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 3, Backends: backends})
+		rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 3, Backends: replaytest.Backends})
 		require.NoError(t, err)
 		var b bytes.Buffer
 		require.NoError(t, rep.WriteJSON(&b))
@@ -168,12 +159,12 @@ func TestReplayHTDeterministic(t *testing.T) {
 // slower but still completes (no deadlock in the credit protocol).
 func TestReplayHTCreditStarved(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := htTrace(t, 16, 384)
-	run := func(p workload.Params) (*Report, *htWorkload) {
-		var rep *Report
-		w := observeHT(t, func() {
+	tr := replaytest.HTTrace(t, 16, 384)
+	run := func(p workload.Params) (*replay.Report, *ht.Workload) {
+		var rep *replay.Report
+		w := observeHT(t, func(obs func(replay.Workload)) {
 			var err error
-			rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
+			rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 			require.NoError(t, err)
 		})
 		return rep, w
@@ -185,8 +176,8 @@ func TestReplayHTCreditStarved(t *testing.T) {
 	starved, sw := run(p)
 	assert.Greater(t, starved.DispatchUS, base.DispatchUS)
 	assert.GreaterOrEqual(t, starved.CombineUS, base.CombineUS)
-	assert.Zero(t, bw.st.creditWaits, "128-slot windows hold every channel's records")
-	assert.Positive(t, sw.st.creditWaits, "one-chunk windows wait for credits")
+	assert.Zero(t, bw.Stats().CreditWaits, "128-slot windows hold every channel's records")
+	assert.Positive(t, sw.Stats().CreditWaits, "one-chunk windows wait for credits")
 	assert.Equal(t, base.Layers[0].Dispatch.RDMABytes, starved.Layers[0].Dispatch.RDMABytes)
 	t.Logf("window 128: dispatch %.1f us combine %.1f us; one chunk: %.1f us, %.1f us",
 		base.DispatchUS, base.CombineUS, starved.DispatchUS, starved.CombineUS)
@@ -201,19 +192,15 @@ func TestReplayCalibrationHT(t *testing.T) {
 		t.Skip("calibration run")
 	}
 	spec, _ := machine.Preset("h100-ib")
-	tr := htTrace(t, 16, 4096)
+	tr := replaytest.HTTrace(t, 16, 4096)
 	start := time.Now()
-	rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	t.Logf("EP16 HT GDAKI: dispatch %.1f us %.1f GB/s (paper 76.9), combine %.1f us %.1f GB/s (paper 66.2); %d events in %v",
 		rep.DispatchUS, rep.DispatchGBps, rep.CombineUS, rep.CombineGBps, rep.Events, time.Since(start))
 	t.Logf("dispatch critical path %+v", rep.Breakdown.Dispatch)
 	t.Logf("combine critical path %+v", rep.Breakdown.Combine)
 }
-
-// BenchmarkReplayHTEP64 replays DeepSeek-V3 HT dispatch+combine at EP64
-// (8 nodes × 8, 4096 tokens per rank) and reports events/s and peak heap.
-func BenchmarkReplayHTEP64(b *testing.B) { benchReplay(b, htTrace(b, 64, 4096), ModeHT) }
 
 // TestReplayHTBothDirectionsAtOnce checks that on every rail both
 // directions of a phase start together: each rank's first chunk put to
@@ -224,16 +211,16 @@ func BenchmarkReplayHTEP64(b *testing.B) { benchReplay(b, htTrace(b, 64, 4096), 
 // source node) start one direction of every rail hundreds of records late.
 func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := htTrace(t, 16, 512)
-	var rep *Report
-	w := observeHT(t, func() {
+	tr := replaytest.HTTrace(t, 16, 512)
+	var rep *replay.Report
+	w := observeHT(t, func(obs func(replay.Workload)) {
 		var err error
-		rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+		rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 		require.NoError(t, err)
 	})
-	for i, ph := range []*workload.Phase{&w.e.Disp, &w.e.Comb} {
+	for i, ph := range []*workload.Phase{&w.Env().Disp, &w.Env().Comb} {
 		lo, hi := sim.Duration(math.MaxInt64), sim.Duration(0)
-		for r, at := range w.st.firstPut[i] {
+		for r, at := range w.Stats().FirstPut[i] {
 			require.NotZero(t, at, "%s: rank %d put nothing to the other node", ph.Name, r)
 			d := at.Sub(ph.Start)
 			lo, hi = min(lo, d), max(hi, d)
@@ -251,19 +238,19 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 		for c := range w.C {
 			for s := range w.N {
 				if s != me {
-					tx += sim.Bytes(len(w.seqOf(w.rank(s, l), c, me))) * sim.Bytes(w.recC)
-					rx += sim.Bytes(len(w.seqOf(r, c, s))) * sim.Bytes(w.recC)
+					tx += sim.Bytes(len(w.SeqOf(w.Rank(s, l), c, me))) * sim.Bytes(w.RecC())
+					rx += sim.Bytes(len(w.SeqOf(r, c, s))) * sim.Bytes(w.RecC())
 				}
 			}
 		}
 		busiest = max(busiest, tx, rx)
 	}
-	wire := w.e.M.Net.LinkRate(0).TxTime(busiest)
+	wire := w.Env().M.Net.LinkRate(0).TxTime(busiest)
 	var first sim.Time
-	for _, at := range w.st.firstPut[1] {
+	for _, at := range w.Stats().FirstPut[1] {
 		first = max(first, at)
 	}
-	bound := first.Sub(w.e.Comb.Start) + wire + wire/5
+	bound := first.Sub(w.Env().Comb.Start) + wire + wire/5
 	t.Logf("combine %.1f us; busiest NIC direction %d B = %.1f us at line rate; bound %.1f us",
 		rep.CombineUS, busiest, wire.Us(), bound.Us())
 	assert.LessOrEqual(t, rep.CombineUS, bound.Us(), "combine runs at line rate once the first chunks go")
@@ -275,18 +262,18 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 // source node holds less than one NVLSend chunk is refused.
 func TestReplayHTCombineSubRings(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := htTrace(t, 16, 96)
+	tr := replaytest.HTTrace(t, 16, 96)
 	p := workload.DefaultParams()
 	p.HTCombine = workload.HTChunks{NVLSend: 1, NVLRecv: 2}
-	rep, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
+	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	base, err := Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	base, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Greater(t, rep.CombineUS, base.CombineUS, "one slot per source node is slower")
 	assert.Equal(t, base.Layers[0].Combine.RDMABytes, rep.Layers[0].Combine.RDMABytes)
 
 	p.HTCombine = workload.HTChunks{NVLSend: 4, NVLRecv: 6} // 3 slots per source node
-	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Seed: 1, Params: &p, Backends: backends})
+	_, err = replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 	require.ErrorContains(t, err, "per source node")
 }
 
@@ -306,30 +293,30 @@ func TestHTWarpsWithoutProcess(t *testing.T) {
 		backend string
 		p       workload.Params
 	}{
-		{"ep16-gdaki", 16, 256, BackendGDAKI, workload.DefaultParams()},
-		{"ep16-proxy", 16, 256, BackendProxy, workload.DefaultParams()},
-		{"ep32-gdaki", 32, 128, BackendGDAKI, workload.DefaultParams()},
-		{"ep16-small-rings", 16, 128, BackendGDAKI, small},
-		{"ep16-small-rings-proxy", 16, 96, BackendProxy, small},
+		{"ep16-gdaki", 16, 256, replay.BackendGDAKI, workload.DefaultParams()},
+		{"ep16-proxy", 16, 256, replay.BackendProxy, workload.DefaultParams()},
+		{"ep32-gdaki", 32, 128, replay.BackendGDAKI, workload.DefaultParams()},
+		{"ep16-small-rings", 16, 128, replay.BackendGDAKI, small},
+		{"ep16-small-rings-proxy", 16, 96, replay.BackendProxy, small},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := htTrace(t, c.ep, c.tok)
-			run := func(noThen bool) (*Report, htStats) {
-				var rep *Report
-				w := observeHT(t, func() {
+			tr := replaytest.HTTrace(t, c.ep, c.tok)
+			run := func(noThen bool) (*replay.Report, ht.Stats) {
+				var rep *replay.Report
+				w := observeHT(t, func(obs func(replay.Workload)) {
 					var err error
-					rep, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
-						Backends: backends, noThen: noThen})
+					rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
+						Backends: replaytest.Backends, NoThen: noThen})
 					require.NoError(t, err)
 				})
-				return rep, w.st
+				return rep, w.Stats()
 			}
 			procRep, procSt := run(true)
 			thenRep, thenSt := run(false)
 			assert.Equal(t, procRep, thenRep)
 			assert.Equal(t, procSt, thenSt)
 			if c.name == "ep16-small-rings" {
-				assert.Positive(t, procSt.creditWaits, "small rings wait for credits")
+				assert.Positive(t, procSt.CreditWaits, "small rings wait for credits")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package moe
+package v2
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // V2Params are the constants of DeepEP V2 (ElasticBuffer) direct mode that
 // are not communication mechanisms: the kernel's sizing inputs and the SM's
 // TMA copy rates. Every field names the hardware or code fact it stands for.
-type V2Params struct {
+type Params struct {
 	// SMReadRate is one SM's HBM read bandwidth for TMA loads (token
 	// loads, the combine's local reduction): 200 GB/s, the sm_read_gbs
 	// default of ElasticBuffer.get_theoretical_num_sms.
@@ -70,8 +70,8 @@ type V2Params struct {
 }
 
 // DefaultV2Params returns DeepEP V2's defaults on an H100.
-func DefaultV2Params() V2Params {
-	return V2Params{
+func DefaultParams() Params {
+	return Params{
 		SMReadRate:          sim.GBps(200),
 		SMWriteRate:         sim.GBps(50),
 		NVLinkEfficiencyPct: 90,
@@ -93,7 +93,7 @@ func DefaultV2Params() V2Params {
 // v2ExpectedTopK is get_theoretical_num_sms's expected number of distinct
 // groups a token's k experts fall in, under uniform routing over g equal
 // groups of e experts: g·(1 − C(e − e/g, k) / C(e, k)).
-func v2ExpectedTopK(e, k, g int) float64 {
+func expectedTopK(e, k, g int) float64 {
 	ratio := 1.0
 	for i := range k {
 		ratio *= float64(e-e/g-i) / float64(e-i)
@@ -106,8 +106,8 @@ func v2ExpectedTopK(e, k, g int) float64 {
 // domains, NVLink bandwidth nvlGBps (already scaled by the efficiency
 // factor) and the device's SM count. It returns an even count of at
 // least 4, at most deviceSMs.
-func V2NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p V2Params, deviceSMs int) int {
-	ek := v2ExpectedTopK(experts, topK, ranks)
+func NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p Params, deviceSMs int) int {
+	ek := expectedTopK(experts, topK, ranks)
 	read := 1 / ek
 	write := float64(nvl) / float64(ranks)
 	if rdma > 1 {
@@ -127,7 +127,7 @@ func V2NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p V2Params, 
 }
 
 // V2NumQPs is get_theoretical_num_qps in direct mode.
-func V2NumQPs(sms int, p V2Params) int { return min(sms, p.DirectQPs, p.AllocatedQPs) }
+func NumQPs(sms int, p Params) int { return min(sms, p.DirectQPs, p.AllocatedQPs) }
 
 // V2HybridNumSMs is ElasticBuffer.get_theoretical_num_sms in hybrid mode:
 // ranks EP ranks in scaleout NVLink domains (nodes), NIC rate rdmaGBps
@@ -137,9 +137,9 @@ func V2NumQPs(sms int, p V2Params) int { return min(sms, p.DirectQPs, p.Allocate
 // (token, node) record and write one copy per (token, rank); the kernel
 // is bounded by RDMA or NVLink, whichever is slower. It returns an even
 // count of at least 4, at most deviceSMs.
-func V2HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64, p V2Params, deviceSMs int) int {
-	so := v2ExpectedTopK(experts, topK, scaleout)
-	ek := v2ExpectedTopK(experts, topK, ranks)
+func HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64, p Params, deviceSMs int) int {
+	so := expectedTopK(experts, topK, scaleout)
+	ek := expectedTopK(experts, topK, ranks)
 	s := float64(scaleout)
 	read := 1/ek + so/ek
 	write := 1/ek + so/ek/s + 1
@@ -161,13 +161,13 @@ func V2HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float6
 
 // V2HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
 // + 1, capped by the allocated QPs.
-func V2HybridNumQPs(sms int, p V2Params) int {
+func HybridNumQPs(sms int, p Params) int {
 	return min(sms*p.HybridQPsPerSM+1, p.HybridAllocatedQPs)
 }
 
 // v2NotifySmem is get_num_notify_smem_bytes: the notify warps' (rank,
 // expert) counters, aligned to the notify threads.
-func v2NotifySmem(ranks, experts int, p V2Params) int {
+func notifySmemBytes(ranks, experts int, p Params) int {
 	th := 32 * p.NotifyWarps
 	return (ranks + experts + th - 1) / th * th * 4
 }
@@ -177,15 +177,15 @@ func v2NotifySmem(ranks, experts int, p V2Params) int {
 // beside the notify counters, at most 32 − notify warps; as many combine
 // records; half of that (a scale-out and a forward warp per channel), at
 // most kNumMaxChannelsPerSM.
-func v2HybridChannels(rec, crec, ranks, experts int, p V2Params) int {
-	c := min((p.SmemBytes-v2NotifySmem(ranks, experts, p))/(rec+32), 32-p.NotifyWarps)
+func hybridChannels(rec, crec, ranks, experts int, p Params) int {
+	c := min((p.SmemBytes-notifySmemBytes(ranks, experts, p))/(rec+32), 32-p.NotifyWarps)
 	c = min(p.SmemBytes/(crec+32), c)
 	return min(c/2, p.HybridMaxChannelsPerSM)
 }
 
 // v2QP is comm::get_qp_mode: the context and sharing mode of channel ch of
 // SM sm; withNotify reserves QP 0 for the notify warps.
-func v2QP(sms, qps, chPerSM, sm, ch int, withNotify bool) (int, gin.Sharing) {
+func qpFor(sms, qps, chPerSM, sm, ch int, withNotify bool) (int, gin.Sharing) {
 	grid := gin.SharingGPU
 	if sms == 1 {
 		grid = gin.SharingCTA
@@ -212,17 +212,17 @@ func align32(n int) int { return (n + 31) / 32 * 32 }
 
 // v2CombineBytes is the size of a V2 combine record: BF16 hidden and the
 // top-k weights, each aligned to 32 (TokenLayout without source metadata).
-func v2CombineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8*topK) }
+func combineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8*topK) }
 
-// v2Workload is DeepEP V2 (ElasticBuffer) direct-mode dispatch and combine
+// Direct is DeepEP V2 (ElasticBuffer) direct-mode dispatch and combine
 // (deep_ep/include/deep_ep/impls/dispatch.cuh, combine.cuh; spec
 // moe-traffic 1.7) as GIN device programs: per kernel a prologue GIN
 // barrier, notify warps (dispatch only), one warp per channel sending one
 // record per distinct destination rank, and a completion barrier (flush
 // every QP, grid sync, SignalInc to every rank, wait).
-type v2Workload struct {
+type Direct struct {
 	e  *workload.Env
-	vp V2Params
+	vp Params
 
 	rec, crec int   // dispatch and combine record bytes
 	payload   int   // token bytes a sender loads: hidden and scale factors
@@ -233,9 +233,9 @@ type v2Workload struct {
 	combBytes int64 // and combine bytes per token
 
 	dc         *gin.DevComm
-	dWin, cWin *gin.Window // data buffers
-	ws         *gin.Window // notify counts (backed)
-	rd, wr     [][]sim.Time
+	dWin, cWin *gin.Window          // data buffers
+	ws         *gin.Window          // notify counts (backed)
+	ports      [][]gpu.SMPorts      // per (rank, SM): TMA load and store bandwidth
 	slot       []*workload.GPUArray // per rank: sender slot counter per destination rank
 	topk       []*workload.GPUArray // per rank: the routing tensor (L2-resident)
 	sync       []*workload.GPUArray // per rank: grid-sync words of the phase
@@ -245,11 +245,12 @@ type v2Workload struct {
 	recvTokens []int64              // per rank: distinct tokens received in dispatch
 }
 
-func newV2(e *workload.Env) *v2Workload { return &v2Workload{e: e, vp: DefaultV2Params()} }
+// NewDirect returns DeepEP V2's direct kernels on e.
+func NewDirect(e *workload.Env) *Direct { return &Direct{e: e, vp: DefaultParams()} }
 
 // sizes checks what both V2 modes need of the routing and fills the
 // record sizes and the DeepEP test's byte counts.
-func (w *v2Workload) sizes() error {
+func (w *Direct) sizes() error {
 	e, st := w.e, w.e.Step
 	prec, err := e.Hdr.DispatchPrecision()
 	if err != nil {
@@ -257,13 +258,13 @@ func (w *v2Workload) sizes() error {
 	}
 	R, k, H := st.EP, st.TopK, e.Hidden
 	if st.Slots%R != 0 {
-		return fmt.Errorf("moe: v2: %d experts do not divide over %d ranks (DeepEP V2 needs E %% EP == 0)", st.Slots, R)
+		return fmt.Errorf("v2: %d experts do not divide over %d ranks (DeepEP V2 needs E %% EP == 0)", st.Slots, R)
 	}
 	if k > 32 {
-		return fmt.Errorf("moe: v2: top-%d needs more lanes than a warp has", k)
+		return fmt.Errorf("v2: top-%d needs more lanes than a warp has", k)
 	}
 	w.rec = traces.V2TokenBytes(H, k, prec)
-	w.crec = v2CombineBytes(H, k)
+	w.crec = combineBytes(H, k)
 	w.payload = 2 * H
 	if prec == traces.FP8 {
 		w.payload = H + (H+traces.ScaleBlock-1)/traces.ScaleBlock*4
@@ -275,7 +276,7 @@ func (w *v2Workload) sizes() error {
 	return nil
 }
 
-func (w *v2Workload) Setup() error {
+func (w *Direct) Setup() error {
 	e, st := w.e, w.e.Step
 	if err := w.sizes(); err != nil {
 		return err
@@ -287,13 +288,13 @@ func (w *v2Workload) Setup() error {
 	nvl := min(gpn, R)
 	w.nvlScale = e.Cfg.NVLink && nodes == 1
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
-	w.sms = V2NumSMs(st.Slots, k, R, nvl, nodes, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
-	w.qps = V2NumQPs(w.sms, w.vp)
-	notifySmem := v2NotifySmem(R, st.Slots, w.vp)
+	w.sms = NumSMs(st.Slots, k, R, nvl, nodes, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	w.qps = NumQPs(w.sms, w.vp)
+	notifySmem := notifySmemBytes(R, st.Slots, w.vp)
 	w.dw = min((w.vp.SmemBytes-notifySmem)/(w.rec+32), 32-w.vp.NotifyWarps)
 	w.cw = min(w.vp.SmemBytes/(w.crec+32), 32)
 	if w.dw < 1 || w.cw < 1 {
-		return fmt.Errorf("moe: v2: a %d-byte token does not fit the %d bytes of shared memory", w.crec, w.vp.SmemBytes)
+		return fmt.Errorf("v2: a %d-byte token does not fit the %d bytes of shared memory", w.crec, w.vp.SmemBytes)
 	}
 
 	comm, err := e.NewComm()
@@ -303,25 +304,28 @@ func (w *v2Workload) Setup() error {
 	w.dc, err = comm.DevCommCreate(gin.Requirements{GinContextCount: w.qps, GinSignalCount: R,
 		ConnectionType: gin.ConnFull, Type: e.GinType()})
 	if err != nil {
-		return fmt.Errorf("moe: v2: %w", err)
+		return fmt.Errorf("v2: %w", err)
 	}
 	T := uint64(st.MaxTokens)
 	if w.dWin, err = comm.WindowRegister("v2/dispatch", sim.Bytes((uint64(R)+1)*T*uint64(w.rec)), 0, false); err != nil {
-		return fmt.Errorf("moe: v2: %w", err)
+		return fmt.Errorf("v2: %w", err)
 	}
 	if w.cWin, err = comm.WindowRegister("v2/combine", sim.Bytes(2*uint64(R)*T*uint64(w.crec)), 0, false); err != nil {
-		return fmt.Errorf("moe: v2: %w", err)
+		return fmt.Errorf("v2: %w", err)
 	}
 	if w.ws, err = comm.WindowRegister("v2/workspace", sim.Bytes(2*8*(R+R*st.Local)), 0, true); err != nil {
-		return fmt.Errorf("moe: v2: %w", err)
+		return fmt.Errorf("v2: %w", err)
 	}
-	w.rd, w.wr = make([][]sim.Time, R), make([][]sim.Time, R)
+	w.ports = make([][]gpu.SMPorts, R)
 	w.epoch = make([]uint64, R)
 	w.sync = make([]*workload.GPUArray, R)
 	w.recvTokens = make([]int64, R)
 	for r := range R {
 		g := e.M.GPUs[r]
-		w.rd[r], w.wr[r] = make([]sim.Time, w.sms), make([]sim.Time, w.sms)
+		w.ports[r] = make([]gpu.SMPorts, w.sms)
+		for sm := range w.ports[r] {
+			w.ports[r][sm] = gpu.NewSMPorts(w.vp.SMReadRate, w.vp.SMWriteRate)
+		}
 		w.slot = append(w.slot, workload.NewGPUArray(g, "v2/slot", R))
 		w.topk = append(w.topk, workload.NewGPUArray(g, "v2/topk", 1))
 		w.arrive = append(w.arrive, workload.NewGPUArray(g, "v2/notify-arrive", 1))
@@ -334,16 +338,19 @@ func (w *v2Workload) Setup() error {
 }
 
 // nvl reports whether rank a reaches rank b with NVLink stores (LSA).
-func (w *v2Workload) nvl(a, b int) bool {
+func (w *Direct) nvl(a, b int) bool {
 	return w.e.Cfg.NVLink && w.e.M.Ranks[a].Node == w.e.M.Ranks[b].Node
 }
 
-// pipe reserves n bytes of one SM's TMA read or write bandwidth from now
-// and returns when the transfer is complete (plus the memory latency).
-func pipe(t *gpu.Group, free *sim.Time, rate sim.BitRate, n int, lat sim.Duration) sim.Time {
-	start := max(t.Now(), *free)
-	*free = start.Add(rate.TxTime(sim.Bytes(n)))
-	return free.Add(lat)
+// read reserves n bytes of SM sm of rank r's TMA read bandwidth from now
+// and returns when the transfer is complete, plus the memory latency lat.
+func (w *Direct) read(t *gpu.Group, r, sm, n int, lat sim.Duration) sim.Time {
+	return w.ports[r][sm].Read(t.Now(), sim.Bytes(n)).Add(lat)
+}
+
+// write is read for the SM's TMA write bandwidth.
+func (w *Direct) write(t *gpu.Group, r, sm, n int, lat sim.Duration) sim.Time {
+	return w.ports[r][sm].Write(t.Now(), sim.Bytes(n)).Add(lat)
 }
 
 func sleepUntil(t *gpu.Group, at sim.Time) {
@@ -354,7 +361,7 @@ func sleepUntil(t *gpu.Group, at sim.Time) {
 
 // gridSync is cooperative_groups::this_grid().sync() for one rank's kernel:
 // every participant adds to a device-scope counter and spins on it.
-func (w *v2Workload) gridSync(t *gpu.Group, r, i int, n uint64) {
+func (w *Direct) gridSync(t *gpu.Group, r, i int, n uint64) {
 	a := w.sync[r]
 	t.AtomicAdd64(a.R, a.Off(i), 1, gpu.ScopeDevice)
 	t.WaitWord(a.R, a.Off(i), "v2 grid sync", func(v uint64) bool { return v >= n })
@@ -365,7 +372,7 @@ func (w *v2Workload) gridSync(t *gpu.Group, r, i int, n uint64) {
 // rank, wait every signal past its shadow) or, with every rank in one
 // NVLink domain, nvlink_barrier_wo_local_sync (a system-scope red.add to
 // every peer's barrier word). le tags the barrier in the breakdown.
-func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
+func (w *Direct) barrier(t *gpu.Group, r, le int) {
 	e, R := w.e, w.e.Step.EP
 	w.epoch[r]++
 	if w.nvlScale {
@@ -421,7 +428,7 @@ func (w *v2Workload) barrier(t *gpu.Group, r, le int) {
 // flushers launches the end barrier's flush warps (global warp q flushes
 // QP q with CTA sharing), which wait for the first grid sync and arrive at
 // the second.
-func (w *v2Workload) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
+func (w *Direct) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
 	for q := range w.qps {
 		g.Launch(name+"/flush"+strconv.Itoa(q), 32, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n0)
@@ -436,7 +443,7 @@ func (w *v2Workload) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
 
 // distinctRanks returns the destination ranks of token tok of rank r in
 // lane order, each once.
-func (w *v2Workload) distinctRanks(r, tok int, buf []int) []int {
+func (w *Direct) distinctRanks(r, tok int, buf []int) []int {
 	st := w.e.Step
 	buf = buf[:0]
 	for _, x := range st.TopKIdx[r][tok] {
@@ -456,7 +463,7 @@ func (w *v2Workload) distinctRanks(r, tok int, buf []int) []int {
 }
 
 // dispatch launches dispatch_impl on every rank.
-func (w *v2Workload) Dispatch() {
+func (w *Direct) Dispatch() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Disp, "dispatch")
 	for r := range st.EP {
@@ -465,7 +472,7 @@ func (w *v2Workload) Dispatch() {
 	}
 }
 
-func (w *v2Workload) launchDispatch(r int) {
+func (w *Direct) launchDispatch(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
 	cfg := g.Config()
@@ -510,10 +517,10 @@ func (w *v2Workload) launchDispatch(r int) {
 	}
 	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
 	for _, wp := range warps {
-		qp, sharing := v2QP(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
+		qp, sharing := qpFor(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
 		name := "dispatch/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
-		if then && w.v2Then() {
-			m := newV2DispWarp(w, r, wp.sm, qp, sharing, n, wp.toks)
+		if then && w.useThen() {
+			m := newDispWarp(w, r, wp.sm, qp, sharing, n, wp.toks)
 			m.t = g.LaunchHandler(name, 32, m, 0)
 			continue
 		}
@@ -526,7 +533,7 @@ func (w *v2Workload) launchDispatch(r int) {
 				// prepare_token: TMA load of the token, top-k load,
 				// dedup, one slot atomic per distinct destination rank.
 				sleepUntil(t, stored)
-				loaded := pipe(t, &w.rd[r][wp.sm], w.vp.SMReadRate, rec, cfg.HBMLatency)
+				loaded := w.read(t, r, wp.sm, rec, cfg.HBMLatency)
 				t.Load64(w.topk[r].R, 0)
 				t.Cycles(w.vp.RouteCycles)
 				dsts = w.distinctRanks(r, tok, dsts)
@@ -539,7 +546,7 @@ func (w *v2Workload) launchDispatch(r int) {
 				// TMA store into the send buffer (RDMA source).
 				var sent sim.Time
 				if !w.nvlScale {
-					sent = pipe(t, &w.wr[r][wp.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency)
+					sent = w.write(t, r, wp.sm, rec, cfg.StoreLatency)
 					stored = max(stored, sent)
 				}
 				// TMA stores for the local rank and NVLink peers.
@@ -557,7 +564,7 @@ func (w *v2Workload) launchDispatch(r int) {
 					off := (uint64(r)*uint64(T) + slots[i]) * uint64(rec)
 					var at sim.Time
 					if d == r {
-						at = pipe(th, &w.wr[r][wp.sm], w.vp.SMWriteRate, rec, cfg.StoreLatency)
+						at = w.write(th, r, wp.sm, rec, cfg.StoreLatency)
 					} else {
 						at = th.NVLinkWrite(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(rec))
 					}
@@ -588,7 +595,7 @@ func (w *v2Workload) launchDispatch(r int) {
 // notify is one SM's notify warps: count the SM's tokens per rank and
 // expert, reduce over the grid; SM 0 then sends the counts to every rank
 // and waits for every rank's counts.
-func (w *v2Workload) notify(t *gpu.Group, r, sm int) {
+func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
 	ph := e.Ph
@@ -684,10 +691,10 @@ func le64(b []byte) uint64 {
 
 // v2Record is one combine record a rank sends back: the expert outputs of
 // token tok of rank src, reduced over the c experts of this rank it chose.
-type v2Record struct{ src, tok, c int }
+type combRecord struct{ src, tok, c int }
 
 // combine launches combine_impl on every rank, then each rank's reduction.
-func (w *v2Workload) Combine() {
+func (w *Direct) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
 	for r := range st.EP {
@@ -696,7 +703,7 @@ func (w *v2Workload) Combine() {
 	}
 }
 
-func (w *v2Workload) launchCombine(r int) {
+func (w *Direct) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
 	cfg := g.Config()
@@ -705,7 +712,7 @@ func (w *v2Workload) launchCombine(r int) {
 	w.sync[r] = workload.NewGPUArray(g, "v2/combine-sync", 3)
 	// The records rank r received in dispatch, in receive-buffer order
 	// (source rank, then token).
-	var recs []v2Record
+	var recs []combRecord
 	for src := range R {
 		for tok, sel := range st.TopKIdx[src] {
 			c := 0
@@ -715,14 +722,14 @@ func (w *v2Workload) launchCombine(r int) {
 				}
 			}
 			if c > 0 {
-				recs = append(recs, v2Record{src, tok, c})
+				recs = append(recs, combRecord{src, tok, c})
 			}
 		}
 	}
 	per := (len(recs) + w.sms*w.cw - 1) / (w.sms * w.cw)
 	type warp struct {
 		sm, wi int
-		recs   []v2Record
+		recs   []combRecord
 	}
 	var warps []warp
 	for hw := range w.cw {
@@ -755,10 +762,10 @@ func (w *v2Workload) launchCombine(r int) {
 	w.flushers(g, r, "combine", n, n)
 	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
 	for _, wp := range warps {
-		qp, sharing := v2QP(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
+		qp, sharing := qpFor(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
 		name := "combine/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
-		if then && w.v2Then() {
-			m := newV2CombWarp(w, r, wp.sm, qp, sharing, n, wp.recs)
+		if then && w.useThen() {
+			m := newCombWarp(w, r, wp.sm, qp, sharing, n, wp.recs)
 			m.t = g.LaunchHandler(name, 32, m, 0)
 			continue
 		}
@@ -769,17 +776,17 @@ func (w *v2Workload) launchCombine(r int) {
 				// Wait for the TMA buffer, load (or locally reduce) the
 				// rank's expert outputs of the token.
 				sleepUntil(t, stored)
-				sleepUntil(t, pipe(t, &w.rd[r][wp.sm], w.vp.SMReadRate, rc.c*2*e.Hidden, cfg.HBMLatency))
+				sleepUntil(t, w.read(t, r, wp.sm, rc.c*2*e.Hidden, cfg.HBMLatency))
 				ph.Msgs++
 				off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 				switch {
 				case rc.src == r:
-					stored = pipe(t, &w.wr[r][wp.sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
+					stored = w.write(t, r, wp.sm, crec, cfg.StoreLatency)
 				case w.nvl(r, rc.src):
 					stored = t.NVLinkWrite(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec))
 				default:
 					send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
-					stored = pipe(t, &w.wr[r][wp.sm], w.vp.SMWriteRate, crec, cfg.StoreLatency)
+					stored = w.write(t, r, wp.sm, crec, cfg.StoreLatency)
 					sleepUntil(t, stored)
 					w.dc.GinShared(t, r, qp, sharing).Put(w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
 						uint64(crec), nil, nil)

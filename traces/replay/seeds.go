@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"encoding/json"
@@ -59,10 +59,10 @@ func NewSpread(xs []float64) Spread {
 // they must not be set.
 func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Sweep, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("moe: %d seeds: want at least 1", n)
+		return nil, fmt.Errorf("replay: %d seeds: want at least 1", n)
 	}
 	if opt.Timeline != nil || opt.Pcap != nil {
-		return nil, fmt.Errorf("moe: a timeline or pcap draws one run, not a sweep of %d seeds", n)
+		return nil, fmt.Errorf("replay: a timeline or pcap draws one run, not a sweep of %d seeds", n)
 	}
 	runs := make([]*Report, n)
 	err := par.ForEach(n, opt.Jobs, opt.Progress, func(i int) error {
@@ -94,7 +94,7 @@ func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Swee
 func (sw *Sweep) WriteJSON(w io.Writer) error {
 	b, err := json.MarshalIndent(sw, "", "  ")
 	if err != nil {
-		return fmt.Errorf("moe: %w", err)
+		return fmt.Errorf("replay: %w", err)
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err

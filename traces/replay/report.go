@@ -1,4 +1,4 @@
-package moe
+package replay
 
 import (
 	"encoding/json"
@@ -118,7 +118,7 @@ func (r *Report) finish() {
 func (r *Report) WriteJSON(w io.Writer) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("moe: %w", err)
+		return fmt.Errorf("replay: %w", err)
 	}
 	b = append(b, '\n')
 	_, err = w.Write(b)
