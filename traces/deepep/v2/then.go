@@ -89,7 +89,7 @@ func reduced(e *workload.Env, t *gpu.Group, r int) {
 // the rank's sync word a); true when the machine now waits.
 func (d *drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
-	t.AtomicAdd64Then(a.R, a.Off(i), 1, gpu.ScopeDevice, h, 0)
+	t.GridArriveThen(a.R, a.Off(i), h, 0)
 	return d.yield()
 }
 
@@ -97,7 +97,7 @@ func (d *drive) arrive(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler)
 // when the machine now waits.
 func (d *drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handler) bool {
 	d.inOp = true
-	t.WaitWordThen(a.R, a.Off(i), "v2 grid sync", d.gridReached, h, 0)
+	t.GridWaitThen(a.R, a.Off(i), d.gridReached, h, 0)
 	return d.yield()
 }
 

@@ -359,12 +359,11 @@ func sleepUntil(t *gpu.Group, at sim.Time) {
 	}
 }
 
-// gridSync is cooperative_groups::this_grid().sync() for one rank's kernel:
-// every participant adds to a device-scope counter and spins on it.
+// gridSync is grid sync i of rank r's kernel of n SMs (gpu.GridSync on
+// the rank's sync words).
 func (w *Direct) gridSync(t *gpu.Group, r, i int, n uint64) {
 	a := w.sync[r]
-	t.AtomicAdd64(a.R, a.Off(i), 1, gpu.ScopeDevice)
-	t.WaitWord(a.R, a.Off(i), "v2 grid sync", func(v uint64) bool { return v >= n })
+	t.GridSync(a.R, a.Off(i), n)
 }
 
 // barrier is comm::gpu_barrier's scale-up part run by SM 0: over GIN
