@@ -372,12 +372,7 @@ func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) {
 	if recvSide {
 		n = m.rnic
 	}
-	db := sim.Bytes(8)
-	if k == 1 && n.Config().BlueFlame {
-		db = 64
-	}
-	bus := px.rk.g.Bus()
-	arrive := bus.Write(px.p.Now(), bus.Host(), n.Dev(), db)
+	arrive := n.HostDoorbell(px.p.Now(), k)
 	arg := uint64(m.id) << 1
 	if recvSide {
 		arg |= 1
