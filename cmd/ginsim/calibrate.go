@@ -133,7 +133,7 @@ func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*replay.Repo
 	if !ok {
 		return nil, fmt.Errorf("no %s preset", preset)
 	}
-	return replay.Replay(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: seed, Layers: 1,
+	return replay.Run(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: seed, Layers: 1,
 		Backends: ginBackends})
 }
 

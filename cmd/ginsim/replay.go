@@ -184,7 +184,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		opt.Progress = func(done, total int) { _ = bar.Set(done) }
 	}
 	if f.seeds > 1 {
-		sw, err := replay.ReplaySeeds(tr, spec, opt, f.seeds)
+		sw, err := replay.RunSeeds(tr, spec, opt, f.seeds)
 		if err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		return sw.WriteTable(cmd.OutOrStdout())
 	}
-	rep, err := replay.Replay(tr, spec, opt)
+	rep, err := replay.Run(tr, spec, opt)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 func ncclReplay(t *testing.T, tr *traces.Trace, nvlink bool, seed uint64) *Report {
 	spec, ok := machine.Preset("h100-ib")
 	require.True(t, ok)
-	rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: seed, Layers: 1,
+	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: seed, Layers: 1,
 		TraceName: "tiny"})
 	require.NoError(t, err)
 	return rep
@@ -114,7 +114,7 @@ func TestNCCLDeterministic(t *testing.T) {
 
 func TestNCCLNeedsModeLL(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	_, err := Replay(tinyTrace(t, 16, 2), spec, Options{Mode: ModeHT, Backend: BackendNCCL})
+	_, err := Run(tinyTrace(t, 16, 2), spec, Options{Mode: ModeHT, Backend: BackendNCCL})
 	assert.ErrorContains(t, err, "use --mode ll")
 }
 
@@ -131,9 +131,9 @@ func TestNCCLSlowerThanGDAKI(t *testing.T) {
 	require.Equal(t, 16, tr.EP())
 	require.Equal(t, 128, tr.Header().MaxTokensPerRank)
 	spec, _ := machine.Preset("h100-ib")
-	gdaki, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	gdaki, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
 	require.NoError(t, err)
-	nccl, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, Seed: 1, Layers: 1})
+	nccl, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, Seed: 1, Layers: 1})
 	require.NoError(t, err)
 	t.Logf("EP16 128 tokens: dispatch GDAKI %.1f us / NCCL %.1f us, combine GDAKI %.1f us / NCCL %.1f us",
 		gdaki.DispatchUS, nccl.DispatchUS, gdaki.CombineUS, nccl.CombineUS)
@@ -156,7 +156,7 @@ func TestNCCLFacts(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 16, 8)
 	for _, nvlink := range []bool{false, true} {
-		rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1, Layers: 1, Backends: backends})
+		rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1, Layers: 1, Backends: backends})
 		require.NoError(t, err)
 		for i, f := range []*workload.NCCLFacts{rep.Layers[0].Dispatch.NCCL, rep.Layers[0].Combine.NCCL} {
 			require.NotNil(t, f)
@@ -179,7 +179,7 @@ func TestNCCLFacts(t *testing.T) {
 			assert.Less(t, f.IBConns, f.NET+f.RingSends, "PXN sends share IB connections")
 		}
 	}
-	gin, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
+	gin, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Layers: 1, Backends: backends})
 	require.NoError(t, err)
 	assert.Nil(t, gin.Layers[0].Dispatch.NCCL)
 }
@@ -197,7 +197,7 @@ func TestTwoNICsPerGPUAreBothUsed(t *testing.T) {
 	require.NoError(t, err)
 	for _, be := range []string{BackendGDAKI, BackendNCCL} {
 		run := func(spec machine.Spec) *Report {
-			rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: be, Seed: 1, Layers: 1, Backends: backends})
+			rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: be, Seed: 1, Layers: 1, Backends: backends})
 			require.NoError(t, err)
 			return rep
 		}

@@ -67,7 +67,7 @@ func benchReplayOn(b *testing.B, tr *traces.Trace, mode, backend string) {
 	var events uint64
 	start := time.Now()
 	for b.Loop() {
-		rep, err := Replay(tr, spec, Options{Mode: mode, Backend: backend, Seed: 1, Backends: backends})
+		rep, err := Run(tr, spec, Options{Mode: mode, Backend: backend, Seed: 1, Backends: backends})
 		require.NoError(b, err)
 		events += rep.Events
 		b.ReportMetric(rep.DispatchUS, "dispatch_us")

@@ -19,7 +19,7 @@ func TestBreakdownProxyQueue(t *testing.T) {
 	}{{ModeLL, BackendProxy}, {ModeLL, BackendGDAKI}, {ModeV2Direct, BackendProxy},
 		{ModeV2Hybrid, BackendGDAKI}, {ModeV2Hybrid, BackendProxy}, {ModeHT, BackendProxy}, {ModeHT, BackendGDAKI}} {
 		tr := tinyTrace(t, 16, 16)
-		rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends})
+		rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends})
 		require.NoError(t, err)
 		for _, b := range []workload.Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
 			if c.backend == BackendProxy {

@@ -46,7 +46,7 @@ var (
 	Backends = []string{BackendGDAKI, BackendProxy, BackendNCCL}
 )
 
-// Options configure Replay.
+// Options configure Run.
 type Options struct {
 	Mode    string
 	Backend string
@@ -85,7 +85,7 @@ type Options struct {
 	// workload after its setup.
 	Observe func(Workload)
 
-	// kernel is the mode Replay runs: Mode with v2 resolved to v2-direct
+	// kernel is the mode Run runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
 	kernel string
 }
@@ -135,7 +135,7 @@ type Workload interface {
 	Combine()
 }
 
-// Steps returns the (iteration, layer) pairs Replay would run.
+// Steps returns the (iteration, layer) pairs Run would run.
 func Steps(tr *traces.Trace, limit int) [][2]int {
 	var out [][2]int
 	for _, it := range tr.Iterations() {
@@ -152,8 +152,8 @@ func Steps(tr *traces.Trace, limit int) [][2]int {
 	return out
 }
 
-// Replay runs the trace's steps on spec and reports.
-func Replay(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
+// Run runs the trace's steps on spec and reports.
+func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}

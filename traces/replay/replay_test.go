@@ -41,7 +41,7 @@ func TestReplayTiny(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := tinyTrace(t, c.ep, 4)
-			rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1,
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1,
 				TraceName: "tiny", Backends: backends})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
@@ -79,9 +79,9 @@ func TestReplayTiny(t *testing.T) {
 func TestReplayNVLinkFaster(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 8, 32)
-	rdma, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	rdma, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends})
 	require.NoError(t, err)
-	nvl, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, NVLink: true, Seed: 1, Backends: backends})
+	nvl, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, NVLink: true, Seed: 1, Backends: backends})
 	require.NoError(t, err)
 	assert.Zero(t, nvl.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
 	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
@@ -93,7 +93,7 @@ func TestReplayDeterministic(t *testing.T) {
 	for _, mode := range []string{ModeLL, ModeV2Direct, ModeV2Hybrid, ModeNCCLEP} {
 		run := func() []byte {
 			tr := tinyTrace(t, 16, 8)
-			rep, err := Replay(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 7, Backends: backends})
+			rep, err := Run(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 7, Backends: backends})
 			require.NoError(t, err)
 			var b bytes.Buffer
 			require.NoError(t, rep.WriteJSON(&b))
@@ -106,18 +106,18 @@ func TestReplayDeterministic(t *testing.T) {
 func TestReplayErrors(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 8, 2)
-	_, err := Replay(tr, spec, Options{Mode: "x", Backend: BackendGDAKI})
+	_, err := Run(tr, spec, Options{Mode: "x", Backend: BackendGDAKI})
 	assert.ErrorContains(t, err, `mode "x"`)
 	bad := workload.DefaultParams()
 	bad.HTSMs = 1
-	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	_, err = Run(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
 	assert.ErrorContains(t, err, "HTSMs 1")
 	bad = workload.DefaultParams()
 	bad.HTDispatch.RDMARecv = 4
-	_, err = Replay(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	_, err = Run(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
 	assert.ErrorContains(t, err, "a ring must hold at least one chunk")
 	h200, _ := machine.Preset("h200-nvl")
-	_, err = Replay(tinyTrace(t, 16, 2), h200, Options{Mode: ModeLL, Backend: BackendGDAKI, Backends: backends})
+	_, err = Run(tinyTrace(t, 16, 2), h200, Options{Mode: ModeLL, Backend: BackendGDAKI, Backends: backends})
 	assert.ErrorContains(t, err, "needs 2")
 }
 
@@ -130,7 +130,7 @@ func TestReplayCalibrationLL(t *testing.T) {
 	tr, err := traces.OpenExample("deepseek-v3-ll-ep8-288e.jsonl.gz")
 	require.NoError(t, err)
 	spec, _ := machine.Preset("h100-ib")
-	rep, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, TraceName: "ep8-288e", Backends: backends})
+	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, TraceName: "ep8-288e", Backends: backends})
 	require.NoError(t, err)
 	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
 }
@@ -154,7 +154,7 @@ func TestLLSendersWithoutProcess(t *testing.T) {
 		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
 	} {
 		run := func(noThen bool) *Report {
-			rep, err := Replay(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
+			rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
 				Backends: backends, NoThen: noThen})
 			require.NoError(t, err)
 			return rep
@@ -178,7 +178,7 @@ func TestJobsDoNotChangeTheRun(t *testing.T) {
 			var tl bytes.Buffer
 			tw := timeline.NewWriter(&tl)
 			var calls, totals []int // appended from the step goroutines, one call at a time
-			rep, err := Replay(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends, Jobs: jobs,
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends, Jobs: jobs,
 				Timeline: tw, Progress: func(done, total int) {
 					calls, totals = append(calls, done), append(totals, total)
 				}})
@@ -216,28 +216,28 @@ func TestJobsReportTheEarliestFailure(t *testing.T) {
 	}
 	spec, _ := machine.Preset("h100-ib")
 	for _, jobs := range []int{1, 2, 5} {
-		_, err := Replay(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends, Jobs: jobs})
+		_, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends, Jobs: jobs})
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "iter 0 layer 4: ", "jobs %d", jobs)
 		require.Contains(t, err.Error(), "no route record for rank 0", "jobs %d", jobs)
 	}
 }
 
-// A seed sweep holds exactly the runs Replay makes with each seed, its
+// A seed sweep holds exactly the runs Run makes with each seed, its
 // spread is theirs (mean, sample SD, extremes), and neither depends on
 // the number of jobs.
 func TestReplaySeeds(t *testing.T) {
 	tr := tinyTrace(t, 16, 8)
 	spec, _ := machine.Preset("h100-ib")
 	opt := Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 7, Backends: backends}
-	sw, err := ReplaySeeds(tr, spec, opt, 3)
+	sw, err := RunSeeds(tr, spec, opt, 3)
 	require.NoError(t, err)
 	require.Len(t, sw.Runs, 3)
 	var d []float64
 	for i, r := range sw.Runs {
 		o := opt
 		o.Seed = 7 + uint64(i)
-		want, err := Replay(tr, spec, o)
+		want, err := Run(tr, spec, o)
 		require.NoError(t, err)
 		require.Equal(t, want, r, "seed %d", o.Seed)
 		d = append(d, r.DispatchUS)
@@ -252,13 +252,13 @@ func TestReplaySeeds(t *testing.T) {
 	require.Greater(t, sw.Spread.DispatchUS.SD, 0.0, "seeds move ECMP hashes and poll phases")
 
 	opt.Jobs = 3
-	par, err := ReplaySeeds(tr, spec, opt, 3)
+	par, err := RunSeeds(tr, spec, opt, 3)
 	require.NoError(t, err)
 	require.Equal(t, sw, par)
 
-	_, err = ReplaySeeds(tr, spec, opt, 0)
+	_, err = RunSeeds(tr, spec, opt, 0)
 	require.Error(t, err)
 	opt.Timeline = timeline.NewWriter(io.Discard)
-	_, err = ReplaySeeds(tr, spec, opt, 2)
+	_, err = RunSeeds(tr, spec, opt, 2)
 	require.ErrorContains(t, err, "one run")
 }

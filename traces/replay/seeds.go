@@ -53,11 +53,11 @@ func NewSpread(xs []float64) Spread {
 	return Spread{Mean: round3(stat.Mean(xs, nil)), SD: round3(sd), Min: round3(floats.Min(xs)), Max: round3(floats.Max(xs))}
 }
 
-// ReplaySeeds replays tr with seeds opt.Seed, opt.Seed+1, ... (n of them),
+// RunSeeds replays tr with seeds opt.Seed, opt.Seed+1, ... (n of them),
 // opt.Jobs runs at a time, each replaying its steps one at a time. The
 // sweep does not depend on opt.Jobs. Timelines and pcaps draw one run:
 // they must not be set.
-func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Sweep, error) {
+func RunSeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Sweep, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("replay: %d seeds: want at least 1", n)
 	}
@@ -68,7 +68,7 @@ func ReplaySeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Swee
 	err := par.ForEach(n, opt.Jobs, opt.Progress, func(i int) error {
 		o := opt
 		o.Seed, o.Jobs, o.Progress = opt.Seed+uint64(i), 1, nil
-		r, err := Replay(tr, spec, o)
+		r, err := Run(tr, spec, o)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", o.Seed, err)
 		}

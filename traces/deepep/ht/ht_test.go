@@ -100,7 +100,7 @@ func TestReplayHT(t *testing.T) {
 			var rep *replay.Report
 			w := observeHT(t, func(obs func(replay.Workload)) {
 				var err error
-				rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Backends: replaytest.Backends})
+				rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Backends: replaytest.Backends})
 				require.NoError(t, err)
 			})
 			dd, cd := ht.DefaultChunks(c.ep)
@@ -145,7 +145,7 @@ func TestReplayHTDeterministic(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.HTTrace(t, 16, 40)
 	run := func() string {
-		rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 3, Backends: replaytest.Backends})
+		rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 3, Backends: replaytest.Backends})
 		require.NoError(t, err)
 		var b bytes.Buffer
 		require.NoError(t, rep.WriteJSON(&b))
@@ -164,7 +164,7 @@ func TestReplayHTCreditStarved(t *testing.T) {
 		var rep *replay.Report
 		w := observeHT(t, func(obs func(replay.Workload)) {
 			var err error
-			rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
+			rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 			require.NoError(t, err)
 		})
 		return rep, w
@@ -194,7 +194,7 @@ func TestReplayCalibrationHT(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.HTTrace(t, 16, 4096)
 	start := time.Now()
-	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
+	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	t.Logf("EP16 HT GDAKI: dispatch %.1f us %.1f GB/s (paper 76.9), combine %.1f us %.1f GB/s (paper 66.2); %d events in %v",
 		rep.DispatchUS, rep.DispatchGBps, rep.CombineUS, rep.CombineGBps, rep.Events, time.Since(start))
@@ -215,7 +215,7 @@ func TestReplayHTBothDirectionsAtOnce(t *testing.T) {
 	var rep *replay.Report
 	w := observeHT(t, func(obs func(replay.Workload)) {
 		var err error
-		rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
+		rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 		require.NoError(t, err)
 	})
 	for i, ph := range []*workload.Phase{&w.Env().Disp, &w.Env().Comb} {
@@ -265,15 +265,15 @@ func TestReplayHTCombineSubRings(t *testing.T) {
 	tr := replaytest.HTTrace(t, 16, 96)
 	p := workload.DefaultParams()
 	p.HTCombine = workload.HTChunks{NVLSend: 1, NVLRecv: 2}
-	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
+	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	base, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
+	base, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Greater(t, rep.CombineUS, base.CombineUS, "one slot per source node is slower")
 	assert.Equal(t, base.Layers[0].Combine.RDMABytes, rep.Layers[0].Combine.RDMABytes)
 
 	p.HTCombine = workload.HTChunks{NVLSend: 4, NVLRecv: 6} // 3 slots per source node
-	_, err = replay.Replay(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
+	_, err = replay.Run(tr, spec, replay.Options{Mode: replay.ModeHT, Backend: replay.BackendGDAKI, Seed: 1, Params: &p, Backends: replaytest.Backends})
 	require.ErrorContains(t, err, "per source node")
 }
 
@@ -305,7 +305,7 @@ func TestHTWarpsWithoutProcess(t *testing.T) {
 				var rep *replay.Report
 				w := observeHT(t, func(obs func(replay.Workload)) {
 					var err error
-					rep, err = replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
+					rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
 						Backends: replaytest.Backends, NoThen: noThen})
 					require.NoError(t, err)
 				})

@@ -118,7 +118,7 @@ func TestV2HybridReplay(t *testing.T) {
 			tr := replaytest.TinyTrace(t, c.ep, c.tokens)
 			var w *v2.Hybrid
 			obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
-			rep, err := replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeV2Hybrid, Backend: c.backend, Seed: 1, Layers: 1,
+			rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeV2Hybrid, Backend: c.backend, Seed: 1, Layers: 1,
 				TraceName: "tiny", Backends: replaytest.Backends})
 			require.NoError(t, err)
 			require.NotNil(t, w)
@@ -188,9 +188,9 @@ func TestV2HybridDedupsByNode(t *testing.T) {
 	_, remote, _ := v2Pairs(t, tr)
 	x := v2hExpected(t, tr, 8, 1)
 	require.Less(t, sum64(x.puts), remote, "the routing must have tokens with several GPUs on one remote node")
-	d, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+	d, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	h, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+	h, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Less(t, h.Layers[0].Dispatch.RDMABytes, d.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, h.Layers[0].Combine.RDMABytes, d.Layers[0].Combine.RDMABytes)
@@ -213,7 +213,7 @@ func TestV2ModeChoice(t *testing.T) {
 		{8, replay.ModeV2, replay.ModeV2Direct, false},
 		{16, replay.ModeV2Direct, replay.ModeV2Direct, false},
 	} {
-		rep, err := replay.Replay(replaytest.TinyTrace(t, c.ep, 4), spec, replay.Options{Mode: c.mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
+		rep, err := replay.Run(replaytest.TinyTrace(t, c.ep, 4), spec, replay.Options{Mode: c.mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
 			Backends: replaytest.Backends})
 		require.NoError(t, err)
 		assert.Equal(t, c.want, rep.Mode, "EP%d --mode %s", c.ep, c.mode)
@@ -222,7 +222,7 @@ func TestV2ModeChoice(t *testing.T) {
 			assert.Contains(t, rep.Notes[2], "DeepEP's own choice")
 		}
 	}
-	_, err := replay.Replay(replaytest.TinyTrace(t, 8, 4), spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Backends: replaytest.Backends})
+	_, err := replay.Run(replaytest.TinyTrace(t, 8, 4), spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Backends: replaytest.Backends})
 	assert.ErrorContains(t, err, "two or more whole nodes")
 }
 
@@ -266,7 +266,7 @@ func TestV2HybridFewerTokensNotSlower(t *testing.T) {
 	dispatch := func(tokens int) float64 {
 		tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: tokens, Seed: 3})
 		require.NoError(t, err)
-		rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+		rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 		require.NoError(t, err)
 		return rep.DispatchUS
 	}
@@ -303,7 +303,7 @@ func TestV2WarpsWithoutProcess(t *testing.T) {
 			run := func(noThen bool) (*replay.Report, v2.HybridStats) {
 				var w *v2.Hybrid
 				obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
-				rep, err := replay.Replay(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
+				rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
 					Backends: replaytest.Backends, NoThen: noThen})
 				require.NoError(t, err)
 				if w == nil {

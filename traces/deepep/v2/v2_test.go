@@ -59,7 +59,7 @@ func TestV2Replay(t *testing.T) {
 				gd = g
 				return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 			}
-			rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
+			rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
 				Backends: bk})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
@@ -102,9 +102,9 @@ func TestV2DedupSavesRDMA(t *testing.T) {
 	tr := replaytest.TinyTrace(t, 16, 32)
 	all, _, sel := v2Pairs(t, tr)
 	require.Less(t, all, sel, "the routing must have tokens with several experts on one rank")
-	v2, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+	v2, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
-	ll, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeLL, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+	ll, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeLL, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	assert.Less(t, v2.Layers[0].Dispatch.RDMABytes, ll.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, v2.Layers[0].Combine.RDMABytes, ll.Layers[0].Combine.RDMABytes)
@@ -115,7 +115,7 @@ func TestV2NVLink(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 8)
 	_, remote, _ := v2Pairs(t, tr)
-	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
+	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
 		Backends: replaytest.Backends})
 	require.NoError(t, err)
 	rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
@@ -127,7 +127,7 @@ func TestNCCLEPStillLL(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 4)
 	_, _, sel := v2Pairs(t, tr)
-	rep, err := replay.Replay(tr, spec, replay.Options{Mode: replay.ModeNCCLEP, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
+	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeNCCLEP, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
 	require.NoError(t, err)
 	l := rep.Layers[0]
 	assert.Equal(t, sel, l.Dispatch.Messages, "one message per selection, no dedup")
