@@ -358,168 +358,30 @@ func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	})
 }
 
-// v2hLanes runs jobs on a warp's lanes concurrently (a lane per node: puts
-// and tail updates), on one-thread groups launched with the warp and
-// parked between jobs: t.Parallel without spawning per token. One job runs
-// on the warp itself. Over a backend that issues for process-free groups
-// (gin.Gin.CanThen), the lanes are state machines (v2hLane) that run
-// jobThen, with the same events as the parked processes: an event where
-// the lane starts, one per job where it is woken, one at close.
-type hLanes struct {
-	warp  *gpu.Group
-	wgn   *gin.Gin
-	lanes []*gpu.Group
-	gns   []*gin.Gin
-	todo  []bool
-	live  int
-	quit  bool
-	job   func(th *gpu.Group, gn *gin.Gin, i int)
-	// The lanes' state machines (nil: the lanes are processes) and their
-	// job: jobThen starts job i and continues at h; jobDone, when set,
-	// runs when it has, with the instant it started.
-	ms      []*hLane
-	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64)
-	jobDone func(th *gpu.Group, i int, start sim.Time)
-	// warpH, when set, is the warp as a state machine: the last lane done
-	// posts it instead of waking the warp's process.
-	warpH sim.Handler
-}
-
-// newLanes launches n lanes for warp. With jobThen set and a backend that
-// can issue for process-free groups, the lanes have no process.
+// newLanes launches n lanes for warp (a lane per node: puts and tail
+// updates; gpu.Lanes), each taking its own GIN handle on qp where it
+// starts; a job run on the warp itself uses the warp's handle wgn. With
+// jobThen set and a backend that issues for process-free groups, the
+// lanes have no process.
 func (w *Hybrid) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Sharing, n int,
 	job func(th *gpu.Group, gn *gin.Gin, i int),
 	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64),
-	jobDone func(th *gpu.Group, i int, start sim.Time)) *hLanes {
-	l := &hLanes{warp: warp, wgn: wgn, gns: make([]*gin.Gin, n), todo: make([]bool, n), job: job}
-	g := warp.GPU()
-	if jobThen != nil && wgn.CanThen() && !w.e.Cfg.NoThen {
-		l.jobThen, l.jobDone = jobThen, jobDone
-		l.ms = make([]*hLane, n)
-		for i := range n {
-			m := &hLane{l: l, i: i, w: w, r: r, qp: qp, sh: sh}
-			l.ms[i] = m
-			m.t = g.LaunchHandler(warp.Name()+"/lane"+strconv.Itoa(i), 1, m, laneStart)
-			l.lanes = append(l.lanes, m.t)
+	jobDone func(th *gpu.Group, i int, start sim.Time)) *gpu.Lanes {
+	gns := make([]*gin.Gin, n)
+	start := func(th *gpu.Group, i int) { gns[i] = w.dc.GinShared(th, r, qp, sh) }
+	run := func(th *gpu.Group, i int) {
+		gn := wgn
+		if th != warp {
+			gn = gns[i]
 		}
-		return l
+		job(th, gn, i)
 	}
-	for i := range n {
-		l.lanes = append(l.lanes, g.Launch(warp.Name()+"/lane"+strconv.Itoa(i), 1, func(t *gpu.Group) {
-			l.gns[i] = w.dc.GinShared(t, r, qp, sh)
-			for {
-				for !l.todo[i] && !l.quit {
-					t.Proc().Park("v2 hybrid idle lane")
-				}
-				if !l.todo[i] {
-					return
-				}
-				l.job(t, l.gns[i], i)
-				l.todo[i] = false
-				if l.live--; l.live == 0 {
-					l.warp.Proc().Wake()
-				}
-			}
-		}))
+	if jobThen == nil || !wgn.CanThen() || w.e.Cfg.NoThen {
+		return gpu.NewLanes(warp, n, start, run, nil, nil)
 	}
-	return l
-}
-
-// run runs jobs 0..k-1 and returns when the last is done.
-func (l *hLanes) run(k int) {
-	switch k {
-	case 0:
-		return
-	case 1:
-		l.job(l.warp, l.wgn, 0)
-		return
-	}
-	l.live = k
-	for i := range k {
-		l.todo[i] = true
-		if l.ms != nil {
-			l.ms[i].wake()
-			continue
-		}
-		l.lanes[i].Proc().Wake()
-	}
-	for l.live > 0 {
-		l.warp.Proc().Park("v2 hybrid lanes")
-	}
-}
-
-// close ends the lanes.
-func (l *hLanes) close() {
-	l.quit = true
-	for i, t := range l.lanes {
-		if l.ms != nil {
-			l.ms[i].wake()
-			continue
-		}
-		t.Proc().Wake()
-	}
-}
-
-// v2hLane is lane i of a v2hLanes as a state machine: the lane process's
-// loop (run a job when there is one, end at close, park otherwise) with
-// the same events: laneStart where the process would first run, laneWake
-// where a parked lane is woken (waking one that is not parked does
-// nothing, as Proc.Wake), laneDone where a job that took time completes.
-type hLane struct {
-	l      *hLanes
-	t      *gpu.Group
-	w      *Hybrid
-	i      int
-	r, qp  int
-	sh     gin.Sharing
-	parked bool
-	start  sim.Time
-}
-
-const (
-	laneStart = iota
-	laneWake
-	laneDone
-)
-
-// wake is Proc.Wake of the lane.
-func (m *hLane) wake() {
-	if !m.parked {
-		return
-	}
-	m.parked = false
-	s := m.t.GPU().Sim()
-	s.Post(s.Now(), m, laneWake)
-}
-
-// Handle implements sim.Handler.
-func (m *hLane) Handle(s *sim.Sim, arg uint64) {
-	l := m.l
-	switch arg {
-	case laneStart:
-		l.gns[m.i] = m.w.dc.GinShared(m.t, m.r, m.qp, m.sh)
-	case laneDone:
-		if l.jobDone != nil {
-			l.jobDone(m.t, m.i, m.start)
-		}
-		l.todo[m.i] = false
-		if l.live--; l.live == 0 {
-			if l.warpH != nil {
-				s.Post(s.Now(), l.warpH, 0)
-			} else {
-				l.warp.Proc().Wake()
-			}
-		}
-	}
-	switch {
-	case l.todo[m.i]:
-		m.start = s.Now()
-		l.jobThen(m.t, l.gns[m.i], m.i, m, laneDone)
-	case l.quit:
-		m.t.End()
-	default:
-		m.parked = true
-	}
+	return gpu.NewLanes(warp, n, start, run, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+		jobThen(th, gns[i], i, h, arg)
+	}, jobDone)
 }
 
 // seenTail notes, for the critical path, that rank r's forward warp of
@@ -622,7 +484,7 @@ type hScaleout struct {
 	sh              gin.Sharing
 	gn              *gin.Gin
 	team            gin.Team
-	lanes           *hLanes
+	lanes           *gpu.Lanes
 	tail, old, slot []int
 	jobs            []int
 	kind, tok       int
@@ -795,11 +657,11 @@ func (w *Hybrid) scaleout(t *gpu.Group, r, sm, s, c int) {
 			loaded = w.read(t, r, sm, w.payload, cfg.HBMLatency)
 		}
 		ph.Msgs += int64(bits.OnesCount64(mask))
-		lanes.run(m.putJobs(mask))
-		lanes.run(m.tailJobs())
+		lanes.Run(m.putJobs(mask))
+		lanes.Run(m.tailJobs())
 	}
-	lanes.run(m.finishJobs())
-	lanes.close()
+	lanes.Run(m.finishJobs())
+	lanes.Close()
 }
 
 // forward is the forward warp of channel c (warp s of SM sm) of rank r.

@@ -638,10 +638,10 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 			}
 		case soBegin:
 			m.begin()
-			if m.lanes.ms == nil {
+			if !m.lanes.Then() {
 				panic("v2: hybrid scale-out state machine with lanes on processes")
 			}
-			m.lanes.warpH = m
+			m.lanes.ResumeWarp(m)
 			if c < T {
 				m.loaded = w.read(t, r, m.sm, w.payload, t.GPU().Config().HBMLatency)
 			}
@@ -715,7 +715,7 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case soClose:
-			m.lanes.close()
+			m.lanes.Close()
 			m.pc = soGS1
 		case soJob1:
 			m.jobDone(t, 0, m.start)
@@ -727,7 +727,7 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// runLanes is v2hLanes.run for the state machine: it starts jobs
+// runLanes is gpu.Lanes.Run for the state machine: it starts jobs
 // 0..k-1 (one on the warp itself, several on the lanes, which wake the
 // warp when the last is done) and reports whether the warp now waits; it
 // goes on at next.
@@ -743,12 +743,7 @@ func (m *hScaleout) runLanes(k int, next uint8) bool {
 		m.jobThen(m.t, m.gn, 0, m, 0)
 		return m.yield()
 	}
-	l := m.lanes
-	l.live = k
-	for i := range k {
-		l.todo[i] = true
-		l.ms[i].wake()
-	}
+	m.lanes.RunThen(k)
 	m.pc = next
 	return true
 }
