@@ -107,7 +107,7 @@ import (
 // frees send-queue slots on ACK); the permute/unpermute kernels are not
 // part of either phase.
 
-// NCCLConfig holds the host, transport and proxy-thread parameters of the
+// Config holds the host, transport and proxy-thread parameters of the
 // NCCL baseline. Every field stands for one fact of NCCL, CUDA or the CPU.
 type Config struct {
 	// HostEnqueue is ncclGroupEnd's host work for one plan: task
@@ -221,7 +221,7 @@ type Config struct {
 	PostRecvCost sim.Duration
 }
 
-// DefaultNCCLConfig returns NCCL 2.2x defaults on an HGX H100 host, with
+// DefaultConfig returns NCCL 2.2x defaults on an HGX H100 host, with
 // the verbs costs of proxy.DefaultConfig.
 func DefaultConfig() Config {
 	pc := proxy.DefaultConfig()
@@ -1001,7 +1001,7 @@ func (w *Workload) receivers() []int {
 	return recv
 }
 
-// ncclNote is replay's note on what the nccl backend models.
+// Note is replay's note on what the nccl backend models.
 func Note(nvlink bool) string {
 	intra := "same-node peers also through the NIC (as NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; --nvlink: P2P transport, NVLink copies, no proxy)"
 	pxn := "no PXN: with NCCL_P2P_DISABLE=1 NCCL has no NVLink path to another GPU's NIC, so every rank sends from its own NIC and " +

@@ -128,7 +128,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// workload is one library's dispatch and combine as device programs.
+// Workload is one library's dispatch and combine as device programs.
 type Workload interface {
 	Setup() error
 	Dispatch()

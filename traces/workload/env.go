@@ -26,7 +26,7 @@ type Env struct {
 	Comb   Phase
 	Hdr    traces.Header
 	Hidden int
-	// epRank maps NIC endpoints to ranks.
+	// EPRank maps NIC endpoints to ranks.
 	EPRank []int
 	// atomics lists, per (source rank, destination rank), the tap times of
 	// atomic (signal) packets, for the critical-path breakdown.
@@ -82,7 +82,7 @@ type wireTimes struct {
 	tx, rx sim.Time
 }
 
-// phase is the accounting of one dispatch or combine phase.
+// Phase is the accounting of one dispatch or combine phase.
 type Phase struct {
 	Name      string
 	Start     sim.Time
@@ -97,7 +97,7 @@ type Phase struct {
 	NCCL      *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
 }
 
-// sigPath is the path of the signal a receiver group saw last.
+// SigPath is the path of the signal a receiver group saw last.
 type SigPath struct {
 	Valid       bool
 	IssueStart  sim.Time // sender warp began issuing the signal op
@@ -124,7 +124,7 @@ func (e *Env) Begin(ph *Phase, name string, receivers []int) {
 	e.Ph = ph
 }
 
-// beginOne begins a phase in which each rank has one receiver (a final
+// BeginOne begins a phase in which each rank has one receiver (a final
 // reduction or the end of a kernel).
 func (e *Env) BeginOne(ph *Phase, name string) {
 	one := make([]int, e.Step.EP)
@@ -134,7 +134,7 @@ func (e *Env) BeginOne(ph *Phase, name string) {
 	e.Begin(ph, name, one)
 }
 
-// receiverDone marks one receiver group of rank r finished; path is the
+// ReceiverDone marks one receiver group of rank r finished; path is the
 // signal it waited for last (may be invalid).
 func (e *Env) ReceiverDone(r int, path SigPath) {
 	ph := e.Ph
@@ -156,7 +156,7 @@ func (e *Env) ReceiverDone(r int, path SigPath) {
 	}
 }
 
-// run runs the simulation until every rank's receivers are done.
+// Run runs the simulation until every rank's receivers are done.
 func (e *Env) Run() error {
 	err := e.Sim.Run()
 	if err != nil {
@@ -176,7 +176,7 @@ func (e *Env) Run() error {
 	return nil
 }
 
-// tap records atomic packets' NIC transmit and receive times.
+// Tap records atomic packets' NIC transmit and receive times.
 func (e *Env) Tap(iface int, at sim.Time, p *fabric.Packet) {
 	if p.Hdr.Opcode != roce.OpFetchAdd {
 		return
@@ -195,7 +195,7 @@ func (e *Env) Tap(iface int, at sim.Time, p *fabric.Packet) {
 	}
 }
 
-// landWatch records when a watched signal word changes.
+// LandWatch records when a watched signal word changes.
 type LandWatch struct {
 	At  sim.Time
 	Sim *sim.Sim
@@ -203,7 +203,7 @@ type LandWatch struct {
 
 func (w *LandWatch) WordChanged(r *mem.Region, off uint64) { w.At = w.Sim.Now() }
 
-// result turns the phase into its report.
+// Result turns the phase into its report.
 func (e *Env) Result(ph *Phase) PhaseReport {
 	pr := PhaseReport{Messages: ph.Msgs, Signals: ph.Sigs, RDMABytes: ph.RDMABytes, NCCL: ph.NCCL}
 	var end sim.Time

@@ -9,7 +9,7 @@ import (
 	"github.com/ginsim/ginsim/sim/mem"
 )
 
-// gpuArray is an array of 8-byte counters in one GPU's HBM.
+// GPUArray is an array of 8-byte counters in one GPU's HBM.
 type GPUArray struct {
 	R *mem.Region
 }
@@ -32,28 +32,28 @@ type issueRec struct {
 	from       int
 }
 
-// noteIssue records the issue of the signal for (dst, le, id).
+// NoteIssue records the issue of the signal for (dst, le, id).
 func (e *Env) NoteIssue(dst, le, id int, start, end sim.Time, rdma bool) {
 	e.issues[sigKey{dst, le, id}] = issueRec{start: start, end: end, rdma: rdma}
 }
 
-// issued returns the path of signal (r, le, id) so far.
+// Issued returns the path of signal (r, le, id) so far.
 func (e *Env) Issued(r, le, id int) SigPath {
 	rec, ok := e.issues[sigKey{r, le, id}]
 	return SigPath{Valid: ok, IssueStart: rec.start, IssueEnd: rec.end, RDMA: rec.rdma}
 }
 
-// noteLast keeps p as rank r's latest-seen signal of the phase.
+// NoteLast keeps p as rank r's latest-seen signal of the phase.
 func (e *Env) NoteLast(r int, p SigPath) {
 	if p.Valid && (!e.Ph.Last[r].Valid || p.Seen >= e.Ph.Last[r].Seen) {
 		e.Ph.Last[r] = p
 	}
 }
 
-// lastOf returns rank r's latest-seen signal of the phase.
+// LastOf returns rank r's latest-seen signal of the phase.
 func (e *Env) LastOf(r int) SigPath { return e.Ph.Last[r] }
 
-// ginType is the GIN type of the run's backend.
+// GinType is the GIN type of the run's backend.
 func (e *Env) GinType() gin.Type {
 	if e.Cfg.Backend == BackendProxy {
 		return gin.TypeProxy
@@ -61,7 +61,7 @@ func (e *Env) GinType() gin.Type {
 	return gin.TypeGDAKI
 }
 
-// routeSets returns, for each of rank r's tokens, the set of nodes its
+// RouteSets returns, for each of rank r's tokens, the set of nodes its
 // selections live on (bit n: node n) and, per (token, node), the set of
 // that node's local GPUs it selects (gpus[t*nodes+n], bit l: local GPU l):
 // what node-deduplicating kernels (HT, V2 hybrid) route by.

@@ -34,7 +34,7 @@ func (pp *proxyPosts) Posted(p *proxy.Post) {
 	pp.m[postKey{p.DevComm, p.Peer, p.Ctx, int(p.GFD.SignalID)}] = postRec{taken: p.Taken, posted: p.Posted}
 }
 
-// observeProxy installs the recorder on the proxy backend of a new
+// ObserveProxy installs the recorder on the proxy backend of a new
 // communicator's backend set (no-op for other backends).
 func (e *Env) ObserveProxy(backends map[gin.Type]gin.Backend) {
 	pb, ok := backends[gin.TypeProxy].(*proxy.Backend)
@@ -47,7 +47,7 @@ func (e *Env) ObserveProxy(backends map[gin.Type]gin.Backend) {
 	pb.SetPostObserver(e.posts)
 }
 
-// proxyPath fills p's proxy instants from the latest post of signal id of
+// ProxyPath fills p's proxy instants from the latest post of signal id of
 // context ctx of dc to rank to, if the Proxy backend carried it.
 func (e *Env) ProxyPath(p *SigPath, dc *gin.DevComm, to, ctx, id int) {
 	if e.posts == nil || !p.RDMA {

@@ -6,7 +6,7 @@ import (
 	"github.com/ginsim/ginsim/traces"
 )
 
-// step is the routing of one (iteration, layer), resolved for replay:
+// Step is the routing of one (iteration, layer), resolved for replay:
 // selections per (source rank, expert), the token lists every expert
 // receives from every source, and expert homes.
 type Step struct {
@@ -21,19 +21,19 @@ type Step struct {
 	LocalIdx    []int   // expert -> index among its home's experts
 	Experts     [][]int // rank -> its experts in local order
 	TopKIdx     [][][]int32
-	// count[r][e]: selections of source rank r to expert e.
+	// Count[r][e]: selections of source rank r to expert e.
 	Count [][]int
-	// recvTokens[r][e]: source token indices of rank r sent to expert e, in
+	// RecvTokens[r][e]: source token indices of rank r sent to expert e, in
 	// issue order (token order; a token selects an expert at most once).
 	RecvTokens [][][]int32
-	// nodeTokens[r][n]: distinct tokens of rank r bound for node n.
+	// NodeTokens[r][n]: distinct tokens of rank r bound for node n.
 	NodeTokens [][]int
-	// rankTokens[r][d]: distinct tokens of rank r bound for rank d.
+	// RankTokens[r][d]: distinct tokens of rank r bound for rank d.
 	RankTokens [][]int
 	Selections []int64 // per source rank, valid selections
 }
 
-// newStep resolves (iter, layer) of tr; it needs route records.
+// NewStep resolves (iter, layer) of tr; it needs route records.
 func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
 	h := tr.Header()
 	routes := tr.StepRoutes(iter, layer)

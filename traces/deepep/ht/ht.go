@@ -48,15 +48,15 @@ import (
 // as they finish reducing, and its coordinator returns heads per (node,
 // peer), so the forwarders for every destination node start at once.
 
-// htSenderWarps is kNumDispatchRDMASenderWarps (7): one SM holds the 7
+// senderWarps is kNumDispatchRDMASenderWarps (7): one SM holds the 7
 // sender warps, their coordinator and the 8 NVLink receivers.
 const senderWarps = 7
 
-// htCombineForwarderWarps is kNumCombineForwarderWarps: the forwarder SM's
+// combineForwarderWarps is kNumCombineForwarderWarps: the forwarder SM's
 // warps, split evenly over destination nodes (at least one per node).
 const combineForwarderWarps = 24
 
-// htDefaultChunks returns DeepEP's default chunking for ep ranks
+// DefaultChunks returns DeepEP's default chunking for ep ranks
 // (deep_ep/buffers/legacy.py).
 func DefaultChunks(ep int) (disp, comb workload.HTChunks) {
 	switch {
@@ -101,7 +101,7 @@ func fillChunks(c, def workload.HTChunks, what string) (workload.HTChunks, error
 	return c, nil
 }
 
-// htStats counts what the HT kernels sent; tests compare it with the
+// Stats counts what the HT kernels sent; tests compare it with the
 // routing.
 type Stats struct {
 	DispChunks, DispTails, DispCredits int64 // RDMA puts, tail and credit signals
@@ -109,12 +109,12 @@ type Stats struct {
 	LocalChunks                        int64 // chunks to the local node (no RDMA)
 	CreditWaits                        int64 // times a sender or forwarder waited for head credits
 	Packets, CrossRail                 int64 // NIC-sent packets, of which between different local indices
-	// firstPut is, per phase (0 dispatch, 1 combine) and rank, when the
+	// FirstPut is, per phase (0 dispatch, 1 combine) and rank, when the
 	// rank issued its first chunk put to another node (0: none).
 	FirstPut [2][]sim.Time
 }
 
-// htWorkload is DeepEP V1 normal mode, internode.
+// Workload is DeepEP V1 normal mode, internode.
 type Workload struct {
 	e       *workload.Env
 	G, N, C int // GPUs per node, nodes, channels
@@ -153,7 +153,7 @@ type Workload struct {
 	fwdPath  []workload.SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
-// htChan is the shared-memory state of one channel's SMs (the locks,
+// chanState is the shared-memory state of one channel's SMs (the locks,
 // windows and head arrays DeepEP keeps in __shared__).
 type chanState struct {
 	rel     [][]bool // dispatch: [dst node][ring index] record released by its sender warp
@@ -162,7 +162,7 @@ type chanState struct {
 	retired []bool   // [warp or peer]
 }
 
-// htInf marks a retired forwarder or receiver in a head array.
+// inf marks a retired forwarder or receiver in a head array.
 const inf = int(^uint(0) >> 1)
 
 func New(e *workload.Env) *Workload { return &Workload{e: e} }
@@ -331,7 +331,7 @@ func (w *Workload) route() {
 	}
 }
 
-// htRange is get_channel_task_range: channel c's contiguous token range.
+// tokenRange is get_channel_task_range: channel c's contiguous token range.
 func tokenRange(tokens, channels, c int) (lo, hi int) {
 	per := (tokens + channels - 1) / channels
 	lo = min(per*c, tokens)

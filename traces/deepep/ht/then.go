@@ -18,11 +18,11 @@ import (
 // so that a record costs no coroutine switch. Options.noThen runs the
 // closures instead (TestHTWarpsWithoutProcess compares the two).
 
-// htThen reports whether the HT warps that have a state machine run as
+// useThen reports whether the HT warps that have a state machine run as
 // one.
 func (w *Workload) useThen() bool { return !w.e.Cfg.NoThen }
 
-// htFwd is a dispatch forwarder warp (channel c of rank r, NVLink peer p):
+// fwdMachine is a dispatch forwarder warp (channel c of rank r, NVLink peer p):
 // launchDispatch's forwarder closure as a state machine.
 type fwdMachine struct {
 	w     *Workload
@@ -257,7 +257,7 @@ func (w *Workload) bumpThen(t *gpu.Group, reg *mem.Region, off uint64, h sim.Han
 	t.ComputeThen(w.e.M.Profile.GPU.AtomicBlock, h, 0)
 }
 
-// htNVLSender is a combine NVLink sender warp (channel c of rank r, to
+// nvlSenderMachine is a combine NVLink sender warp (channel c of rank r, to
 // forwarder f): launchCombine's nvl-sender closure as a state machine.
 type nvlSenderMachine struct {
 	w     *Workload
@@ -427,7 +427,7 @@ func (w *Workload) copyLocalTime(t *gpu.Group, sm *gpu.SMPorts, rd, wr sim.Bytes
 	return end.Sub(t.Now()) + w.e.M.Profile.GPU.StoreIssue
 }
 
-// htRecv is a dispatch NVLink receiver warp (channel c of rank r, from
+// recvMachine is a dispatch NVLink receiver warp (channel c of rank r, from
 // forwarder f): launchDispatch's receiver closure as a state machine.
 type recvMachine struct {
 	w          *Workload
@@ -494,7 +494,7 @@ func (m *recvMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htSender is a dispatch RDMA sender warp (channel c of rank r, warp wi):
+// senderMachine is a dispatch RDMA sender warp (channel c of rank r, warp wi):
 // launchDispatch's sender closure as a state machine.
 type senderMachine struct {
 	w      *Workload
@@ -595,7 +595,7 @@ func (m *senderMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htCRecv is a combine RDMA receiver warp (channel c of rank r, warp wi):
+// combRecvMachine is a combine RDMA receiver warp (channel c of rank r, warp wi):
 // launchCombine's receiver closure as a state machine.
 type combRecvMachine struct {
 	w             *Workload
@@ -717,7 +717,7 @@ func (m *combRecvMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htCFwdCoord is a combine forwarder coordinator (channel c of rank r):
+// combCoordMachine is a combine forwarder coordinator (channel c of rank r):
 // launchCombine's forward-coordinator closure as a state machine.
 type combCoordMachine struct {
 	w       *Workload
@@ -794,14 +794,14 @@ func (m *combCoordMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htThenGin reports whether the HT warps that issue GIN operations run
+// thenGin reports whether the HT warps that issue GIN operations run
 // as state machines: over a backend that can issue without a process.
 func (w *Workload) thenGin() bool {
 	_, ok := w.dataComms[0].Backend().(gin.ThenBackend)
 	return ok && w.useThen()
 }
 
-// htChunkPut is putChunk as a state machine, for a group without a
+// chunkPutMachine is putChunk as a state machine, for a group without a
 // process: set the arguments, then start; it continues at h.
 type chunkPutMachine struct {
 	w                  *Workload
@@ -881,7 +881,7 @@ func (m *chunkPutMachine) Handle(s *sim.Sim, _ uint64) {
 	}
 }
 
-// htCoord is a dispatch sender coordinator (channel c of rank r):
+// coordMachine is a dispatch sender coordinator (channel c of rank r):
 // launchDispatch's coordinator closure as a state machine.
 type coordMachine struct {
 	w               *Workload
@@ -972,7 +972,7 @@ func (m *coordMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htCredits is a coordinator that returns RDMA head credits
+// creditsMachine is a coordinator that returns RDMA head credits
 // (launchCredits) as a state machine.
 type creditsMachine struct {
 	w            *Workload
@@ -1067,7 +1067,7 @@ func (m *creditsMachine) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// htCFwd is a combine forwarder (channel c of rank r, destination node
+// combFwdMachine is a combine forwarder (channel c of rank r, destination node
 // s): launchCombine's forwarder closure as a state machine.
 type combFwdMachine struct {
 	w                *Workload

@@ -11,7 +11,7 @@ import (
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
-// llWorkload is DeepEP V1 low-latency dispatch and combine as ported to
+// Workload is DeepEP V1 low-latency dispatch and combine as ported to
 // NCCL GIN by DeepEP PR #521 (spec moe-traffic 1.3, 1.4, 1.8), or, with
 // aggregate set, the NCCL EP / V2 flavour whose puts carry
 // OptAggregateRequests except the last one to each (context, peer).

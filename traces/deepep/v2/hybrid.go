@@ -68,7 +68,7 @@ import (
 // (token, node) records (combine_reduce_epilogue, a separate kernel,
 // counted in the combine as for V2 direct).
 
-// v2hFwd is one record a forward warp moved in dispatch: token tok of
+// hFwd is one record a forward warp moved in dispatch: token tok of
 // source rank src, and whether it closed a forward chunk (the combine's
 // put without AggregateRequests).
 type hFwd struct {
@@ -76,7 +76,7 @@ type hFwd struct {
 	last     bool
 }
 
-// v2hIssue is when a lane issued the latest tail or finish signal of one
+// hIssue is when a lane issued the latest tail or finish signal of one
 // (destination rank, channel, source node) word.
 type hIssue struct{ start, end sim.Time }
 
@@ -100,7 +100,7 @@ type HybridStats struct {
 	Counts [][]uint64
 }
 
-// v2HybridWorkload is DeepEP V2 hybrid dispatch and combine.
+// Hybrid is DeepEP V2 hybrid dispatch and combine.
 type Hybrid struct {
 	*Direct
 	S, U, L int // scale-out ranks (nodes), scale-up ranks (GPUs per node), experts per rank
@@ -470,10 +470,10 @@ const (
 	v2hFinish
 )
 
-// v2hScaleout is the state of a scale-out warp (channel c, warp s of SM
+// hScaleout is the state of a scale-out warp (channel c, warp s of SM
 // sm, of rank r) and its lane jobs: put a record to a node, publish a
 // node's tail (or the finish flag). scaleout runs it on a process; as a
-// sim.Handler (v2_then.go) it is the whole launch closure, grid syncs
+// sim.Handler (then.go) it is the whole launch closure, grid syncs
 // included, without one.
 type hScaleout struct {
 	drive

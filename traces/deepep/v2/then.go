@@ -11,7 +11,7 @@ import (
 
 // The busiest V2 warps as state machines over the groups' Then operations
 // (launched with gpu.GPU.LaunchHandler, no process): each is the body of
-// its g.Launch closure in v2hybrid.go or v2.go, with the same steps at the
+// its g.Launch closure in hybrid.go or v2.go, with the same steps at the
 // same instants, so that a record costs no coroutine switch. Options.noThen
 // runs the closures instead (TestV2WarpsWithoutProcess compares the two).
 // Hybrid: the dispatch forward and combine scale-up warps (no GIN ops) on
@@ -22,11 +22,11 @@ import (
 // per rank; they use Red64, put_value and signal waits, which have no
 // Then twins).
 
-// v2Then reports whether the V2 warps that have a state machine run as
+// useThen reports whether the V2 warps that have a state machine run as
 // one.
 func (w *Direct) useThen() bool { return !w.e.Cfg.NoThen }
 
-// v2drive is the driving loop shared by the V2 machines: a machine starts
+// drive is the driving loop shared by the V2 machines: a machine starts
 // an operation with inOp set and then calls yield; an operation whose
 // continuation runs at once (it took no time) re-enters Handle, which
 // notes it (reentered) and returns, and the loop goes on instead of
@@ -101,7 +101,7 @@ func (d *drive) waitGrid(t *gpu.Group, a *workload.GPUArray, i int, h sim.Handle
 	return d.yield()
 }
 
-// v2hScaleup is a combine scale-up warp (channel c of rank r on SM sm):
+// hScaleup is a combine scale-up warp (channel c of rank r on SM sm):
 // launchCombine's scale-up closure (two grid syncs, scaleup, done) as a
 // state machine.
 type hScaleup struct {
@@ -308,7 +308,7 @@ func (m *hScaleup) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// v2hForward is a dispatch forward warp (channel c, warp s of SM sm, of
+// hForward is a dispatch forward warp (channel c, warp s of SM sm, of
 // rank r): launchDispatch's forward closure (grid sync, forward, grid
 // sync) as a state machine.
 type hForward struct {
@@ -748,7 +748,7 @@ func (m *hScaleout) runLanes(k int, next uint8) bool {
 	return true
 }
 
-// v2hCombFwd is a combine forward warp (channel c, warp s of SM sm, of
+// hCombFwd is a combine forward warp (channel c, warp s of SM sm, of
 // rank r): launchCombine's forward closure (two grid syncs,
 // combineForward, done) as a state machine, over a backend that issues
 // for process-free groups.
@@ -839,7 +839,7 @@ func (m *hCombFwd) finish(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 	w.dc.GinShared(th, r, m.qp, m.sh).SignalThen(f, 0, m.team, i, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(m.c, me), Value: 1})
 }
 
-// v2hFinishSig notes a finish signal's issue once it is issued.
+// hFinishSig notes a finish signal's issue once it is issued.
 type hFinishSig struct {
 	m     *hCombFwd
 	th    *gpu.Group
@@ -1061,7 +1061,7 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// v2CombWarp is a direct-mode combine warp (warp wi of SM sm of rank r):
+// combWarp is a direct-mode combine warp (warp wi of SM sm of rank r):
 // launchCombine's warp closure (grid sync, one record per (token, rank)
 // back to its source, grid sync) as a state machine, over a backend that
 // issues for process-free groups.
@@ -1196,7 +1196,7 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// v2DispWarp is a direct-mode dispatch warp (warp wi of SM sm of rank r):
+// dispWarp is a direct-mode dispatch warp (warp wi of SM sm of rank r):
 // launchDispatch's warp closure (grid sync, per token: load, slot atomics,
 // TMA and NVLink stores, puts; grid sync) as a state machine whose lane
 // sections run on gpu.Group.ParallelThen, over a backend that issues for
@@ -1217,7 +1217,7 @@ type dispWarp struct {
 	pc                   uint8
 }
 
-// v2SlotDone keeps lane i's slot (the atomic's old value), then continues
+// slotDone keeps lane i's slot (the atomic's old value), then continues
 // the lane.
 type slotDone struct {
 	m   *dispWarp

@@ -12,7 +12,7 @@ import (
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
-// V2Params are the constants of DeepEP V2 (ElasticBuffer) direct mode that
+// Params are the constants of DeepEP V2 (ElasticBuffer) direct mode that
 // are not communication mechanisms: the kernel's sizing inputs and the SM's
 // TMA copy rates. Every field names the hardware or code fact it stands for.
 type Params struct {
@@ -69,7 +69,7 @@ type Params struct {
 	HybridAllocatedQPs int
 }
 
-// DefaultV2Params returns DeepEP V2's defaults on an H100.
+// DefaultParams returns DeepEP V2's defaults on an H100.
 func DefaultParams() Params {
 	return Params{
 		SMReadRate:          sim.GBps(200),
@@ -90,7 +90,7 @@ func DefaultParams() Params {
 	}
 }
 
-// v2ExpectedTopK is get_theoretical_num_sms's expected number of distinct
+// expectedTopK is get_theoretical_num_sms's expected number of distinct
 // groups a token's k experts fall in, under uniform routing over g equal
 // groups of e experts: g·(1 − C(e − e/g, k) / C(e, k)).
 func expectedTopK(e, k, g int) float64 {
@@ -101,7 +101,7 @@ func expectedTopK(e, k, g int) float64 {
 	return float64(g) * (1 - ratio)
 }
 
-// V2NumSMs is ElasticBuffer.get_theoretical_num_sms for direct mode (one
+// NumSMs is ElasticBuffer.get_theoretical_num_sms for direct mode (one
 // scale-out domain): ranks EP ranks, nvl of them per NVLink domain, rdma
 // domains, NVLink bandwidth nvlGBps (already scaled by the efficiency
 // factor) and the device's SM count. It returns an even count of at
@@ -126,10 +126,10 @@ func NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p Params, devi
 	return min(n, deviceSMs)
 }
 
-// V2NumQPs is get_theoretical_num_qps in direct mode.
+// NumQPs is get_theoretical_num_qps in direct mode.
 func NumQPs(sms int, p Params) int { return min(sms, p.DirectQPs, p.AllocatedQPs) }
 
-// V2HybridNumSMs is ElasticBuffer.get_theoretical_num_sms in hybrid mode:
+// HybridNumSMs is ElasticBuffer.get_theoretical_num_sms in hybrid mode:
 // ranks EP ranks in scaleout NVLink domains (nodes), NIC rate rdmaGBps
 // (ibstat's rate / 8) and NVLink rate nvlGBps (already scaled by the
 // efficiency factor). Per token: scale-out warps read it and write the
@@ -159,20 +159,20 @@ func HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64,
 	return min(n, deviceSMs)
 }
 
-// V2HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
+// HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
 // + 1, capped by the allocated QPs.
 func HybridNumQPs(sms int, p Params) int {
 	return min(sms*p.HybridQPsPerSM+1, p.HybridAllocatedQPs)
 }
 
-// v2NotifySmem is get_num_notify_smem_bytes: the notify warps' (rank,
+// notifySmemBytes is get_num_notify_smem_bytes: the notify warps' (rank,
 // expert) counters, aligned to the notify threads.
 func notifySmemBytes(ranks, experts int, p Params) int {
 	th := 32 * p.NotifyWarps
 	return (ranks + experts + th - 1) / th * th * 4
 }
 
-// v2HybridChannels is the hybrid launcher's channels per SM: as many
+// hybridChannels is the hybrid launcher's channels per SM: as many
 // dispatch records (with their mbarrier, 32 B) as fit the shared memory
 // beside the notify counters, at most 32 − notify warps; as many combine
 // records; half of that (a scale-out and a forward warp per channel), at
@@ -183,7 +183,7 @@ func hybridChannels(rec, crec, ranks, experts int, p Params) int {
 	return min(c/2, p.HybridMaxChannelsPerSM)
 }
 
-// v2QP is comm::get_qp_mode: the context and sharing mode of channel ch of
+// qpFor is comm::get_qp_mode: the context and sharing mode of channel ch of
 // SM sm; withNotify reserves QP 0 for the notify warps.
 func qpFor(sms, qps, chPerSM, sm, ch int, withNotify bool) (int, gin.Sharing) {
 	grid := gin.SharingGPU
@@ -210,7 +210,7 @@ func qpFor(sms, qps, chPerSM, sm, ch int, withNotify bool) (int, gin.Sharing) {
 
 func align32(n int) int { return (n + 31) / 32 * 32 }
 
-// v2CombineBytes is the size of a V2 combine record: BF16 hidden and the
+// combineBytes is the size of a V2 combine record: BF16 hidden and the
 // top-k weights, each aligned to 32 (TokenLayout without source metadata).
 func combineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8*topK) }
 
@@ -688,7 +688,7 @@ func le64(b []byte) uint64 {
 	return v
 }
 
-// v2Record is one combine record a rank sends back: the expert outputs of
+// combRecord is one combine record a rank sends back: the expert outputs of
 // token tok of rank src, reduced over the c experts of this rank it chose.
 type combRecord struct{ src, tok, c int }
 
