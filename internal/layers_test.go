@@ -35,15 +35,22 @@ var layers = []layer{
 	{"gpu", false, 5, "SMs, thread groups, GPU memory"},
 	{"nic", false, 5, "the RC NIC and its host-side drivers"},
 	{"gin", false, 6, "GIN's host and device API, backends, machines, programs"},
-	{"traces/", false, 7, "workloads, replay and output writers"},
-	{"validate", false, 8, "model against hardware"},
-	{"cmd", false, 9, "the CLI"},
+	{"traces/", false, 7, "output writers and the workload contract (traces/workload)"},
+	{"traces/deepep", false, 8, "DeepEP's kernels as workloads"},
+	{"traces/ncclbase", false, 8, "the host-initiated NCCL baseline as a workload"},
+	{"traces/replay", false, 9, "the replay driver: runs the workloads"},
+	{"validate", false, 10, "model against hardware"},
+	{"cmd", false, 11, "the CLI"},
 }
 
 // apart are pairs of packages (by prefix) on one tier that must not depend
 // on each other either way.
 var apart = [][2]string{
 	{"gpu", "nic"},
+	{"traces/deepep", "traces/ncclbase"},
+	{"traces/deepep/ll", "traces/deepep/ht"},
+	{"traces/deepep/ll", "traces/deepep/v2"},
+	{"traces/deepep/ht", "traces/deepep/v2"},
 }
 
 // tierOf returns the row that places a module-relative package path: an
@@ -170,8 +177,13 @@ func TestLayerTableCatches(t *testing.T) {
 		{"nic", "gpu", true},
 		{"nic", "gin", true},
 		{"gin/proxy", "gin", false},
-		{"gin", "traces/moe", true},
-		{"traces", "sim", true}, // the format stays data only
+		{"gin", "traces/replay", true},
+		{"traces", "sim", true},                     // the format stays data only
+		{"traces/deepep/ht", "traces/replay", true}, // a workload never imports the driver
+		{"traces/workload", "traces/deepep/ll", true},
+		{"traces/replay", "traces/deepep/v2", false},
+		{"traces/deepep/v2", "traces/deepep/ht", true},
+		{"traces/ncclbase", "traces/deepep/ll", true},
 		{"traces/pcap", "fabric/roce", false},
 		{"sim", "sim/mem", true},
 		{"validate/gpumicro", "cmd/ginsim", true},

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 	"gopkg.in/yaml.v3"
 )
 
@@ -70,12 +70,12 @@ type fileRow struct {
 // caseMetrics maps a row's metric to its unit and the report's mean.
 var caseMetrics = map[string]struct {
 	unit string
-	get  func(*moe.Report) float64
+	get  func(*replay.Report) float64
 }{
-	"dispatch_us":   {"us", func(r *moe.Report) float64 { return r.DispatchUS }},
-	"combine_us":    {"us", func(r *moe.Report) float64 { return r.CombineUS }},
-	"dispatch_GBps": {"GB/s", func(r *moe.Report) float64 { return r.DispatchGBps }},
-	"combine_GBps":  {"GB/s", func(r *moe.Report) float64 { return r.CombineGBps }},
+	"dispatch_us":   {"us", func(r *replay.Report) float64 { return r.DispatchUS }},
+	"combine_us":    {"us", func(r *replay.Report) float64 { return r.CombineUS }},
+	"dispatch_GBps": {"GB/s", func(r *replay.Report) float64 { return r.DispatchGBps }},
+	"combine_GBps":  {"GB/s", func(r *replay.Report) float64 { return r.CombineGBps }},
 }
 
 var (
@@ -143,10 +143,10 @@ func loadCases(path string, builtin []string) ([]calCase, error) {
 		}
 		seen[c.Name] = true
 		if c.Mode == "" {
-			c.Mode = moe.ModeLL
+			c.Mode = replay.ModeLL
 		}
 		if c.Backend == "" {
-			c.Backend = moe.BackendGDAKI
+			c.Backend = replay.BackendGDAKI
 		}
 		if c.Cluster == "" {
 			c.Cluster = "h100-ib"
@@ -154,11 +154,11 @@ func loadCases(path string, builtin []string) ([]calCase, error) {
 		if c.Layers == 0 {
 			c.Layers = 1
 		}
-		if !slices.Contains(moe.Modes, c.Mode) {
-			return nil, bad(at("mode"), f("mode"), "%q: want one of %v", c.Mode, moe.Modes)
+		if !slices.Contains(replay.Modes, c.Mode) {
+			return nil, bad(at("mode"), f("mode"), "%q: want one of %v", c.Mode, replay.Modes)
 		}
-		if !slices.Contains(moe.Backends, c.Backend) {
-			return nil, bad(at("backend"), f("backend"), "%q: want one of %v", c.Backend, moe.Backends)
+		if !slices.Contains(replay.Backends, c.Backend) {
+			return nil, bad(at("backend"), f("backend"), "%q: want one of %v", c.Backend, replay.Backends)
 		}
 		if c.Layers < 0 {
 			return nil, bad(at("layers"), f("layers"), "%d must not be negative", c.Layers)
@@ -226,7 +226,7 @@ func fileCalCase(c fileCase, spec machine.Spec, tr *traces.Trace) calCase {
 		what = fmt.Sprintf("%s over %s, %s (cases file)", c.Mode, c.Backend, c.Cluster)
 	}
 	return calCase{c.Name, what, func(seed uint64) ([]calRow, error) {
-		rep, err := moe.Replay(tr, spec, moe.Options{Mode: c.Mode, Backend: c.Backend, NVLink: c.NVLink, Seed: seed,
+		rep, err := replay.Run(tr, spec, replay.Options{Mode: c.Mode, Backend: c.Backend, NVLink: c.NVLink, Seed: seed,
 			Layers: c.Layers, Backends: ginBackends})
 		if err != nil {
 			return nil, err

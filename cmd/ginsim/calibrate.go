@@ -14,7 +14,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -56,7 +56,7 @@ func runCase(c calCase, seed uint64, n, jobs int) ([]calRow, error) {
 		for i := range runs {
 			xs[i] = runs[i][k].Model
 		}
-		sp := moe.NewSpread(xs)
+		sp := replay.NewSpread(xs)
 		out[k].Model, out[k].ModelSD, out[k].Seeds = round2(sp.Mean), round2(sp.SD), n
 		out[k].ErrorPct = round2(100 * (sp.Mean - out[k].Published) / out[k].Published)
 	}
@@ -91,7 +91,7 @@ func calibrationCases() []calCase {
 				if err != nil {
 					return nil, err
 				}
-				rep, err := calReplay(tr, "h100-ib", moe.ModeLL, seed)
+				rep, err := calReplay(tr, "h100-ib", replay.ModeLL, seed)
 				if err != nil {
 					return nil, err
 				}
@@ -105,7 +105,7 @@ func calibrationCases() []calCase {
 				if err != nil {
 					return nil, err
 				}
-				rep, err := calReplay(tr, "h800-cx7", moe.ModeLL, seed)
+				rep, err := calReplay(tr, "h800-cx7", replay.ModeLL, seed)
 				if err != nil {
 					return nil, err
 				}
@@ -135,7 +135,7 @@ func htCase(name, preset, what string, disp, comb float64, src string,
 		if err != nil {
 			return nil, err
 		}
-		rep, err := calReplay(tr, preset, moe.ModeHT, seed)
+		rep, err := calReplay(tr, preset, replay.ModeHT, seed)
 		if err != nil {
 			return nil, err
 		}
@@ -144,12 +144,12 @@ func htCase(name, preset, what string, disp, comb float64, src string,
 	}}
 }
 
-func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*moe.Report, error) {
+func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*replay.Report, error) {
 	spec, ok := machine.Preset(preset)
 	if !ok {
 		return nil, fmt.Errorf("no %s preset", preset)
 	}
-	return moe.Replay(tr, spec, moe.Options{Mode: mode, Backend: moe.BackendGDAKI, Seed: seed, Layers: 1,
+	return replay.Run(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: seed, Layers: 1,
 		Backends: ginBackends})
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
 	"github.com/ginsim/ginsim/traces/pcap"
+	"github.com/ginsim/ginsim/traces/replay"
 	"github.com/ginsim/ginsim/traces/sweep"
 	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/schollz/progressbar/v3"
@@ -69,8 +69,8 @@ Output files are written only when the run succeeds.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.cluster, "cluster", "h100-ib", "cluster preset name or YAML file")
-	fl.StringVar(&f.backend, "backend", moe.BackendGDAKI, "GIN backend: "+strings.Join(moe.Backends, "|"))
-	fl.StringVar(&f.mode, "mode", moe.ModeLL, "traffic pattern: "+strings.Join(moe.Modes, "|"))
+	fl.StringVar(&f.backend, "backend", replay.BackendGDAKI, "GIN backend: "+strings.Join(replay.Backends, "|"))
+	fl.StringVar(&f.mode, "mode", replay.ModeLL, "traffic pattern: "+strings.Join(replay.Modes, "|"))
 	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.IntVar(&f.seeds, "seeds", 1, "replay with N seeds (--seed, --seed+1, ...) and report each run's means and their spread")
@@ -119,11 +119,11 @@ func ginBackends() map[gin.Type]gin.Backend {
 }
 
 func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
-	if !slicesContains(moe.Modes, f.mode) {
-		return Usagef("--mode %q: want one of %v", f.mode, moe.Modes)
+	if !slicesContains(replay.Modes, f.mode) {
+		return Usagef("--mode %q: want one of %v", f.mode, replay.Modes)
 	}
-	if !slicesContains(moe.Backends, f.backend) {
-		return Usagef("--backend %q: want one of %v", f.backend, moe.Backends)
+	if !slicesContains(replay.Backends, f.backend) {
+		return Usagef("--backend %q: want one of %v", f.backend, replay.Backends)
 	}
 	if f.layers < 0 {
 		return Usagef("--layers %d must not be negative", f.layers)
@@ -179,7 +179,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := moe.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
+	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
 		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends}
 
 	// Output files go to temporaries renamed on success.
@@ -209,7 +209,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		opt.Pcap, opt.PcapRanks = pw, f.pcapRanks
 	}
-	steps := len(moe.Steps(tr, f.layers))
+	steps := len(replay.Steps(tr, f.layers))
 	if f.seeds > 1 {
 		steps = f.seeds
 	}
@@ -219,7 +219,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		opt.Progress = func(done, total int) { _ = bar.Set(done) }
 	}
 	if f.seeds > 1 {
-		sw, err := moe.ReplaySeeds(tr, spec, opt, f.seeds)
+		sw, err := replay.RunSeeds(tr, spec, opt, f.seeds)
 		if err != nil {
 			return err
 		}
@@ -228,7 +228,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		return sw.WriteTable(cmd.OutOrStdout())
 	}
-	rep, err := moe.Replay(tr, spec, opt)
+	rep, err := replay.Run(tr, spec, opt)
 	if err != nil {
 		return err
 	}

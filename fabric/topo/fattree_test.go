@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ginsim/ginsim/fabric"
-	"github.com/ginsim/ginsim/nic/roce"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 )
 

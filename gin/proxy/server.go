@@ -349,12 +349,7 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 		ch.slot(i, uint64(cfg.QueueSize)).done = true
 	}
 	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
-	db := sim.Bytes(8)
-	if pp.n == 1 && ch.nic.Config().BlueFlame {
-		db = 64
-	}
-	bus := s.gpu.Bus()
-	arrive := bus.Write(s.p.Now(), bus.Host(), ch.nic.Dev(), db)
+	arrive := ch.nic.HostDoorbell(s.p.Now(), pp.n)
 	if s.b.obs != nil {
 		s.b.obs.Posted(&Post{DevComm: cs.dc, Rank: ch.rank, Ctx: ch.ctx, Peer: ch.peer, Index: i, GFD: *g,
 			Taken: taken, Posted: s.p.Now()})

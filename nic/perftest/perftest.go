@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ginsim/ginsim/fabric"
-	"github.com/ginsim/ginsim/fabric/pcie"
 	"github.com/ginsim/ginsim/fabric/topo"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
@@ -87,8 +86,6 @@ func (o *Options) iters(size int64) int {
 type side struct {
 	s      *sim.Sim
 	n      *nic.NIC
-	bus    *pcie.Tree
-	host   pcie.DevID
 	qp     *nic.QP
 	cq     *nic.CQ
 	buf    *mem.Region
@@ -141,7 +138,7 @@ func build(o *Options, size int64) (*pair, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.sd[i] = &side{s: s, n: n, bus: bus, host: host, qp: qp, cq: cq, buf: buf, mr: mr}
+		p.sd[i] = &side{s: s, n: n, qp: qp, cq: cq, buf: buf, mr: mr}
 	}
 	for i := range 2 {
 		a, b := p.sd[i], p.sd[1-i]
@@ -164,9 +161,9 @@ func build(o *Options, size int64) (*pair, error) {
 }
 
 // post models the CPU: PostCost to build the WQEs, then the doorbell store
-// crosses PCIe to the NIC, which sees it on arrival.
+// (nic.HostDoorbell) crosses PCIe to the NIC, which sees it on arrival.
 func (sd *side) post(wrs []nic.WR, onErr func(error)) {
-	at := sd.bus.Write(sd.s.Now(), sd.host, sd.n.Dev(), 64)
+	at := sd.n.HostDoorbell(sd.s.Now(), len(wrs))
 	sd.s.At(at, func() {
 		if err := sd.qp.PostSend(wrs); err != nil {
 			onErr(err)

@@ -13,7 +13,7 @@ import (
 // timeout code: 4.096 us × 2^20 ≈ 4.3 s.
 const DefaultIBTimeout = 20
 
-// Backends returns moe.Options.Backends for a cluster: GDAKI and the Proxy
+// Backends returns replay.Options.Backends for a cluster: GDAKI and the Proxy
 // with the cluster's effective configurations (its gdaki: and proxy:
 // sections over the profile's), the QPs' ACK timeout code set to
 // ibTimeout when it is not 0 (NCCL_IB_TIMEOUT), and the Proxy's CPU threads

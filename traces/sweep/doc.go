@@ -1,7 +1,7 @@
 // Package sweep runs what-if studies: a grid (or list) of points over
 // replay's settings (backend, mode, EP, tokens, routing, model, seed) and
 // cluster fields (nics_per_gpu, link_rate, topology, faults, ...), each
-// point one moe.Replay. A study is a YAML file (ParseSpec, errors with
+// point one replay.Replay. A study is a YAML file (ParseSpec, errors with
 // file:line: field); Run executes its points on all cores, resumes from an
 // earlier output and writes one row per point, with the full configuration
 // and ginsim's version, as CSV and JSON Lines, each file written whole.

@@ -6,7 +6,7 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,10 +32,10 @@ func TestReplayLossDeliversOnce(t *testing.T) {
 	clean, _ := machine.Preset("h100-ib")
 	lossy, err := SetFields(clean, Field{"loss", ScalarNode("0.1%")}, Field{"faults.corrupt.host", ScalarNode("0.05%")})
 	require.NoError(t, err)
-	for _, backend := range []string{moe.BackendGDAKI, moe.BackendProxy} {
+	for _, backend := range []string{replay.BackendGDAKI, replay.BackendProxy} {
 		t.Run(backend, func(t *testing.T) {
-			run := func(spec machine.Spec) *moe.Report {
-				r, err := moe.Replay(tr, spec, moe.Options{Mode: moe.ModeLL, Backend: backend, Seed: 1,
+			run := func(spec machine.Spec) *replay.Report {
+				r, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeLL, Backend: backend, Seed: 1,
 					Backends: mustBackends(t, spec, 8)})
 				require.NoError(t, err)
 				return r

@@ -13,7 +13,7 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/gin/machine"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 	"gopkg.in/yaml.v3"
 )
 
@@ -49,7 +49,7 @@ var metricNames = []string{"dispatch_us", "combine_us", "dispatch_GBps", "combin
 // MetricNames lists the metrics of a row.
 func MetricNames() []string { return slices.Clone(metricNames) }
 
-func metricsOf(r *moe.Report) Metrics {
+func metricsOf(r *replay.Report) Metrics {
 	t := r.Transport
 	return Metrics{DispatchUS: r.DispatchUS, CombineUS: r.CombineUS, DispatchGBps: r.DispatchGBps, CombineGBps: r.CombineGBps,
 		DispatchP50US: r.RecvTail.Dispatch.P50, DispatchP99US: r.RecvTail.Dispatch.P99, DispatchMaxUS: r.RecvTail.Dispatch.Max,

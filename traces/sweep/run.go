@@ -15,7 +15,7 @@ import (
 	"github.com/ginsim/ginsim/internal/atomicfile"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 )
 
 // Shard selects the points whose index is I modulo N (the zero Shard: all).
@@ -294,7 +294,7 @@ func runPoint(st *Study, p *Point, tr *traces.Trace, version string) Row {
 		row.Error = err.Error()
 		return row
 	}
-	rep, err := moe.Replay(tr, p.Cluster, moe.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, Seed: s.Seed,
+	rep, err := replay.Run(tr, p.Cluster, replay.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, Seed: s.Seed,
 		Layers: s.Layers, Jobs: 1, TraceName: name, ClusterName: p.Cluster.Name, Backends: backends})
 	if err != nil {
 		row.Error = err.Error()

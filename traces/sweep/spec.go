@@ -16,7 +16,7 @@ import (
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/traces"
-	"github.com/ginsim/ginsim/traces/moe"
+	"github.com/ginsim/ginsim/traces/replay"
 	"gopkg.in/yaml.v3"
 )
 
@@ -77,7 +77,7 @@ var settingKeys = []string{"trace", "model", "ep", "tokens", "routing", "layers"
 // defaults are the settings of a point that sets nothing.
 func defaults() Settings {
 	return Settings{Model: "deepseek-v3", EP: 16, Tokens: 128, Routing: "uniform", Layers: 1, TraceSeed: 1,
-		Cluster: "h100-ib", Mode: moe.ModeLL, Backend: moe.BackendGDAKI, Seed: 1, IBTimeout: DefaultIBTimeout}
+		Cluster: "h100-ib", Mode: replay.ModeLL, Backend: replay.BackendGDAKI, Seed: 1, IBTimeout: DefaultIBTimeout}
 }
 
 // Axis is one swept key and its values in the study file.
@@ -384,12 +384,12 @@ func resolve(as []assignment, file string, clusters map[string]machine.Spec, bad
 			s.Cluster, err = str()
 			clusterNode = v
 		case "mode":
-			if s.Mode, err = str(); err == nil && !slices.Contains(moe.Modes, s.Mode) {
-				err = bad(v, a.key, "%q: want one of %v", s.Mode, moe.Modes)
+			if s.Mode, err = str(); err == nil && !slices.Contains(replay.Modes, s.Mode) {
+				err = bad(v, a.key, "%q: want one of %v", s.Mode, replay.Modes)
 			}
 		case "backend":
-			if s.Backend, err = str(); err == nil && !slices.Contains(moe.Backends, s.Backend) {
-				err = bad(v, a.key, "%q: want one of %v", s.Backend, moe.Backends)
+			if s.Backend, err = str(); err == nil && !slices.Contains(replay.Backends, s.Backend) {
+				err = bad(v, a.key, "%q: want one of %v", s.Backend, replay.Backends)
 			}
 		case "nvlink":
 			var x string

@@ -1,0 +1,14 @@
+// Package replay replays Mixture-of-Experts dispatch and combine traffic
+// from a traces.Trace on a simulated cluster (gin/machine). It is the
+// driver: it resolves each (iteration, layer) step, builds one fresh
+// machine per step, hands a workload.Env to the workload of the chosen mode
+// (traces/deepep/ll, traces/deepep/ht, traces/deepep/v2, traces/ncclbase),
+// runs dispatch on every rank, then combine, and reports per layer the
+// kernel-only times (first issue on any rank to the last receiver done),
+// DeepEP-defined bandwidths (spec moe-traffic 1.9) and a critical-path
+// breakdown. It also sweeps seeds, writes timelines and plots.
+//
+// Times come out of the model's mechanisms (issue costs, doorbells, PCIe,
+// packets, queues, ACKs); the workloads only decide which operations each
+// warp issues and when it waits.
+package replay

@@ -1,0 +1,264 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/traces"
+	"github.com/ginsim/ginsim/traces/replay/replaytest"
+	"github.com/ginsim/ginsim/traces/timeline"
+	"github.com/ginsim/ginsim/traces/workload"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// backends and tinyTrace are replaytest's.
+var (
+	backends  = replaytest.Backends
+	tinyTrace = replaytest.TinyTrace
+)
+
+func TestReplayTiny(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct {
+		name    string
+		ep      int
+		mode    string
+		backend string
+		nvlink  bool
+	}{
+		{"ll-ep8", 8, ModeLL, BackendGDAKI, false},
+		{"ll-ep16", 16, ModeLL, BackendGDAKI, false},
+		{"ll-ep16-proxy", 16, ModeLL, BackendProxy, false},
+		{"ll-ep16-nvlink", 16, ModeLL, BackendGDAKI, true},
+		{"ncclep-ep16", 16, ModeNCCLEP, BackendGDAKI, false},
+		{"ncclep-ep8-proxy", 8, ModeNCCLEP, BackendProxy, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := tinyTrace(t, c.ep, 4)
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1,
+				TraceName: "tiny", Backends: backends})
+			require.NoError(t, err)
+			require.Len(t, rep.Layers, 1)
+			l := rep.Layers[0]
+			var sel int64
+			for _, r := range tr.StepRoutes(0, tr.Layers()[0]) {
+				for _, tk := range r.TopK {
+					for _, e := range tk {
+						if e >= 0 {
+							sel++
+						}
+					}
+				}
+			}
+			// One message per valid selection each way; E count signals
+			// per rank in dispatch, one flag per (local expert, rank) pair
+			// in combine.
+			assert.Equal(t, sel, l.Dispatch.Messages)
+			assert.Equal(t, sel, l.Combine.Messages)
+			assert.Equal(t, int64(c.ep*tr.Slots()), l.Dispatch.Signals)
+			assert.Equal(t, int64(c.ep*tr.Slots()), l.Combine.Signals)
+			assert.Greater(t, l.Dispatch.US, 3.0)
+			assert.Greater(t, l.Combine.US, 3.0)
+			assert.Len(t, l.Dispatch.RecvDoneUS, c.ep)
+			b := rep.Breakdown.Dispatch
+			sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
+			assert.InDelta(t, b.TotalUS, sum, 0.01, "breakdown parts add up")
+			if c.nvlink {
+				assert.Less(t, l.Dispatch.RDMABytes, sel*int64(traces.LLDispatchBytes(7168, traces.FP8)))
+			}
+		})
+	}
+}
+
+func TestReplayNVLinkFaster(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 8, 32)
+	rdma, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	nvl, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, NVLink: true, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.Zero(t, nvl.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
+	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
+}
+
+// Same trace, same seed: byte-identical reports, for every GIN workload.
+func TestReplayDeterministic(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	for _, mode := range []string{ModeLL, ModeV2Direct, ModeV2Hybrid, ModeNCCLEP} {
+		run := func() []byte {
+			tr := tinyTrace(t, 16, 8)
+			rep, err := Run(tr, spec, Options{Mode: mode, Backend: BackendGDAKI, Seed: 7, Backends: backends})
+			require.NoError(t, err)
+			var b bytes.Buffer
+			require.NoError(t, rep.WriteJSON(&b))
+			return b.Bytes()
+		}
+		assert.Equal(t, string(run()), string(run()), mode)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 8, 2)
+	_, err := Run(tr, spec, Options{Mode: "x", Backend: BackendGDAKI})
+	assert.ErrorContains(t, err, `mode "x"`)
+	bad := workload.DefaultParams()
+	bad.HTSMs = 1
+	_, err = Run(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	assert.ErrorContains(t, err, "HTSMs 1")
+	bad = workload.DefaultParams()
+	bad.HTDispatch.RDMARecv = 4
+	_, err = Run(tr, spec, Options{Mode: ModeHT, Backend: BackendGDAKI, Params: &bad, Backends: backends})
+	assert.ErrorContains(t, err, "a ring must hold at least one chunk")
+	h200, _ := machine.Preset("h200-nvl")
+	_, err = Run(tinyTrace(t, 16, 2), h200, Options{Mode: ModeLL, Backend: BackendGDAKI, Backends: backends})
+	assert.ErrorContains(t, err, "needs 2")
+}
+
+// TestReplayCalibrationLL prints the unfitted model against the GIN paper's
+// DeepEP LL row (160.8 us / 302.8 us); run with -v.
+func TestReplayCalibrationLL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("calibration run")
+	}
+	tr, err := traces.OpenExample("deepseek-v3-ll-ep8-288e.jsonl.gz")
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h100-ib")
+	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, TraceName: "ep8-288e", Backends: backends})
+	require.NoError(t, err)
+	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
+}
+
+// The LL dispatch and combine senders run without processes over GDAKI
+// and the proxy (llSender, combSender): the report is exactly that of the
+// same senders on processes, for plain LL (160 tokens on 128 sending SMs:
+// some warps send two), LL over NVLink and NCCL EP's aggregated puts.
+func TestLLSendersWithoutProcess(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct {
+		tr      *traces.Trace
+		mode    string
+		nvlink  bool
+		backend string
+	}{
+		{tinyTrace(t, 8, 160), ModeLL, false, BackendGDAKI},
+		{tinyTrace(t, 16, 32), ModeLL, true, BackendGDAKI},
+		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendGDAKI},
+		{tinyTrace(t, 8, 160), ModeLL, false, BackendProxy},
+		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
+	} {
+		run := func(noThen bool) *Report {
+			rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
+				Backends: backends, NoThen: noThen})
+			require.NoError(t, err)
+			return rep
+		}
+		assert.Equal(t, run(true), run(false), "%s nvlink=%v %s", c.mode, c.nvlink, c.backend)
+	}
+}
+
+// Replaying steps at once (Options.Jobs) changes nothing but the wall
+// time: the report, its events and the timeline are byte-identical to
+// those of one step at a time, in every mode family; and the progress
+// callback counts every step once.
+func TestJobsDoNotChangeTheRun(t *testing.T) {
+	m, err := traces.ModelByName("deepseek-v3")
+	require.NoError(t, err)
+	tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 8, Layers: 3, Seed: 3})
+	require.NoError(t, err)
+	spec, _ := machine.Preset("h100-ib")
+	for _, c := range []struct{ mode, backend string }{{ModeLL, BackendGDAKI}, {ModeLL, BackendProxy}, {ModeV2, BackendGDAKI}, {ModeLL, BackendNCCL}} {
+		run := func(jobs int) ([]byte, string) {
+			var tl bytes.Buffer
+			tw := timeline.NewWriter(&tl)
+			var calls, totals []int // appended from the step goroutines, one call at a time
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, Seed: 1, Backends: backends, Jobs: jobs,
+				Timeline: tw, Progress: func(done, total int) {
+					calls, totals = append(calls, done), append(totals, total)
+				}})
+			require.NoError(t, err)
+			require.NoError(t, tw.Close())
+			require.Equal(t, []int{1, 2, 3}, calls)
+			require.Equal(t, []int{3, 3, 3}, totals)
+			js, err := json.Marshal(rep)
+			require.NoError(t, err)
+			return js, tl.String()
+		}
+		wantRep, wantTL := run(1)
+		gotRep, gotTL := run(3)
+		require.Equal(t, string(wantRep), string(gotRep), "%s %s", c.mode, c.backend)
+		require.Equal(t, wantTL, gotTL, "%s %s", c.mode, c.backend)
+		require.Contains(t, wantTL, "layer 5", "three layers drawn")
+	}
+}
+
+// A failing step fails the replay with the earliest failing step's error
+// whatever the number of jobs: layers 4 and 6 of five lack rank 0's
+// route record.
+func TestJobsReportTheEarliestFailure(t *testing.T) {
+	m, err := traces.ModelByName("deepseek-v3")
+	require.NoError(t, err)
+	full, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: 8, Layers: 5, Seed: 3})
+	require.NoError(t, err)
+	tr, err := traces.NewTrace(full.Header())
+	require.NoError(t, err)
+	for _, r := range full.Routes() {
+		if r.Rank == 0 && (r.Layer == 4 || r.Layer == 6) {
+			continue
+		}
+		require.NoError(t, tr.Add(r))
+	}
+	spec, _ := machine.Preset("h100-ib")
+	for _, jobs := range []int{1, 2, 5} {
+		_, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends, Jobs: jobs})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "iter 0 layer 4: ", "jobs %d", jobs)
+		require.Contains(t, err.Error(), "no route record for rank 0", "jobs %d", jobs)
+	}
+}
+
+// A seed sweep holds exactly the runs Run makes with each seed, its
+// spread is theirs (mean, sample SD, extremes), and neither depends on
+// the number of jobs.
+func TestReplaySeeds(t *testing.T) {
+	tr := tinyTrace(t, 16, 8)
+	spec, _ := machine.Preset("h100-ib")
+	opt := Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 7, Backends: backends}
+	sw, err := RunSeeds(tr, spec, opt, 3)
+	require.NoError(t, err)
+	require.Len(t, sw.Runs, 3)
+	var d []float64
+	for i, r := range sw.Runs {
+		o := opt
+		o.Seed = 7 + uint64(i)
+		want, err := Run(tr, spec, o)
+		require.NoError(t, err)
+		require.Equal(t, want, r, "seed %d", o.Seed)
+		d = append(d, r.DispatchUS)
+	}
+	require.Equal(t, []uint64{7, 8, 9}, sw.Spread.Seeds)
+	mean := (d[0] + d[1] + d[2]) / 3
+	require.InDelta(t, mean, sw.Spread.DispatchUS.Mean, 0.001)
+	sd := math.Sqrt(((d[0]-mean)*(d[0]-mean) + (d[1]-mean)*(d[1]-mean) + (d[2]-mean)*(d[2]-mean)) / 2)
+	require.InDelta(t, sd, sw.Spread.DispatchUS.SD, 0.001)
+	require.Equal(t, slices.Min(d), sw.Spread.DispatchUS.Min)
+	require.Equal(t, slices.Max(d), sw.Spread.DispatchUS.Max)
+	require.Greater(t, sw.Spread.DispatchUS.SD, 0.0, "seeds move ECMP hashes and poll phases")
+
+	opt.Jobs = 3
+	par, err := RunSeeds(tr, spec, opt, 3)
+	require.NoError(t, err)
+	require.Equal(t, sw, par)
+
+	_, err = RunSeeds(tr, spec, opt, 0)
+	require.Error(t, err)
+	opt.Timeline = timeline.NewWriter(io.Discard)
+	_, err = RunSeeds(tr, spec, opt, 2)
+	require.ErrorContains(t, err, "one run")
+}

@@ -1,0 +1,185 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/ginsim/ginsim/traces/workload"
+)
+
+// Report is the result of one replay: per-layer dispatch and combine times
+// and DeepEP-defined bandwidths, their means, and a critical-path breakdown.
+// Every field is derived from simulated time, so equal inputs give equal
+// reports.
+type Report struct {
+	Trace   string `json:"trace"`
+	Cluster string `json:"cluster"`
+	Mode    string `json:"mode"`
+	Backend string `json:"backend"`
+	NVLink  bool   `json:"nvlink"`
+	Seed    uint64 `json:"seed"`
+	EP      int    `json:"ep"`
+	Nodes   int    `json:"nodes"`
+	Model   string `json:"model"`
+	Hidden  int    `json:"hidden"`
+	TopK    int    `json:"top_k"`
+	Experts int    `json:"experts"`
+	Tokens  int    `json:"tokens_per_rank"`
+
+	// Means over layers.
+	DispatchUS   float64 `json:"dispatch_us"`
+	CombineUS    float64 `json:"combine_us"`
+	DispatchGBps float64 `json:"dispatch_GBps"`
+	CombineGBps  float64 `json:"combine_GBps"`
+
+	// Per-layer arrays, in layer order (same order as Layers).
+	DispatchUSPerLayer   []float64 `json:"dispatch_us_per_layer"`
+	CombineUSPerLayer    []float64 `json:"combine_us_per_layer"`
+	DispatchGBpsPerLayer []float64 `json:"dispatch_GBps_per_layer"`
+	CombineGBpsPerLayer  []float64 `json:"combine_GBps_per_layer"`
+
+	Layers []LayerReport `json:"layers"`
+
+	// Breakdown is the mean over layers of each phase's critical path.
+	Breakdown PhaseBreakdowns `json:"breakdown"`
+	// Transport sums the layers' loss and retransmission counters;
+	// RecvTail is the spread of the ranks' receive-done times.
+	Transport Transport  `json:"transport"`
+	RecvTail  PhaseTails `json:"recv_tail"`
+	// BandwidthDefinition says how the GB/s figures are computed.
+	BandwidthDefinition string `json:"bandwidth_definition"`
+	// Events is the number of simulation events fired, all layers.
+	Events uint64 `json:"events"`
+	// Notes lists modelling simplifications that apply to this run.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// LayerReport is one (iteration, layer) of a replay.
+type LayerReport struct {
+	Iter  int `json:"iter"`
+	Layer int `json:"layer"`
+
+	Dispatch workload.PhaseReport `json:"dispatch"`
+	Combine  workload.PhaseReport `json:"combine"`
+	// Transport counts the step's losses and retransmissions.
+	Transport Transport `json:"transport"`
+}
+
+// PhaseBreakdowns pairs the breakdowns of the two phases.
+type PhaseBreakdowns struct {
+	Dispatch workload.Breakdown `json:"dispatch"`
+	Combine  workload.Breakdown `json:"combine"`
+}
+
+// round3 keeps nanosecond resolution in microsecond figures so that JSON
+// and tables stay readable; the values are deterministic either way.
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// addBreakdown adds w times o to b.
+func addBreakdown(b *workload.Breakdown, o workload.Breakdown, w float64) {
+	b.GPUIssueUS += w * o.GPUIssueUS
+	b.ProxyQueueUS += w * o.ProxyQueueUS
+	b.DoorbellPCIeUS += w * o.DoorbellPCIeUS
+	b.NICUS += w * o.NICUS
+	b.WireSwitchUS += w * o.WireSwitchUS
+	b.RemoteWriteUS += w * o.RemoteWriteUS
+	b.SignalVisibilityUS += w * o.SignalVisibilityUS
+	b.TotalUS += w * o.TotalUS
+}
+
+// finish computes the means and per-layer arrays from r.Layers.
+func (r *Report) finish() {
+	n := float64(len(r.Layers))
+	r.DispatchUS, r.CombineUS, r.DispatchGBps, r.CombineGBps = 0, 0, 0, 0
+	r.Breakdown = PhaseBreakdowns{}
+	r.DispatchUSPerLayer = make([]float64, 0, len(r.Layers))
+	r.CombineUSPerLayer = make([]float64, 0, len(r.Layers))
+	r.DispatchGBpsPerLayer = make([]float64, 0, len(r.Layers))
+	r.CombineGBpsPerLayer = make([]float64, 0, len(r.Layers))
+	for _, l := range r.Layers {
+		r.DispatchUS += l.Dispatch.US / n
+		r.CombineUS += l.Combine.US / n
+		r.DispatchGBps += l.Dispatch.GBps / n
+		r.CombineGBps += l.Combine.GBps / n
+		addBreakdown(&r.Breakdown.Dispatch, l.Dispatch.Breakdown, 1/n)
+		addBreakdown(&r.Breakdown.Combine, l.Combine.Breakdown, 1/n)
+		r.DispatchUSPerLayer = append(r.DispatchUSPerLayer, l.Dispatch.US)
+		r.CombineUSPerLayer = append(r.CombineUSPerLayer, l.Combine.US)
+		r.DispatchGBpsPerLayer = append(r.DispatchGBpsPerLayer, l.Dispatch.GBps)
+		r.CombineGBpsPerLayer = append(r.CombineGBpsPerLayer, l.Combine.GBps)
+	}
+	r.DispatchUS, r.CombineUS = round3(r.DispatchUS), round3(r.CombineUS)
+	r.DispatchGBps, r.CombineGBps = round3(r.DispatchGBps), round3(r.CombineGBps)
+	for _, b := range []*workload.Breakdown{&r.Breakdown.Dispatch, &r.Breakdown.Combine} {
+		*b = workload.Breakdown{GPUIssueUS: round3(b.GPUIssueUS), ProxyQueueUS: round3(b.ProxyQueueUS),
+			DoorbellPCIeUS: round3(b.DoorbellPCIeUS), NICUS: round3(b.NICUS), WireSwitchUS: round3(b.WireSwitchUS),
+			RemoteWriteUS: round3(b.RemoteWriteUS), SignalVisibilityUS: round3(b.SignalVisibilityUS), TotalUS: round3(b.TotalUS)}
+	}
+	r.finishTransport()
+}
+
+// WriteJSON writes r as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// WriteTable writes a per-layer table and a summary for people.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "trace %s  model %s (H %d, top-%d, %d experts)  EP %d on %d nodes (%s)\n",
+		r.Trace, r.Model, r.Hidden, r.TopK, r.Experts, r.EP, r.Nodes, r.Cluster)
+	nv := "RDMA only"
+	switch {
+	case r.Mode == ModeHT:
+		nv = "RDMA between rails, NVLink forwarding inside the node"
+	case r.NVLink:
+		nv = "NVLink inside the node"
+	}
+	fmt.Fprintf(w, "mode %s  backend %s  %s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, r.Tokens, r.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\tRDMA MB\t")
+	for _, l := range r.Layers {
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t\n", l.Iter, l.Layer, l.Dispatch.US, l.Dispatch.GBps,
+			l.Combine.US, l.Combine.GBps, l.Dispatch.Messages+l.Combine.Messages,
+			float64(l.Dispatch.RDMABytes+l.Combine.RDMABytes)/1e6)
+	}
+	fmt.Fprintf(tw, "mean\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t\n", r.DispatchUS, r.DispatchGBps, r.CombineUS, r.CombineGBps)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ncritical path (slowest receiver's last signal), mean us:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tGPU issue\tproxy queue\tdoorbell+PCIe\tNIC\twire+switch\tremote write\tsignal seen\ttotal\t")
+	for _, p := range []struct {
+		name string
+		b    workload.Breakdown
+	}{{"dispatch", r.Breakdown.Dispatch}, {"combine", r.Breakdown.Combine}} {
+		b := p.b
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.name, b.GPUIssueUS, b.ProxyQueueUS,
+			b.DoorbellPCIeUS, b.NICUS, b.WireSwitchUS, b.RemoteWriteUS, b.SignalVisibilityUS, b.TotalUS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, l := range r.Layers {
+		if l.Dispatch.NCCL == nil {
+			break
+		}
+		fmt.Fprintf(w, "\nnccl, iter %d layer %d:\n  dispatch: %v\n  combine:  %v\n", l.Iter, l.Layer, l.Dispatch.NCCL,
+			l.Combine.NCCL)
+	}
+	r.writeTransport(w)
+	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
