@@ -12,7 +12,9 @@ type recorder struct {
 	log  *[]string
 }
 
-func (r *recorder) Handle(_ *Sim, arg uint64) { *r.log = append(*r.log, fmt.Sprintf("%s:%d", r.name, arg)) }
+func (r *recorder) Handle(_ *Sim, arg uint64) {
+	*r.log = append(*r.log, fmt.Sprintf("%s:%d", r.name, arg))
+}
 
 // tieOrder schedules, at one instant, two events to each of four handlers
 // (interleaved a0 b0 c0 d0 a1 b1 c1 d1), plus one later event, runs them
