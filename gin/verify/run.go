@@ -175,6 +175,7 @@ type scheduler struct {
 	i    int
 
 	exh      bool
+	any      bool
 	bound    int
 	max      int
 	prefix   []int // next schedule's choices; nil when the enumeration is over
@@ -190,7 +191,7 @@ func (r *Runner) scheduler() *scheduler {
 	if m <= 0 {
 		m = 5000
 	}
-	return &scheduler{exh: true, bound: r.opt.Exhaustive, max: m, prefix: []int{}, outcomes: map[string]bool{}}
+	return &scheduler{exh: true, any: r.opt.AnyOrder, bound: r.opt.Exhaustive, max: m, prefix: []int{}, outcomes: map[string]bool{}}
 }
 
 // next returns the next schedule to run, false when there is none.
@@ -205,7 +206,7 @@ func (sc *scheduler) next() (Schedule, bool) {
 	if sc.prefix == nil || sc.ran >= sc.max {
 		return Schedule{}, false
 	}
-	return Schedule{Seed: 1, Choices: sc.prefix}, true
+	return Schedule{Seed: 1, Choices: sc.prefix, AnyOrder: sc.any}, true
 }
 
 // done records the outcome of the schedule next returned and, when
