@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -122,7 +123,7 @@ func (s Schedule) String() string {
 	if s.Ties != 0 {
 		parts = append(parts, "ties="+strconv.FormatUint(s.Ties, 10))
 	}
-	if s.Choices != nil {
+	if len(s.Choices) > 0 {
 		c := make([]string, len(s.Choices))
 		for i, x := range s.Choices {
 			c[i] = strconv.Itoa(x)
@@ -222,6 +223,25 @@ func (s Schedule) simpler() []Schedule {
 	if s.Ties != 0 {
 		t := s
 		t.Ties = 0
+		out = append(out, t)
+	}
+	if len(s.Choices) > 0 {
+		t := s
+		t.Choices = nil
+		out = append(out, t)
+		// Then each departure from the scheduling order alone.
+		for i, c := range s.Choices {
+			if c != 0 && len(s.Choices) > 1 {
+				t := s
+				t.Choices = slices.Clone(s.Choices)
+				t.Choices[i] = 0
+				out = append(out, replayable(t))
+			}
+		}
+	}
+	if s.AnyOrder && (s.Ties != 0 || len(s.Choices) > 0) {
+		t := s
+		t.AnyOrder = false
 		out = append(out, t)
 	}
 	if s.Seed != 1 {

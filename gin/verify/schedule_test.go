@@ -147,3 +147,17 @@ func TestTiesReorderRealRun(t *testing.T) {
 		t.Fatal("no seed took an event other than the first")
 	}
 }
+
+// Shrinking removes the tie order, then single departures from the
+// scheduling order, then the any-order switch.
+func TestSimplerChoices(t *testing.T) {
+	s := Schedule{Seed: 1, Choices: []int{0, 2, 1}, AnyOrder: true}
+	var got []string
+	for _, c := range s.simpler() {
+		got = append(got, c.String())
+	}
+	want := []string{"seed=1,order=any", "seed=1,choices=0.0.1,order=any", "seed=1,choices=0.2,order=any", "seed=1,choices=0.2.1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("simpler %q, want %q", got, want)
+	}
+}
