@@ -33,7 +33,10 @@ func (h *tableHold) Handle(s *Sim, arg uint64) {
 // runHold primes a simulation with pending events of handler h, warms it up
 // and then times single steps.
 func runHold(b *testing.B, pending int, h Handler, draw func() Duration) {
-	s := New(Config{Seed: 1, StallLimit: -1})
+	runHoldOn(b, New(Config{Seed: 1, StallLimit: -1}), pending, h, draw)
+}
+
+func runHoldOn(b *testing.B, s *Sim, pending int, h Handler, draw func() Duration) {
 	var last Time
 	for i := range pending {
 		at := Time(draw())
@@ -60,6 +63,16 @@ func BenchmarkHold(b *testing.B) {
 	r := NewRand(1, "hold")
 	h := &holdModel{r: r, mean: float64(Microsecond)}
 	runHold(b, 100_000, h, func() Duration { return Duration(r.ExpFloat64() * h.mean) })
+}
+
+// BenchmarkHoldTies is BenchmarkHold with same-instant orders perturbed
+// (sim.SetTies): the cost of the perturbed path when it is on.
+func BenchmarkHoldTies(b *testing.B) {
+	r := NewRand(1, "hold")
+	h := &holdModel{r: r, mean: float64(Microsecond)}
+	s := New(Config{Seed: 1, StallLimit: -1})
+	s.SetTies(SeededTies(1), PerHandler)
+	runHoldOn(b, s, 100_000, h, func() Duration { return Duration(r.ExpFloat64() * h.mean) })
 }
 
 // BenchmarkHoldSizes is the hold model at several queue sizes, the 0.1-1 M

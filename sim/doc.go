@@ -10,7 +10,10 @@
 // whenever it sleeps or waits, and is resumed by an ordinary event.
 //
 // Determinism: every event carries a sequence number assigned when it is
-// scheduled; ties in time resolve in scheduling order. All randomness comes
+// scheduled; ties in time resolve in scheduling order, unless SetTies asks
+// a Chooser (a seeded one, SeededTies, or an enumerator) to order the
+// events due at the same instant, keeping each handler's own order
+// (PerHandler) or not (AnyOrder). All randomness comes
 // from streams derived from one seed and a component name (Rand). There are
 // no goroutines inside the model except the coroutines of processes, which
 // never run concurrently with the kernel.

@@ -101,6 +101,8 @@ type Sim struct {
 
 	procs   []*Proc
 	running *Proc
+
+	ties *ties // nil unless SetTies perturbs same-instant order
 }
 
 // New returns a simulation at time 0.
@@ -128,7 +130,8 @@ func (s *Sim) Pending() int { return s.q.live }
 func (s *Sim) SetTracer(t Tracer) { s.tracer = t }
 
 // Schedule arranges for h.Handle(s, arg) to run at time at. Events at the
-// same time run in the order they were scheduled. Scheduling in the past
+// same time run in the order they were scheduled (unless SetTies perturbs
+// that order). Scheduling in the past
 // panics: it is always a bug in a model.
 func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 	if at < s.now || h == nil {
@@ -264,6 +267,9 @@ func (s *Sim) Stop() { s.stopped = true }
 
 // Step fires the next event. It returns false if no event is pending.
 func (s *Sim) Step() bool {
+	if s.ties != nil {
+		return s.stepTies(MaxTime)
+	}
 	e := s.q.front(s.now)
 	if e == nil {
 		return false
@@ -309,6 +315,9 @@ func (s *Sim) Run() error { return s.RunUntil(MaxTime) }
 // limit and then advances the clock to limit (unless limit is MaxTime).
 func (s *Sim) RunUntil(limit Time) error {
 	s.stopped = false
+	if s.ties != nil {
+		return s.runTies(limit)
+	}
 	for !s.stopped {
 		e := s.q.front(s.now)
 		if e == nil || e.at > limit {

@@ -23,8 +23,8 @@ func init() { Register("", newVerifyCmd) }
 func newVerifyCmd() *cobra.Command {
 	var (
 		suite, program, backend, nccl, budget, mutant, test, schedule string
-		seeds                                                         int
-		asJSON, listMutants                                           bool
+		seeds, exhaustive, maxSchedules                               int
+		asJSON, listMutants, anyOrder                                 bool
 	)
 	c := &cobra.Command{
 		Use:   "verify",
@@ -33,7 +33,14 @@ func newVerifyCmd() *cobra.Command {
 usage rule and non-guarantee of the GIN semantics reference, on the GDAKI,
 Proxy and LSA backends, under NCCL 2.28 and 2.30, over --seeds explored
 schedules each (seeded poll phases, fabric jitter, loss, duplication and
-corruption, proxy stalls, latency scaling, NVLink write jitter).
+corruption, proxy stalls, latency scaling, NVLink write jitter, and a
+seeded order of the events of different components due at the same
+instant).
+
+--exhaustive[=K] replaces the seeded schedules by every order of
+same-instant events that departs from the scheduling order at most K times
+(default 1) on the unperturbed model, up to --max-schedules per test, and
+reports how many schedules and distinct outcomes each test explored.
 
 A guarantee passes when every outcome under every schedule is one the spec
 allows; a usage rule when the violation is reported; a non-guarantee only
@@ -53,6 +60,7 @@ input.`,
   ginsim verify --program my-kernel.json --backend gdaki
   ginsim verify --list-mutants
   ginsim verify --mutant wait-strict
+  ginsim verify --exhaustive=2 --test no-order-across-contexts
   ginsim verify --test put-signal-payload --backend gdaki --nccl 2.28 --schedule seed=3,faults=loss`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,7 +74,14 @@ input.`,
 			if seeds < 1 || seeds > 10000 {
 				return Usagef("--seeds %d: want 1..10000", seeds)
 			}
-			opt := verify.Options{Schedules: seeds}
+			opt := verify.Options{Schedules: seeds, AnyOrder: anyOrder}
+			if exhaustive < 0 || exhaustive > 100 {
+				return Usagef("--exhaustive %d: want 1..100 deviations from the scheduling order", exhaustive)
+			}
+			if maxSchedules < 1 || maxSchedules > 1_000_000 {
+				return Usagef("--max-schedules %d: want 1..1000000", maxSchedules)
+			}
+			opt.Exhaustive, opt.MaxSchedules = exhaustive, maxSchedules
 			switch backend {
 			case "all":
 			case "gdaki", "proxy", "lsa":
@@ -172,7 +187,11 @@ input.`,
 	f.BoolVar(&listMutants, "list-mutants", false, "list the mutants and exit")
 	f.StringVar(&mutant, "mutant", "", "switch on this mutant (the suite must fail)")
 	f.StringVar(&test, "test", "", "run only these tests (comma-separated names)")
-	f.StringVar(&schedule, "schedule", "", "run only this schedule, as printed in a replay command (seed=N[,faults=K][,stall=N][,poll=N])")
+	f.StringVar(&schedule, "schedule", "", "run only this schedule, as printed in a replay command (seed=N[,faults=K][,stall=N][,poll=N][,ties=N|,choices=I.J...])")
+	f.IntVar(&exhaustive, "exhaustive", 0, "enumerate every same-instant order with at most K deviations (--exhaustive alone: K=1)")
+	f.Lookup("exhaustive").NoOptDefVal = "1"
+	f.IntVar(&maxSchedules, "max-schedules", 5000, "with --exhaustive: most schedules per test, backend and version")
+	f.BoolVar(&anyOrder, "any-order", false, "let tie perturbations reorder even one component's same-instant events (diagnostic: may break orders the hardware guarantees)")
 	return c
 }
 

@@ -7,11 +7,16 @@
 // A Runner runs every test on the GDAKI, Proxy and (where it applies) LSA
 // backends, under NCCL 2.28 and 2.30, over a set of explored schedules:
 // seeded perturbations of poll phases, GPU and NIC latencies, proxy
-// progress-thread costs (stalls), packet reordering (fabric jitter) and the
-// fabric's loss, duplication and corruption. A guarantee passes when every
-// outcome under every schedule is allowed; a usage rule passes when every
-// schedule reports the violation; a non-guarantee passes only when some
-// schedule actually produces the surprising outcome. A failure is shrunk
+// progress-thread costs (stalls), packet reordering (fabric jitter), the
+// fabric's loss, duplication and corruption, and a seeded order of the
+// events of different components due at the same instant (ties=N). With
+// Options.Exhaustive the seeded schedules give way to a depth-first
+// enumeration of every same-instant order that departs from the scheduling
+// order at most K times, each replayable as choices=I.J...; the result
+// counts the schedules and distinct outcomes it saw. A guarantee passes
+// when every outcome under every schedule is allowed; a usage rule passes
+// when every schedule reports the violation; a non-guarantee passes only
+// when some schedule actually produces the surprising outcome. A failure is shrunk
 // to the smallest schedule (fewest perturbations) that still fails and
 // carries the one command that replays it.
 //

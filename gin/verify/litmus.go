@@ -79,6 +79,9 @@ type Outcome struct {
 	Res *prog.Results
 	// Pattern returns the initial byte pattern of rank r's window.
 	Pattern func(r int) []byte
+	// choices records the same-instant choices of the run, when the
+	// schedule perturbed them.
+	choices *choiceLog
 }
 
 // V is the value returned by op i of program p.

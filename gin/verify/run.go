@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ginsim/ginsim/gin"
@@ -42,6 +44,17 @@ type Options struct {
 	Program *prog.File
 	// ProgramName is how replay commands name Program's file.
 	ProgramName string
+	// Exhaustive, when above 0, replaces the seeded exploration by the
+	// enumeration of every order of same-instant events that deviates
+	// from the scheduling order at most Exhaustive times, on the
+	// unperturbed model (seed 1, no faults).
+	Exhaustive int
+	// MaxSchedules caps an exhaustive enumeration per test, backend and
+	// version (0: 5000).
+	MaxSchedules int
+	// AnyOrder lets tie perturbations reorder even one component's
+	// same-instant events (see Schedule.AnyOrder).
+	AnyOrder bool
 }
 
 // Result is the verdict of one test on one backend and version.
@@ -62,6 +75,11 @@ type Result struct {
 	// Shrunk is the minimal failing program (program mode), if shrinking
 	// removed ops.
 	Shrunk *prog.File `json:"-"`
+	// Outcomes is how many distinct outcomes an exhaustive enumeration
+	// saw; Exhausted is true when it explored every schedule within its
+	// bound (false: stopped by MaxSchedules, the budget or a verdict).
+	Outcomes  int  `json:"outcomes,omitempty"`
+	Exhausted bool `json:"exhausted,omitempty"`
 }
 
 // Report is a run's results.
@@ -145,8 +163,121 @@ func (r *Runner) schedules() []Schedule {
 	out := make([]Schedule, r.opt.Schedules)
 	for i := range out {
 		out[i] = Explore(i)
+		out[i].AnyOrder = r.opt.AnyOrder && out[i].Ties != 0
 	}
 	return out
+}
+
+// scheduler hands out the schedules of one test: the explored list, or an
+// exhaustive enumeration driven by what each run's choices were.
+type scheduler struct {
+	list []Schedule
+	i    int
+
+	exh      bool
+	any      bool
+	bound    int
+	max      int
+	prefix   []int // next schedule's choices; nil when the enumeration is over
+	outcomes map[string]bool
+	ran      int
+}
+
+func (r *Runner) scheduler() *scheduler {
+	if r.opt.Exhaustive <= 0 || r.opt.Schedule != nil {
+		return &scheduler{list: r.schedules()}
+	}
+	m := r.opt.MaxSchedules
+	if m <= 0 {
+		m = 5000
+	}
+	return &scheduler{exh: true, any: r.opt.AnyOrder, bound: r.opt.Exhaustive, max: m, prefix: []int{}, outcomes: map[string]bool{}}
+}
+
+// next returns the next schedule to run, false when there is none.
+func (sc *scheduler) next() (Schedule, bool) {
+	if !sc.exh {
+		if sc.i >= len(sc.list) {
+			return Schedule{}, false
+		}
+		sc.i++
+		return sc.list[sc.i-1], true
+	}
+	if sc.prefix == nil || sc.ran >= sc.max {
+		return Schedule{}, false
+	}
+	return Schedule{Seed: 1, Choices: sc.prefix, AnyOrder: sc.any}, true
+}
+
+// done records the outcome of the schedule next returned and, when
+// enumerating, moves to the next order in depth-first order: the last
+// choice point that has an untried alternative within the bound on
+// deviations from the scheduling order.
+func (sc *scheduler) done(o *Outcome) {
+	if !sc.exh {
+		return
+	}
+	sc.ran++
+	sc.outcomes[outcomeKey(o)] = true
+	c := o.choices
+	sc.prefix = nil
+	if c == nil {
+		return
+	}
+	dev := make([]int, len(c.picks)+1) // dev[j]: deviations among picks[:j]
+	for j, p := range c.picks {
+		dev[j+1] = dev[j]
+		if p != 0 {
+			dev[j+1]++
+		}
+	}
+	for j := len(c.picks) - 1; j >= 0; j-- {
+		if c.picks[j]+1 < c.n[j] && dev[j]+1 <= sc.bound {
+			sc.prefix = append(slices.Clone(c.picks[:j]), c.picks[j]+1)
+			return
+		}
+	}
+}
+
+// exhausted reports whether the enumeration explored every schedule.
+func (sc *scheduler) exhausted() bool { return sc.exh && sc.prefix == nil }
+
+// replayable is s with its trailing default choices trimmed, for a replay
+// command (no choices left: the kernel's own order).
+func replayable(s Schedule) Schedule {
+	if s.Choices == nil {
+		return s
+	}
+	c := s.Choices
+	for len(c) > 0 && c[len(c)-1] == 0 {
+		c = c[:len(c)-1]
+	}
+	s.Choices = nil
+	if len(c) > 0 {
+		s.Choices = slices.Clone(c)
+	}
+	return s
+}
+
+// outcomeKey identifies what a run observed: its error, and every op's
+// value and bytes.
+func outcomeKey(o *Outcome) string {
+	h := fnv.New64a()
+	if o.Err != nil {
+		fmt.Fprintf(h, "err %v\n", class(o.Err))
+		if class(o.Err) == nil {
+			h.Write([]byte(o.Err.Error()))
+		}
+	}
+	if o.Res != nil {
+		for _, p := range o.Res.Ops {
+			for _, x := range p {
+				fmt.Fprintf(h, "%t %d %x;", x.Done, x.Value, x.Bytes)
+			}
+			h.Write([]byte{'\n'})
+		}
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // verdict is one schedule's judgement: bad (a guarantee broken or a rule
@@ -180,8 +311,8 @@ func (r *Runner) judge(t *Test, o *Outcome) verdict {
 	return v
 }
 
-func (r *Runner) runOne(t *Test, b string, v gin.Version) Result {
-	res := Result{Name: t.Name, Guarantee: t.Spec, Kind: t.Kind.String(), Backend: b, NCCL: v.String()}
+func (r *Runner) runOne(t *Test, b string, v gin.Version) (res Result) {
+	res = Result{Name: t.Name, Guarantee: t.Spec, Kind: t.Kind.String(), Backend: b, NCCL: v.String()}
 	f := t.Program(v, b)
 	var first *Outcome
 	if t.Kind == programKind && r.opt.Schedule != nil {
@@ -190,11 +321,20 @@ func (r *Runner) runOne(t *Test, b string, v gin.Version) Result {
 			first = o
 		}
 	}
-	for _, s := range r.schedules() {
-		if res.Schedules > 0 && r.stop() {
+	sc := r.scheduler()
+	defer func() {
+		if sc.exh {
+			res.Outcomes, res.Exhausted = len(sc.outcomes), sc.exhausted()
+		}
+	}()
+	for {
+		s, ok := sc.next()
+		if !ok || (res.Schedules > 0 && r.stop()) {
 			break
 		}
 		o := r.exec(t, f, b, v, s)
+		sc.done(o)
+		s = replayable(s)
 		res.Schedules++
 		vd := r.judge(t, o)
 		if t.Kind == programKind && vd.bad == nil {
@@ -378,6 +518,10 @@ func (r *Runner) exec(t *Test, f *prog.File, b string, v gin.Version, s Schedule
 		return o
 	}
 	defer e.Sim.Shutdown()
+	if c, order := s.chooser(); c != nil {
+		e.Sim.SetTies(c, order)
+		o.choices = c
+	}
 	if s.Faults != "" && b != "lsa" {
 		if err := e.Machine.Net.SetGlobalFaults(s.faults()); err != nil {
 			o.Err = err
@@ -471,6 +615,13 @@ func (r Result) String() string {
 		verdict = "FAIL"
 	}
 	s := fmt.Sprintf("%s %-28s %-6s %s  %2d schedules  [%s] %s", verdict, r.Name, r.Backend, r.NCCL, r.Schedules, r.Kind, r.Guarantee)
+	if r.Outcomes > 0 {
+		s += fmt.Sprintf(" (%d outcomes", r.Outcomes)
+		if r.Exhausted {
+			s += ", exhaustive"
+		}
+		s += ")"
+	}
 	if !r.Passed {
 		s += "\n     " + strings.ReplaceAll(r.Failure, "\n", "\n     ") + "\n     replay: " + r.Replay
 	}
