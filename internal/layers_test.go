@@ -39,8 +39,9 @@ var layers = []layer{
 	{"traces/deepep", false, 8, "DeepEP's kernels as workloads"},
 	{"traces/ncclbase", false, 8, "the host-initiated NCCL baseline as a workload"},
 	{"traces/replay", false, 9, "the replay driver: runs the workloads"},
-	{"validate", false, 10, "model against hardware"},
-	{"cmd", false, 11, "the CLI"},
+	{"traces/sweep", false, 10, "what-if studies: many replays"},
+	{"validate", false, 11, "model against hardware"},
+	{"cmd", false, 12, "the CLI"},
 }
 
 // apart are pairs of packages (by prefix) on one tier that must not depend
@@ -182,6 +183,8 @@ func TestLayerTableCatches(t *testing.T) {
 		{"traces/deepep/ht", "traces/replay", true}, // a workload never imports the driver
 		{"traces/workload", "traces/deepep/ll", true},
 		{"traces/replay", "traces/deepep/v2", false},
+		{"traces/replay", "traces/sweep", true},
+		{"traces/sweep", "traces/replay", false},
 		{"traces/deepep/v2", "traces/deepep/ht", true},
 		{"traces/ncclbase", "traces/deepep/ll", true},
 		{"traces/pcap", "fabric/roce", false},
