@@ -61,7 +61,9 @@ type Resource struct {
 	Busy sim.Duration `json:"busy_ps"`
 	// Poll is a thread's time on passes that found nothing.
 	Poll sim.Duration `json:"poll_ps,omitempty"`
-	// Util is Busy over the span.
+	// Util is Busy over the span. A PCIe or NVLink transfer counts as
+	// busy when it is reserved, which can be ahead of when it serialises,
+	// so over a short span (a sampling interval) Util can exceed 1.
 	Util float64 `json:"util"`
 	// Transfers counts packets or reservations.
 	Transfers uint64 `json:"transfers,omitempty"`
@@ -271,3 +273,90 @@ func WriteTable(w io.Writer, rs []Resource, minUtil float64) error {
 }
 
 func us(d sim.Duration) float64 { return float64(d) / float64(sim.Microsecond) }
+
+// Sampler takes a Snapshot of a machine every interval until Stop (or
+// until nothing else is pending), for utilisation drawn over time
+// (Perfetto counter tracks). Its events only read state: a run with a
+// sampler behaves exactly as one without, except for the event count.
+// Stop it when the work of interest ends (a phase's last receiver):
+// timers such as DCQCN's keep a simulation's queue non-empty long after.
+type Sampler struct {
+	m       *Machine
+	every   sim.Duration
+	threads []*proxy.Server
+	snaps   []Snapshot
+	stopped bool
+}
+
+// Sample starts a Sampler on m that snapshots now and every interval
+// (> 0) after, including the given proxy threads.
+func (m *Machine) Sample(every sim.Duration, threads []*proxy.Server) *Sampler {
+	if every <= 0 {
+		panic(fmt.Sprintf("machine: sample interval %v", every))
+	}
+	sp := &Sampler{m: m, every: every, threads: threads}
+	sp.take()
+	return sp
+}
+
+func (sp *Sampler) take() {
+	sp.snaps = append(sp.snaps, sp.m.Snapshot(sp.threads))
+	if !sp.stopped && sp.m.Sim.Pending() > 0 {
+		sp.m.Sim.Post(sp.m.Sim.Now().Add(sp.every), sp, 0)
+	}
+}
+
+// Handle implements sim.Handler: one sample.
+func (sp *Sampler) Handle(*sim.Sim, uint64) {
+	if !sp.stopped {
+		sp.take()
+	}
+}
+
+// Stop takes a last sample now and schedules no more.
+func (sp *Sampler) Stop() {
+	sp.stopped = true
+	if len(sp.snaps) == 0 || sp.snaps[len(sp.snaps)-1].At != sp.m.Sim.Now() {
+		sp.snaps = append(sp.snaps, sp.m.Snapshot(sp.threads))
+	}
+}
+
+// Snapshots returns the samples taken so far, in time order.
+func (sp *Sampler) Snapshots() []Snapshot { return sp.snaps }
+
+// Series is one resource's utilisation per sampling interval: Util[i] is
+// its busy fraction over [At[i], At[i+1]); the last value is repeated at
+// the last sample time so a counter track ends there.
+type Series struct {
+	Name string
+	Kind Kind
+	Dir  string
+	At   []sim.Time
+	Util []float64
+}
+
+// Series returns every resource's utilisation over each interval between
+// consecutive samples, in the Snapshot order (nil with fewer than two
+// samples).
+func (sp *Sampler) Series() []Series {
+	if len(sp.snaps) < 2 {
+		return nil
+	}
+	first := sp.snaps[0].Resources
+	out := make([]Series, len(first))
+	for i, r := range first {
+		out[i] = Series{Name: r.Name, Kind: r.Kind, Dir: r.Dir}
+	}
+	for k := 1; k < len(sp.snaps); k++ {
+		d := sp.snaps[k].Since(sp.snaps[k-1])
+		for i := range out {
+			out[i].At = append(out[i].At, sp.snaps[k-1].At)
+			out[i].Util = append(out[i].Util, d[i].Util)
+		}
+	}
+	for i := range out {
+		out[i].At = append(out[i].At, sp.snaps[len(sp.snaps)-1].At)
+		out[i].Util = append(out[i].Util, out[i].Util[len(out[i].Util)-1])
+	}
+	return out
+}

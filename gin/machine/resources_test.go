@@ -28,9 +28,15 @@ type loadRun struct {
 	span sim.Duration
 	gbps float64
 	snap machine.Snapshot
+	smp  *machine.Sampler
+	end  sim.Time
 }
 
 func runLoad(t *testing.T, cluster, backend string, bidir bool, ctas, iters int, size uint64) loadRun {
+	return runLoadSampled(t, cluster, backend, bidir, ctas, iters, size, 0)
+}
+
+func runLoadSampled(t *testing.T, cluster, backend string, bidir bool, ctas, iters int, size uint64, every sim.Duration) loadRun {
 	t.Helper()
 	e, err := bench.NewEnv(bench.EnvConfig{Profile: cluster, Backend: backend, Contexts: ctas,
 		WindowBytes: uint64(ctas) * size, Seed: 1})
@@ -40,6 +46,7 @@ func runLoad(t *testing.T, cluster, backend string, bidir bool, ctas, iters int,
 		senders = []int{0, 1}
 	}
 	var s0, s1 machine.Snapshot
+	var smp *machine.Sampler
 	var t0, t1 sim.Time
 	started, ended := 0, 0
 	for _, rank := range senders {
@@ -62,14 +69,20 @@ func runLoad(t *testing.T, cluster, backend string, bidir bool, ctas, iters int,
 				if ended++; ended == len(senders)*ctas {
 					t1 = tg.Now()
 					s1 = e.Machine.Snapshot(servers(e))
+					if smp != nil {
+						smp.Stop()
+					}
 				}
 			})
 		}
 	}
+	if every > 0 {
+		smp = e.Machine.Sample(every, servers(e))
+	}
 	require.NoError(t, e.Sim.Run())
 	require.NotZero(t, t1, "load kernels did not finish")
 	span := t1.Sub(t0)
-	return loadRun{res: s1.Since(s0), span: span, snap: s1,
+	return loadRun{res: s1.Since(s0), span: span, snap: s1, smp: smp, end: t1,
 		gbps: float64(size) * float64(iters*ctas) / span.Seconds() / 1e9}
 }
 
@@ -218,4 +231,36 @@ func TestBind(t *testing.T) {
 	assert.Equal(t, "nic b tx 90.0% (next: gpu-pcie g up 70.0%)", b.String())
 	assert.Equal(t, "no resources", machine.Bind(nil).String())
 	assert.Empty(t, machine.Bind(rs[:2]).Other.Name)
+}
+
+// A sampler draws the GPU link's utilisation over time without changing
+// the run.
+func TestSampler(t *testing.T) {
+	c := writeCluster(t, twoBy400)
+	plain := runLoad(t, c, "gdaki", false, 8, 4, 1<<20)
+	sampled := runLoadSampled(t, c, "gdaki", false, 8, 4, 1<<20, 50*sim.Microsecond)
+	assert.Equal(t, plain.end, sampled.end, "sampling must not perturb the run")
+	assert.Equal(t, plain.res, sampled.res)
+	snaps := sampled.smp.Snapshots()
+	require.Greater(t, len(snaps), 10)
+	for i := 1; i < len(snaps)-1; i++ {
+		assert.Equal(t, snaps[i-1].At.Add(50*sim.Microsecond), snaps[i].At)
+	}
+	assert.Equal(t, sampled.end, snaps[len(snaps)-1].At, "Stop takes the last sample")
+	var gl machine.Series
+	for _, s := range sampled.smp.Series() {
+		if s.Kind == machine.KindGPUPCIe && s.Name == "n0/gpu0" && s.Dir == "up" {
+			gl = s
+		}
+	}
+	require.Len(t, gl.Util, len(snaps))
+	require.Len(t, gl.At, len(snaps))
+	// Mid-run the link is saturated; the intervals add up to the whole.
+	assert.Greater(t, gl.Util[len(gl.Util)/2], 0.95)
+	var busy float64
+	for i := 0; i+1 < len(gl.At); i++ {
+		busy += gl.Util[i] * float64(gl.At[i+1].Sub(gl.At[i]))
+	}
+	whole := find(snaps[len(snaps)-1].Since(snaps[0]), machine.KindGPUPCIe, "n0/gpu0", "up")
+	assert.InEpsilon(t, float64(whole.Busy), busy, 1e-9)
 }
