@@ -33,13 +33,14 @@ type loadRun struct {
 }
 
 func runLoad(t *testing.T, cluster, backend string, bidir bool, ctas, iters int, size uint64) loadRun {
-	return runLoadSampled(t, cluster, backend, bidir, ctas, iters, size, 0)
+	return runLoadSampled(t, cluster, backend, bidir, ctas, iters, size, 0, nil)
 }
 
-func runLoadSampled(t *testing.T, cluster, backend string, bidir bool, ctas, iters int, size uint64, every sim.Duration) loadRun {
+func runLoadSampled(t *testing.T, cluster, backend string, bidir bool, ctas, iters int, size uint64, every sim.Duration,
+	tune func(*machine.Profile)) loadRun {
 	t.Helper()
 	e, err := bench.NewEnv(bench.EnvConfig{Profile: cluster, Backend: backend, Contexts: ctas,
-		WindowBytes: uint64(ctas) * size, Seed: 1})
+		WindowBytes: uint64(ctas) * size, Seed: 1, Tune: tune})
 	require.NoError(t, err)
 	senders := []int{0}
 	if bidir {
@@ -153,6 +154,16 @@ func TestBindingNICvsPCIe(t *testing.T) {
 	bb := machine.Bind(bi.res)
 	assert.Equal(t, machine.KindGPUPCIe, bb.Top.Kind, "2x400 bidirectional: %v", bb)
 
+	// The cause: with the GPU's link twice as fast (a Gen6 x16 link), the
+	// same two NICs bind again and the bandwidth nearly doubles.
+	gen6 := runLoadSampled(t, writeCluster(t, twoBy400), "gdaki", false, 8, 8, 1<<20, 0, func(p *machine.Profile) {
+		p.PCIe.LinkRate *= 2
+	})
+	b6 := machine.Bind(gen6.res)
+	t.Logf("2x400, PCIe link rate doubled: %.2f GB/s per sender; bound by %v", gen6.gbps, b6)
+	assert.Equal(t, machine.KindNIC, b6.Top.Kind, "2x400 with a faster GPU link: %v", b6)
+	assert.Greater(t, gen6.gbps/one.gbps, 1.8)
+
 	// The two NICs share the load evenly.
 	n0 := find(two.res, machine.KindNIC, "n0g0/nic0", "tx")
 	n1 := find(two.res, machine.KindNIC, "n0g0/nic1", "tx")
@@ -238,7 +249,7 @@ func TestBind(t *testing.T) {
 func TestSampler(t *testing.T) {
 	c := writeCluster(t, twoBy400)
 	plain := runLoad(t, c, "gdaki", false, 8, 4, 1<<20)
-	sampled := runLoadSampled(t, c, "gdaki", false, 8, 4, 1<<20, 50*sim.Microsecond)
+	sampled := runLoadSampled(t, c, "gdaki", false, 8, 4, 1<<20, 50*sim.Microsecond, nil)
 	assert.Equal(t, plain.end, sampled.end, "sampling must not perturb the run")
 	assert.Equal(t, plain.res, sampled.res)
 	snaps := sampled.smp.Snapshots()
