@@ -59,6 +59,13 @@ type PortStats struct {
 	Lost     uint64    // packets lost on this link (loss fault or link down)
 	ECNMarks uint64    // packets marked CE at this egress queue
 	MaxQueue sim.Bytes // largest egress backlog seen, counting the arriving packet
+	// Busy is the serialisation time of the packets put on the wire.
+	Busy sim.Duration
+	// Wait sums the time packets queued at this egress before their
+	// first bit left (switch egress ports only; a NIC paces itself to
+	// its port, so its own transmit queue is not the port's); MaxWait is
+	// the largest backlog seen, in time, counting the arriving packet.
+	Wait, MaxWait sim.Duration
 }
 
 // Network is the packet-switched fabric between NIC ports: a graph of
@@ -451,8 +458,12 @@ func (n *Network) PortStats(p PortID) PortStats {
 	pt := &n.ports[p]
 	st := pt.stats
 	st.MaxQueue = pt.rate.BytesIn(pt.maxWait)
+	st.MaxWait = pt.maxWait
 	return st
 }
+
+// PortRate returns port p's line rate.
+func (n *Network) PortRate(p PortID) sim.BitRate { return n.ports[p].rate }
 
 // Backlog returns the bytes queued at port p's transmitter at the current
 // time: rate × (freeAt − now).
@@ -673,6 +684,7 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 		if q := wait + tx; q > pt.maxWait {
 			pt.maxWait = q
 		}
+		pt.stats.Wait += wait
 		if pt.ecn && wait > pt.kminTime && (h.ecn == 1 || h.ecn == 2) {
 			// Above Kmax (compared in time, exactly: TxTime rounds up,
 			// BytesIn down) every packet is marked without a division.
@@ -690,6 +702,7 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 	pt.freeAt = end
 	pt.stats.Packets++
 	pt.stats.Bytes += wire
+	pt.stats.Busy += tx
 	if pt.tap != nil {
 		p := n.pkt(i)
 		p.hops, p.ECN = h.hops, h.ecn

@@ -93,6 +93,25 @@ func TestTwoSendersQueue(t *testing.T) {
 	if len(g) != 2 || g[0].at != sim.Time(2*tx+2*prop) || g[1].at != sim.Time(3*tx+2*prop) {
 		t.Fatalf("incast arrivals %+v, want at %v and %v", g, 2*tx+2*prop, 3*tx+2*prop)
 	}
+	// The switch's egress to endpoint 2 serialised both and queued the
+	// second behind the first; the senders' own ports queue nothing.
+	for p := range n.Ports() {
+		from, to := n.PortEnds(PortID(p))
+		st := n.PortStats(PortID(p))
+		switch {
+		case to == n.Node(2):
+			if st.Busy != 2*tx || st.Wait != tx || st.MaxWait != 2*tx {
+				t.Errorf("egress to 2: busy %v wait %v max %v, want %v, %v, %v", st.Busy, st.Wait, st.MaxWait, 2*tx, tx, 2*tx)
+			}
+		case from == n.Node(0) || from == n.Node(1):
+			if st.Busy != tx || st.Wait != 0 {
+				t.Errorf("sender port %s: busy %v wait %v, want %v, 0", n.PortName(PortID(p)), st.Busy, st.Wait, tx)
+			}
+		}
+		if n.PortRate(PortID(p)) != rate {
+			t.Errorf("port %d rate %v", p, n.PortRate(PortID(p)))
+		}
+	}
 }
 
 func TestCutThroughLatency(t *testing.T) {

@@ -32,6 +32,8 @@ type Pipe struct {
 	bytes  sim.Bytes
 	busy   sim.Duration
 	xfers  uint64
+	wait   sim.Duration
+	maxW   sim.Duration
 }
 
 // Stats is the accounting of one Pipe since it was created.
@@ -40,6 +42,10 @@ type Stats struct {
 	Bytes     sim.Bytes    // wire bytes serialised (payload plus overheads)
 	Busy      sim.Duration // time spent serialising
 	Transfers uint64       // reservations made
+	// Wait sums, over the reservations, the time from when each was
+	// ready (its at) to when its first byte started: the queueing
+	// delay the pipe added. MaxWait is the largest such delay.
+	Wait, MaxWait sim.Duration
 }
 
 // Utilisation returns Busy as a fraction of the span d, for reporting only.
@@ -87,6 +93,10 @@ func (p *Pipe) ReserveStream(at sim.Time, n sim.Bytes, minEnd sim.Time) (start, 
 	p.bytes += n
 	p.busy += tx
 	p.xfers++
+	if w := start.Sub(at); w > 0 {
+		p.wait += w
+		p.maxW = max(p.maxW, w)
+	}
 	return start, end
 }
 
@@ -181,5 +191,5 @@ func (p *Pipe) Forget(now sim.Time) {
 
 // Stats returns the pipe's accounting.
 func (p *Pipe) Stats() Stats {
-	return Stats{Name: p.Name, Bytes: p.bytes, Busy: p.busy, Transfers: p.xfers}
+	return Stats{Name: p.Name, Bytes: p.bytes, Busy: p.busy, Transfers: p.xfers, Wait: p.wait, MaxWait: p.maxW}
 }

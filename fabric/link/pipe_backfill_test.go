@@ -94,3 +94,18 @@ func TestPipeReserveOrdered(t *testing.T) {
 		t.Errorf("source 3's read at %v passed its earlier write at %v", r, w)
 	}
 }
+
+// Stats sums the queueing delay each reservation met and keeps the largest.
+func TestPipeWaitStats(t *testing.T) {
+	for _, bf := range []bool{false, true} {
+		p := Pipe{Name: "x", Rate: 8 * sim.Gbps, Backfill: bf} // 1 ns per byte
+		p.Reserve(0, 100)                                      // [0,100ns)
+		p.Reserve(0, 100)                                      // waits 100 ns
+		p.Reserve(sim.Time(50*sim.Nanosecond), 10)             // waits 150 ns
+		p.Reserve(sim.Time(sim.Microsecond), 10)               // idle link: no wait
+		st := p.Stats()
+		if st.Wait != 250*sim.Nanosecond || st.MaxWait != 150*sim.Nanosecond || st.Busy != 220*sim.Nanosecond || st.Transfers != 4 {
+			t.Errorf("backfill=%v: %+v", bf, st)
+		}
+	}
+}

@@ -200,6 +200,10 @@ func (d *Domain) Atomic(at sim.Time, requester, target int) (applied, done sim.T
 	return applied, d.move(applied, applied, target, requester, false, p, p, p)
 }
 
+// Port returns the accounting of GPU g's port: out (egress to the
+// NVSwitch) and in.
+func (d *Domain) Port(g int) (out, in link.Stats) { return d.out[g].Stats(), d.in[g].Stats() }
+
 // Stats returns the accounting of every port: for each GPU its egress then
 // its ingress.
 func (d *Domain) Stats() []link.Stats {

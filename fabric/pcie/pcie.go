@@ -330,6 +330,25 @@ func (t *Tree) Atomic(at sim.Time, requester, target DevID) (applied, done sim.T
 	return applied, done
 }
 
+// Switches returns the number of PCIe switches.
+func (t *Tree) Switches() int { return len(t.sws) }
+
+// SwitchName returns switch sw's name.
+func (t *Tree) SwitchName(sw int) string { return t.sws[sw].name }
+
+// SwitchLink returns the accounting of switch sw's uplink to the root
+// complex: up (towards the root) and down.
+func (t *Tree) SwitchLink(sw int) (up, down link.Stats) {
+	return t.sws[sw].up.Stats(), t.sws[sw].dn.Stats()
+}
+
+// Link returns the accounting of device dev's link to its switch: up (from
+// the device) and down (to it). The host has no link of its own.
+func (t *Tree) Link(dev DevID) (up, down link.Stats) {
+	n := t.dev(dev)
+	return n.up.Stats(), n.dn.Stats()
+}
+
 // Stats returns the accounting of every link direction: for each switch its
 // uplink up and down, then for each device its link up and down, in the
 // order they were added.

@@ -12,6 +12,12 @@
 // a degraded link, a straggler GPU and a slow proxy CPU, drawn from the
 // run's seeded streams.
 //
+// Snapshot reads the accounting of every resource of a built machine (NIC
+// ports both ways, the GPUs' and NICs' PCIe links, PCIe switch uplinks,
+// NVLink ports, inter-switch ports, proxy threads); Since turns two
+// snapshots into a phase's utilisation and queueing, Bind names the
+// resource that bound it and WriteTable prints it for people.
+//
 // A Spec is data and is validated without building anything; a Profile is the
 // set of documented timing constants that the Spec's profile name selects.
 package machine

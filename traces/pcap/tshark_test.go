@@ -89,6 +89,29 @@ func TestTshark(t *testing.T) {
 	}
 }
 
+// TestTsharkSnapLen checks a headers-only capture: tshark reads the
+// original and captured lengths and still dissects every BTH.
+func TestTsharkSnapLen(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark not on PATH; install it (apt-get install tshark) to check the capture against Wireshark's RoCEv2 dissector")
+	}
+	path := filepath.Join(t.TempDir(), "snap.pcapng")
+	var buf bytes.Buffer
+	frames := writeSampleSnap(t, &buf, HeaderSnapLen)
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	out := runTshark(t, path, "-T", "fields", "-E", "separator=|", "-E", "occurrence=f",
+		"-e", "frame.len", "-e", "frame.cap_len", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	pkts := samplePackets()
+	require.Len(t, lines, len(pkts))
+	for i, line := range lines {
+		p := pkts[i]
+		want := strings.Join([]string{strconv.Itoa(len(frames[i])), strconv.Itoa(min(len(frames[i]), HeaderSnapLen)),
+			strconv.Itoa(int(p.h.Opcode)), strconv.FormatUint(uint64(p.h.PSN), 10)}, "|")
+		assert.Equal(t, want, line, "packet %d (%v)", i+1, p.h.Opcode)
+	}
+}
+
 // expectedFields returns what tshark should print for p, whose frame is frame.
 func expectedFields(p pkt, frame []byte) map[string]string {
 	h := p.h

@@ -43,6 +43,34 @@ type Writer struct {
 	n        int       // interfaces added
 	comments [1]string // reused per packet
 	buf      []byte    // frame scratch for WriteRoCE
+	snap     int       // capture length limit; 0: whole frames
+}
+
+// HeaderSnapLen is a snap length that keeps every header of a RoCEv2
+// frame (Ethernet 14, IPv6 40, UDP 8, BTH 12 and the largest extended
+// header, AtomicETH 28, is 102 bytes) and drops the payload: pass it to
+// SetSnapLen for headers-only captures.
+const HeaderSnapLen = 128
+
+// SetSnapLen limits the bytes stored per packet to n (0: no limit, the
+// default): a longer frame is stored cut to n bytes with its original
+// length kept, as pcapng's Enhanced Packet Block allows (captured length
+// below original length); Wireshark marks it "Packet size limited during
+// capture" and still dissects the headers, though not the payload or
+// ICRC. The interfaces' if_snaplen is n. It must be called before the
+// first AddInterface.
+func (w *Writer) SetSnapLen(n int) error {
+	if w == nil {
+		return nil
+	}
+	if n < 0 {
+		return fmt.Errorf("pcap: snap length %d is negative", n)
+	}
+	if w.ng != nil {
+		return errors.New("pcap: SetSnapLen after AddInterface")
+	}
+	w.snap = n
+	return nil
 }
 
 // NewWriter returns a Writer that writes pcapng to w.
@@ -65,7 +93,7 @@ func (w *Writer) AddInterface(name, description string) (int, error) {
 		Name:                name,
 		Description:         description,
 		LinkType:            layers.LinkTypeEthernet,
-		SnapLength:          0, // unlimited
+		SnapLength:          uint32(w.snap), // 0: unlimited
 		TimestampResolution: 9,
 	}
 	if w.ng == nil {
@@ -101,10 +129,14 @@ func (w *Writer) WritePacket(iface int, ts sim.Time, frame []byte, comment strin
 	if ts < 0 {
 		return fmt.Errorf("%w: %d ps", ErrTime, int64(ts))
 	}
+	n := len(frame)
+	if w.snap > 0 && w.snap < len(frame) {
+		frame = frame[:w.snap]
+	}
 	ci := gopacket.CaptureInfo{
 		Timestamp:      time.Unix(0, int64(ts)/int64(sim.Nanosecond)).UTC(),
 		CaptureLength:  len(frame),
-		Length:         len(frame),
+		Length:         n,
 		InterfaceIndex: iface,
 	}
 	var opts pcapgo.NgPacketOptions

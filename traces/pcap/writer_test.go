@@ -102,8 +102,16 @@ func payloadFor(i, n int) []byte {
 // (zero payload), even ones through AppendFrame + WritePacket.
 func writeSample(t testing.TB, out io.Writer) [][]byte {
 	t.Helper()
+	return writeSampleSnap(t, out, 0)
+}
+
+// writeSampleSnap is writeSample with SetSnapLen(snap); it returns the
+// whole frames.
+func writeSampleSnap(t testing.TB, out io.Writer, snap int) [][]byte {
+	t.Helper()
 	w, err := NewWriter(out)
 	require.NoError(t, err)
+	require.NoError(t, w.SetSnapLen(snap))
 	id, err := w.AddInterface("sw0-p1", "leaf0 port 1 (IPv4 RoCEv2)")
 	require.NoError(t, err)
 	require.Equal(t, 0, id)
@@ -195,6 +203,47 @@ func TestWriterReadBack(t *testing.T) {
 		assert.Empty(t, intf.OS, "no host details in the output")
 	}
 	assert.Equal(t, Application, r.SectionInfo().Application)
+}
+
+// With a snap length, long frames are stored cut with their original
+// length kept, short ones whole, and the interfaces say the snap length.
+func TestSnapLen(t *testing.T) {
+	for _, snap := range []int{HeaderSnapLen, 60} {
+		var buf bytes.Buffer
+		frames := writeSampleSnap(t, &buf, snap)
+		r, err := pcapgo.NewNgReader(bytes.NewReader(buf.Bytes()), pcapgo.DefaultNgReaderOptions)
+		require.NoError(t, err)
+		cut := 0
+		for i := 0; ; i++ {
+			data, ci, err := r.ReadPacketData()
+			if errors.Is(err, io.EOF) {
+				require.Equal(t, len(frames), i)
+				break
+			}
+			require.NoError(t, err)
+			want := frames[i][:min(len(frames[i]), snap)]
+			assert.Equal(t, want, data, "snap %d packet %d", snap, i)
+			assert.Equal(t, len(want), ci.CaptureLength)
+			assert.Equal(t, len(frames[i]), ci.Length, "original length kept")
+			if len(data) < len(frames[i]) {
+				cut++
+			}
+		}
+		assert.Positive(t, cut, "snap %d cut some frames", snap)
+		for k := range r.NInterfaces() {
+			intf, err := r.Interface(k)
+			require.NoError(t, err)
+			assert.Equal(t, uint32(snap), intf.SnapLength)
+		}
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	require.NoError(t, err)
+	assert.Error(t, w.SetSnapLen(-1))
+	_, err = w.AddInterface("x", "")
+	require.NoError(t, err)
+	assert.EqualError(t, w.SetSnapLen(64), "pcap: SetSnapLen after AddInterface")
+	assert.NoError(t, (*Writer)(nil).SetSnapLen(64))
 }
 
 func ipv4Checksum(h []byte) uint16 {

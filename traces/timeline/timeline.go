@@ -152,6 +152,39 @@ func (w *Writer) Counter(pid int, name string, at sim.Time, v float64) {
 	w.raw("}")
 }
 
+// Point is one value of a counter track at a time.
+type Point struct {
+	At    sim.Time
+	Value float64
+}
+
+// CounterTrack writes a counter track of process pid: one "C" event per
+// point, for example a link's utilisation sampled over a run. Points must
+// be in time order (it panics otherwise: a programming error); a point
+// equal in value to the one before it is left out, since a counter holds
+// its value until the next event.
+func (w *Writer) CounterTrack(pid int, name string, pts []Point) {
+	for i, p := range pts {
+		if i > 0 && p.At < pts[i-1].At {
+			panic(fmt.Sprintf("timeline: counter %q: point %d at %v before %v", name, i, p.At, pts[i-1].At))
+		}
+		if i > 0 && i < len(pts)-1 && p.Value == pts[i-1].Value {
+			continue
+		}
+		w.Counter(pid, name, p.At, p.Value)
+	}
+}
+
+// CounterSeries writes one "C" event carrying several named series of
+// process pid's counter track name at time at; Perfetto draws each arg as
+// its own series (e.g. a port's "tx" and "rx" utilisation).
+func (w *Writer) CounterSeries(pid int, name string, at sim.Time, series ...Arg) {
+	w.begin("C", pid, 0, name, "")
+	w.raw(`,"ts":` + ts(int64(at)))
+	w.args(series)
+	w.raw("}")
+}
+
 // Flow draws an arrow from the slice enclosing (fromPid, fromTid, from) to
 // the slice enclosing (toPid, toTid, to); id must be unique per arrow.
 func (w *Writer) Flow(id uint64, name string, fromPid, fromTid int, from sim.Time, toPid, toTid int, to sim.Time) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/ginsim/ginsim/sim"
@@ -64,4 +65,42 @@ func TestTS(t *testing.T) {
 	assert.Equal(t, "0.000001", ts(1))
 	assert.Equal(t, "-1.000000", ts(-1000000))
 	assert.Equal(t, "12.345678", ts(12345678))
+}
+
+func TestCounterTrack(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	w.Process(3, "resources")
+	us := func(n int64) sim.Time { return sim.Time(n * int64(sim.Microsecond)) }
+	w.CounterTrack(3, "n0/gpu0 pcie up util", []Point{{us(0), 0}, {us(1), 0.5}, {us(2), 0.5}, {us(3), 0.25}, {us(4), 0.25}})
+	w.CounterSeries(3, "n0g0/nic0 util", us(1), Arg{"tx", 0.9}, Arg{"rx", 0.1})
+	require.NoError(t, w.Close())
+	var v struct {
+		TraceEvents []struct {
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Name string         `json:"name"`
+			Ts   float64        `json:"ts"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &v))
+	var got []string
+	for _, e := range v.TraceEvents {
+		if e.Ph != "C" {
+			continue
+		}
+		assert.Equal(t, 3, e.Pid)
+		got = append(got, fmt.Sprintf("%s@%g=%v", e.Name, e.Ts, e.Args))
+	}
+	// The repeated 0.5 at 2 us is dropped; the last point is kept so the
+	// track ends where the samples end.
+	assert.Equal(t, []string{
+		"n0/gpu0 pcie up util@0=map[value:0]",
+		"n0/gpu0 pcie up util@1=map[value:0.5]",
+		"n0/gpu0 pcie up util@3=map[value:0.25]",
+		"n0/gpu0 pcie up util@4=map[value:0.25]",
+		"n0g0/nic0 util@1=map[rx:0.1 tx:0.9]",
+	}, got)
+	assert.Panics(t, func() { NewWriter(&b).CounterTrack(1, "x", []Point{{us(2), 1}, {us(1), 1}}) })
 }
