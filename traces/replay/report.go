@@ -169,6 +169,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeCrossing(w, r.Layers)
 	for _, l := range r.Layers {
 		if l.Dispatch.NCCL == nil {
 			break
@@ -182,4 +183,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
+}
+
+// writeCrossing prints, for each phase, where the critical signal of its
+// slowest layer went and which NIC ports it crossed.
+func writeCrossing(w io.Writer, layers []LayerReport) {
+	for _, ph := range []struct {
+		name string
+		get  func(*LayerReport) *workload.PhaseReport
+	}{
+		{"dispatch", func(l *LayerReport) *workload.PhaseReport { return &l.Dispatch }},
+		{"combine", func(l *LayerReport) *workload.PhaseReport { return &l.Combine }},
+	} {
+		var slow *workload.PhaseReport
+		var at *LayerReport
+		for i := range layers {
+			if p := ph.get(&layers[i]); p.Critical != nil && (slow == nil || p.US > slow.US) {
+				slow, at = p, &layers[i]
+			}
+		}
+		if slow == nil {
+			continue
+		}
+		c := slow.Critical
+		fmt.Fprintf(w, "%s's critical signal (iter %d layer %d): rank %d -> rank %d over %s", ph.name, at.Iter, at.Layer,
+			c.From, c.To, c.Via)
+		if len(c.Links) == 2 {
+			fmt.Fprintf(w, ", %s -> %s", c.Links[0], c.Links[1])
+		}
+		fmt.Fprintln(w)
+	}
 }

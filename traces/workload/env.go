@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ginsim/ginsim/fabric"
@@ -77,9 +78,10 @@ type Config struct {
 
 // wireTimes are the tap instants of one atomic (signal) packet.
 type wireTimes struct {
-	qp     uint32
-	psn    uint32
-	tx, rx sim.Time
+	qp       uint32
+	psn      uint32
+	tx, rx   sim.Time
+	src, dst fabric.EndpointID // the NIC ports it left and reached
 }
 
 // Phase is the accounting of one dispatch or combine phase.
@@ -183,7 +185,7 @@ func (e *Env) Tap(iface int, at sim.Time, p *fabric.Packet) {
 	}
 	k := [2]int{e.EPRank[p.Src], e.EPRank[p.Dst]}
 	if fabric.EndpointID(iface) == p.Src {
-		e.atomics[k] = append(e.atomics[k], wireTimes{qp: p.Hdr.DestQP, psn: p.Hdr.PSN, tx: at})
+		e.atomics[k] = append(e.atomics[k], wireTimes{qp: p.Hdr.DestQP, psn: p.Hdr.PSN, tx: at, src: p.Src, dst: p.Dst})
 		return
 	}
 	l := e.atomics[k]
@@ -227,7 +229,50 @@ func (e *Env) Result(ph *Phase) PhaseReport {
 		pr.GBps = round3(gbps / float64(len(ph.BWBytes)))
 	}
 	pr.Breakdown = e.breakdown(ph.Last[slow], ph.Start, end)
+	pr.Critical = e.crossing(ph.Last[slow])
 	return pr
+}
+
+// crossing names where the critical signal went: its sender and receiver
+// and, over RDMA, the NIC ports its packet left and reached, named as a
+// cluster file's faults section names links (rankR/nicJ).
+func (e *Env) crossing(p SigPath) *Crossing {
+	if !p.Valid {
+		return nil
+	}
+	c := &Crossing{From: p.From, To: p.To, Via: "nvlink"}
+	if !p.RDMA {
+		return c
+	}
+	c.Via = "rdma"
+	if w, ok := e.signalPacket(p); ok {
+		c.Links = []string{e.portName(w.src), e.portName(w.dst)}
+	}
+	return c
+}
+
+// portName is a NIC port's name in a faults section: rankR/nicJ, J its
+// index among rank R's ports.
+func (e *Env) portName(ep fabric.EndpointID) string {
+	r, j := e.EPRank[ep], 0
+	for x := range fabric.EndpointID(ep) {
+		if e.EPRank[x] == r {
+			j++
+		}
+	}
+	return "rank" + strconv.Itoa(r) + "/nic" + strconv.Itoa(j)
+}
+
+// signalPacket is the critical signal's packet: the latest atomic from
+// the sender to the receiver that arrived by the time the word changed.
+func (e *Env) signalPacket(p SigPath) (wireTimes, bool) {
+	var w wireTimes
+	for _, x := range e.atomics[[2]int{p.From, p.To}] {
+		if x.rx != 0 && x.rx <= p.Landed && x.rx >= w.rx {
+			w = x
+		}
+	}
+	return w, w.rx != 0
 }
 
 // breakdown attributes the critical path. Each boundary is clamped to be
@@ -249,11 +294,7 @@ func (e *Env) breakdown(p SigPath, start, end sim.Time) Breakdown {
 	// receiver that arrived by the time the word changed.
 	var w wireTimes
 	if p.RDMA {
-		for _, x := range e.atomics[[2]int{p.From, p.To}] {
-			if x.rx != 0 && x.rx <= p.Landed && x.rx >= w.rx {
-				w = x
-			}
-		}
+		w, _ = e.signalPacket(p)
 	}
 	clamp := func(t, lo sim.Time) sim.Time {
 		if t < lo {

@@ -27,9 +27,22 @@ type PhaseReport struct {
 	RecvDoneUS []float64 `json:"recv_done_us"`
 	// Breakdown is the critical path of the slowest receiver.
 	Breakdown Breakdown `json:"breakdown"`
+	// Critical says where the slowest receiver's last signal came from
+	// and which links it crossed (nil when the phase followed none).
+	Critical *Crossing `json:"critical,omitempty"`
 	// NCCL says how the host-initiated baseline moved the phase (backend
 	// nccl only).
 	NCCL *NCCLFacts `json:"nccl,omitempty"`
+}
+
+// Crossing is where a phase's critical signal went: sender and receiver
+// rank, "rdma" or "nvlink", and over RDMA the NIC ports it left and
+// reached, named as a cluster file's faults section names links.
+type Crossing struct {
+	From  int      `json:"from_rank"`
+	To    int      `json:"to_rank"`
+	Via   string   `json:"via"`
+	Links []string `json:"links,omitempty"`
 }
 
 // NCCLFacts counts the connections (sender, receiver, channel) of one
