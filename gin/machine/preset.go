@@ -103,7 +103,8 @@ func presets() []Spec {
 		{
 			Name: "h100-ib",
 			Description: "GIN paper testbed (NVIDIA EOS): 8x H100 per node, NVLink 900 GB/s bidirectional, " +
-				"one ConnectX-7 400 Gb/s InfiniBand NIC per GPU, rail-optimised fabric",
+				"one ConnectX-7 400 Gb/s InfiniBand NIC per GPU, rail-optimised fabric; the wire is modelled as " +
+				"RoCEv2 framing of IB's transport (lossless, no DCQCN)",
 			Profile: "h100", GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			// 900 GB/s bidirectional = 450 GB/s per direction (nominal).
 			NVLink:   NVLinkSpec{Bandwidth: Rate(sim.GBps(450)), Latency: nvlinkLatency},
@@ -112,7 +113,8 @@ func presets() []Spec {
 		{
 			Name: "h800-cx7",
 			Description: "DeepEP's testbed: 8x H800 per node, NVLink ~134 GB/s of data per direction (400 GB/s " +
-				"bidirectional nominal), one ConnectX-7 400 Gb/s InfiniBand NIC per GPU, rail-optimised fabric",
+				"bidirectional nominal), one ConnectX-7 400 Gb/s InfiniBand NIC per GPU, rail-optimised fabric; " +
+				"the wire is modelled as RoCEv2 framing of IB's transport (lossless, no DCQCN)",
 			Profile: "h800", GPUsPerNode: 8, NICsPerGPU: 1, LinkRate: Rate(400 * sim.Gbps),
 			// DeepEP's README measures 153/158 GB/s intranode EP8, but
 			// tests/test_intranode.py divides recv_x bytes, the 1/8 a rank
