@@ -51,9 +51,14 @@ type Options struct {
 	Mode    string
 	Backend string
 	// NVLink sends intra-node traffic over NVLink (LSA stores) instead of
-	// RDMA loopback through the NIC.
+	// RDMA loopback through the NIC. ModeNCCLEP sets it unless RDMAOnly.
 	NVLink bool
-	Seed   uint64
+	// RDMAOnly sends every put through a NIC, intra-node ones included:
+	// NCCL EP's LL without LSA (ep_bench --disable-nvlink, which sets
+	// NCCL_P2P_DISABLE; NVIDIA/nccl contrib/nccl_ep/ep_bench.cu:2837).
+	// Only ModeNCCLEP uses NVLink by default; the other modes ignore it.
+	RDMAOnly bool
+	Seed     uint64
 	// Layers caps the number of (iteration, layer) steps replayed (0: all).
 	Layers int
 	// TraceName and ClusterName label the report.
@@ -125,6 +130,9 @@ func (o *Options) Validate() error {
 	if o.Jobs < 0 {
 		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
 	}
+	if o.RDMAOnly && o.NVLink {
+		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
+	}
 	return nil
 }
 
@@ -170,6 +178,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: backend nccl replays the all-to-all-v of every selection; use --mode ll")
 	}
 	opt.kernel = opt.Mode
+	if opt.Mode == ModeNCCLEP && !opt.RDMAOnly {
+		opt.NVLink = true // NCCL EP's default: LSA for LSA-reachable peers
+	}
 	if opt.Mode == ModeV2 {
 		opt.kernel = V2Kernels(nodes)
 	}
@@ -188,7 +199,7 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	// The report names the kernels that ran; hybrid forwards over NVLink
 	// inside the node whatever --nvlink says.
 	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.kernel, Backend: opt.Backend,
-		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
+		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, RDMAOnly: opt.RDMAOnly, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
 		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
 	switch {
 	case opt.Mode == ModeHT:
@@ -251,6 +262,11 @@ func notes(o *Options, nodes int) []string {
 	}
 	if o.Mode == ModeNCCLEP {
 		n = append(n, "ncclep: NCCL EP low latency (NCCL 2.30): the LL pattern with OptAggregateRequests on every data put; the count/flag put of each (context, peer) rings the doorbell")
+		if o.RDMAOnly {
+			n = append(n, "ncclep: --rdma-only: every put goes through a NIC, as NCCL EP's ep_bench --disable-nvlink (NCCL_P2P_DISABLE=1); the library's default sends to LSA-reachable peers over NVLink")
+		} else {
+			n = append(n, "ncclep: NCCL EP's default: LSA (NVLink) stores to the peers of its node (low_latency.cu, ncclTeamLsa), RDMA to the rest; --rdma-only forces RDMA for all, as ep_bench --disable-nvlink")
+		}
 	}
 	if o.Backend == BackendNCCL {
 		n = append(n, ncclbase.Note(o.NVLink))

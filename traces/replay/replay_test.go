@@ -41,8 +41,9 @@ func TestReplayTiny(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := tinyTrace(t, c.ep, 4)
-			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1,
-				TraceName: "tiny", Backends: backends})
+			// ncclep's rows without nvlink are its pure-RDMA runs.
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
+				RDMAOnly: c.mode == ModeNCCLEP && !c.nvlink, Seed: 1, TraceName: "tiny", Backends: backends})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
 			l := rep.Layers[0]
@@ -85,6 +86,25 @@ func TestReplayNVLinkFaster(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, nvl.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
 	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
+}
+
+// NCCL EP sends to the GPUs of its node over LSA by default (its
+// low_latency.cu); RDMAOnly sends everything through the NICs.
+func TestNCCLEPDefaultsToLSA(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 8, 32)
+	def, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.True(t, def.NVLink)
+	assert.Zero(t, def.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
+	rdma, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.False(t, rdma.NVLink)
+	assert.True(t, rdma.RDMAOnly)
+	assert.Positive(t, rdma.Layers[0].Dispatch.RDMABytes)
+	assert.Less(t, def.DispatchUS, rdma.DispatchUS)
+	_, err = Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, NVLink: true})
+	assert.ErrorContains(t, err, "contradict")
 }
 
 // Same trace, same seed: byte-identical reports, for every GIN workload.

@@ -20,14 +20,17 @@ type Report struct {
 	Mode    string `json:"mode"`
 	Backend string `json:"backend"`
 	NVLink  bool   `json:"nvlink"`
-	Seed    uint64 `json:"seed"`
-	EP      int    `json:"ep"`
-	Nodes   int    `json:"nodes"`
-	Model   string `json:"model"`
-	Hidden  int    `json:"hidden"`
-	TopK    int    `json:"top_k"`
-	Experts int    `json:"experts"`
-	Tokens  int    `json:"tokens_per_rank"`
+	// RDMAOnly is set when --rdma-only turned off a library's default
+	// NVLink path (ncclep).
+	RDMAOnly bool   `json:"rdma_only,omitempty"`
+	Seed     uint64 `json:"seed"`
+	EP       int    `json:"ep"`
+	Nodes    int    `json:"nodes"`
+	Model    string `json:"model"`
+	Hidden   int    `json:"hidden"`
+	TopK     int    `json:"top_k"`
+	Experts  int    `json:"experts"`
+	Tokens   int    `json:"tokens_per_rank"`
 
 	// Means over layers.
 	DispatchUS   float64 `json:"dispatch_us"`
@@ -140,6 +143,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	switch {
 	case r.Mode == ModeHT:
 		nv = "RDMA between rails, NVLink forwarding inside the node"
+	case r.Mode == ModeNCCLEP && r.RDMAOnly:
+		nv = "RDMA only (--rdma-only; NCCL EP's default is NVLink inside the node)"
+	case r.Mode == ModeNCCLEP:
+		nv = "NVLink inside the node (NCCL EP's default; --rdma-only for RDMA only)"
 	case r.NVLink:
 		nv = "NVLink inside the node"
 	}
