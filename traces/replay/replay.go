@@ -58,7 +58,11 @@ type Options struct {
 	// NCCL_P2P_DISABLE; NVIDIA/nccl contrib/nccl_ep/ep_bench.cu:2837).
 	// Only ModeNCCLEP uses NVLink by default; the other modes ignore it.
 	RDMAOnly bool
-	Seed     uint64
+	// SMs is the library's SM count in place of its default (0: the
+	// default): V1 HT's num_sms (Params.HTSMs), V2's num_sms, NCCL EP's
+	// max_num_sms. V1 LL has none (its grid follows the experts).
+	SMs  int
+	Seed uint64
 	// Layers caps the number of (iteration, layer) steps replayed (0: all).
 	Layers int
 	// TraceName and ClusterName label the report.
@@ -129,6 +133,16 @@ func (o *Options) Validate() error {
 	}
 	if o.Jobs < 0 {
 		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
+	}
+	if o.SMs < 0 {
+		return fmt.Errorf("replay: sms %d must not be negative", o.SMs)
+	}
+	if o.SMs > 0 && o.Mode == ModeLL {
+		return fmt.Errorf("replay: sms: DeepEP V1 LL has no SM count (its grid is ceil(E / ceil(E / device SMs)) SMs); " +
+			"use it with ht, v2 or ncclep")
+	}
+	if o.SMs > 0 && o.Mode == ModeHT && o.SMs%2 != 0 {
+		return fmt.Errorf("replay: sms %d: DeepEP V1 HT's num_sms must be even (a channel is two SMs)", o.SMs)
 	}
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
@@ -221,7 +235,11 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		}
 		base += o.end + sim.Time(10*sim.Microsecond)
 		rep.Layers = append(rep.Layers, o.lr)
+		rep.kernelSMs = max(rep.kernelSMs, o.sms)
 		rep.Events += o.events
+	}
+	if opt.SMs > 0 {
+		rep.SMs = opt.SMs
 	}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
@@ -281,6 +299,7 @@ type stepOut struct {
 	events uint64
 	end    sim.Time
 	tl     stepTimeline
+	sms    int // the dispatch kernel's SMs (0: not known)
 }
 
 // runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
@@ -321,6 +340,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Params != nil {
 		p = *opt.Params
 	}
+	if opt.SMs > 0 && opt.kernel == ModeHT {
+		p.HTSMs = opt.SMs
+	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	e.NewComm = func() (*gin.Comm, error) {
@@ -347,11 +369,17 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			w = ll.New(e, false)
 		}
 	case ModeV2Direct:
-		w = v2.NewDirect(e)
+		d := v2.NewDirect(e)
+		d.SMs = opt.SMs
+		w = d
 	case ModeV2Hybrid:
-		w = v2.NewHybrid(e)
+		h := v2.NewHybrid(e)
+		h.SMs = opt.SMs
+		w = h
 	case ModeNCCLEP:
-		w = ll.New(e, true)
+		l := ll.New(e, true)
+		l.MaxSMs = opt.SMs
+		w = l
 	case ModeHT:
 		w = ht.New(e)
 	}
@@ -372,6 +400,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb),
 		Transport: transportOf(m)}
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
+	if k, ok := w.(interface{ KernelSMs() int }); ok {
+		o.sms = k.KernelSMs()
+	}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
 	}

@@ -282,3 +282,55 @@ func TestReplaySeeds(t *testing.T) {
 	_, err = RunSeeds(tr, spec, opt, 2)
 	require.ErrorContains(t, err, "one run")
 }
+
+// SMs sets each library's SM count; LL refuses it; the JSON names it.
+func TestReplaySMs(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 16, 32)
+	for _, c := range []struct {
+		mode string
+		sms  int
+	}{
+		{ModeHT, 8},
+		{ModeV2Direct, 6},
+		{ModeV2Hybrid, 6},
+		{ModeNCCLEP, 64},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			tr := tr
+			if c.mode == ModeNCCLEP {
+				tr = tinyTrace(t, 16, 128) // more tokens than SMs, so the count matters
+			}
+			def, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+			require.NoError(t, err)
+			assert.Zero(t, def.SMs)
+			require.NotEqual(t, c.sms, def.kernelSMs, "the case must change the SM count")
+			got, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, SMs: c.sms, Seed: 1, Backends: backends})
+			require.NoError(t, err)
+			assert.Equal(t, c.sms, got.SMs)
+			if c.mode == ModeNCCLEP {
+				// max_num_sms 64 for 256 experts: 4 warp groups on 64 SMs.
+				assert.Equal(t, 64, got.kernelSMs)
+			} else {
+				assert.Equal(t, c.sms, got.kernelSMs)
+			}
+			var b bytes.Buffer
+			require.NoError(t, got.WriteJSON(&b))
+			assert.Contains(t, b.String(), `"sms": `)
+			assert.NotEqual(t, def.DispatchUS, got.DispatchUS)
+		})
+	}
+	for _, c := range []struct {
+		mode string
+		sms  int
+		want string
+	}{
+		{ModeLL, 8, "no SM count"},
+		{ModeHT, 7, "even"},
+		{ModeNCCLEP, 10, "at least"},
+		{ModeV2Direct, 1000, "out of"},
+	} {
+		_, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, SMs: c.sms, Seed: 1, Backends: backends})
+		assert.ErrorContains(t, err, c.want, c.mode)
+	}
+}

@@ -22,15 +22,17 @@ type Report struct {
 	NVLink  bool   `json:"nvlink"`
 	// RDMAOnly is set when --rdma-only turned off a library's default
 	// NVLink path (ncclep).
-	RDMAOnly bool   `json:"rdma_only,omitempty"`
-	Seed     uint64 `json:"seed"`
-	EP       int    `json:"ep"`
-	Nodes    int    `json:"nodes"`
-	Model    string `json:"model"`
-	Hidden   int    `json:"hidden"`
-	TopK     int    `json:"top_k"`
-	Experts  int    `json:"experts"`
-	Tokens   int    `json:"tokens_per_rank"`
+	RDMAOnly bool `json:"rdma_only,omitempty"`
+	// SMs is the SM count given with --sms (absent: the library's own).
+	SMs     int    `json:"sms,omitempty"`
+	Seed    uint64 `json:"seed"`
+	EP      int    `json:"ep"`
+	Nodes   int    `json:"nodes"`
+	Model   string `json:"model"`
+	Hidden  int    `json:"hidden"`
+	TopK    int    `json:"top_k"`
+	Experts int    `json:"experts"`
+	Tokens  int    `json:"tokens_per_rank"`
 
 	// Means over layers.
 	DispatchUS   float64 `json:"dispatch_us"`
@@ -58,6 +60,9 @@ type Report struct {
 	Events uint64 `json:"events"`
 	// Notes lists modelling simplifications that apply to this run.
 	Notes []string `json:"notes,omitempty"`
+
+	// kernelSMs is the SMs the dispatch kernel ran on (the table's header).
+	kernelSMs int
 }
 
 // LayerReport is one (iteration, layer) of a replay.
@@ -150,7 +155,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case r.NVLink:
 		nv = "NVLink inside the node"
 	}
-	fmt.Fprintf(w, "mode %s  backend %s  %s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, r.Tokens, r.Seed)
+	sms := ""
+	switch {
+	case r.SMs > 0:
+		sms = fmt.Sprintf("  %d SMs (--sms)", r.SMs)
+	case r.kernelSMs > 0:
+		sms = fmt.Sprintf("  %d SMs (library default)", r.kernelSMs)
+	}
+	fmt.Fprintf(w, "mode %s  backend %s  %s%s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, sms, r.Tokens, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\tRDMA MB\t")
 	for _, l := range r.Layers {

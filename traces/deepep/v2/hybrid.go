@@ -195,6 +195,9 @@ func (w *Hybrid) Setup() error {
 	rdma := sim.BitRate(e.M.Spec.LinkRate).GBps()
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
 	w.sms = HybridNumSMs(st.Slots, k, R, w.S, rdma, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	if err := w.fixSMs(); err != nil {
+		return err
+	}
 	w.qps = HybridNumQPs(w.sms, w.vp)
 	w.C = hybridChannels(w.rec, w.crec, R, st.Slots, w.vp)
 	if w.C < 1 {

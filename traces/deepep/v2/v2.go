@@ -223,6 +223,10 @@ func combineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8*t
 type Direct struct {
 	e  *workload.Env
 	vp Params
+	// SMs is the num_sms passed to dispatch (0: get_theoretical_num_sms,
+	// DeepEP elastic.py:928; tests/elastic/test_ep.py --num-sms); the QP
+	// count follows it through get_theoretical_num_qps (elastic.py:929).
+	SMs int
 
 	rec, crec int   // dispatch and combine record bytes
 	payload   int   // token bytes a sender loads: hidden and scale factors
@@ -244,6 +248,21 @@ type Direct struct {
 	epoch      []uint64             // per rank: barriers passed
 	recvTokens []int64              // per rank: distinct tokens received in dispatch
 }
+
+// fixSMs puts the given SM count, if any, in place of the analytic one.
+func (w *Direct) fixSMs() error {
+	if w.SMs == 0 {
+		return nil
+	}
+	if w.SMs < 1 || w.SMs > w.e.M.Profile.GPU.SMs {
+		return fmt.Errorf("v2: num_sms %d out of [1, %d]", w.SMs, w.e.M.Profile.GPU.SMs)
+	}
+	w.sms = w.SMs
+	return nil
+}
+
+// KernelSMs returns the SMs the kernels run on (after Setup).
+func (w *Direct) KernelSMs() int { return w.sms }
 
 // NewDirect returns DeepEP V2's direct kernels on e.
 func NewDirect(e *workload.Env) *Direct { return &Direct{e: e, vp: DefaultParams()} }
@@ -289,6 +308,9 @@ func (w *Direct) Setup() error {
 	w.nvlScale = e.Cfg.NVLink && nodes == 1
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
 	w.sms = NumSMs(st.Slots, k, R, nvl, nodes, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	if err := w.fixSMs(); err != nil {
+		return err
+	}
 	w.qps = NumQPs(w.sms, w.vp)
 	notifySmem := notifySmemBytes(R, st.Slots, w.vp)
 	w.dw = min((w.vp.SmemBytes-notifySmem)/(w.rec+32), 32-w.vp.NotifyWarps)
