@@ -217,10 +217,20 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
 	switch {
 	case opt.Mode == ModeHT:
-		rep.BandwidthDefinition = "DeepEP HT: unique (token, node) pairs incl. the local node × 2H × fp8_factor / t, per rank"
+		rep.BandwidthDefinition = "DeepEP HT (RDMA, as its README tables): unique (token, node) pairs incl. the local node × " +
+			"2H × fp8_factor / t, per rank; bandwidths also gives NVLink (tokens received × 2H × fp8_factor)"
+	case isV2(opt.Mode) && nodes > 1:
+		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-out, as its README's multi-node table): " +
+			"unique (token, node) pairs sent incl. the local node × (recv_x + recv_topk_idx int64 + recv_topk_weights) " +
+			"bytes / t, per rank (combine: 2H + 4k); bandwidths also gives scale-up"
 	case isV2(opt.Mode):
-		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up): tokens received incl. from itself × " +
-			"(recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank (combine: 2H + 4k)"
+		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up, as its README's one-node table): " +
+			"tokens received incl. from itself × (recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank " +
+			"(combine: 2H + 4k); scale-out is zero on one node"
+	case opt.Mode == ModeNCCLEP:
+		rep.BandwidthDefinition = "NCCL EP (contrib/nccl_ep/ep_bench.cu, LL): valid selections incl. local × 2H / t, " +
+			"per rank, dispatch and combine (2H: the BF16 payload, no header; an FP8 trace, which NCCL EP does not run, " +
+			"counts its FP8 payload)"
 	default:
 		rep.BandwidthDefinition = "DeepEP LL: valid selections incl. local × message bytes / t, per rank (combine: 2H)"
 	}
@@ -399,6 +409,12 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb),
 		Transport: transportOf(m)}
+	hdr := tr.Header()
+	prec, err := hdr.DispatchPrecision()
+	if err != nil {
+		return stepOut{}, err
+	}
+	lr.Bandwidths = bandwidths(opt.kernel, st, hidden, prec, &e.Disp, &e.Comb)
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
 	if k, ok := w.(interface{ KernelSMs() int }); ok {
 		o.sms = k.KernelSMs()

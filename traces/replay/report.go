@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/ginsim/ginsim/traces/workload"
@@ -54,6 +56,8 @@ type Report struct {
 	// RecvTail is the spread of the ranks' receive-done times.
 	Transport Transport  `json:"transport"`
 	RecvTail  PhaseTails `json:"recv_tail"`
+	// Bandwidths are the means over layers of the layers' Bandwidths.
+	Bandwidths *PhaseBandwidths `json:"bandwidths,omitempty"`
 	// BandwidthDefinition says how the GB/s figures are computed.
 	BandwidthDefinition string `json:"bandwidth_definition"`
 	// Events is the number of simulation events fired, all layers.
@@ -74,6 +78,9 @@ type LayerReport struct {
 	Combine  workload.PhaseReport `json:"combine"`
 	// Transport counts the step's losses and retransmissions.
 	Transport Transport `json:"transport"`
+	// Bandwidths are the step's bandwidths under every definition the
+	// library's test prints (absent for a library that prints one).
+	Bandwidths *PhaseBandwidths `json:"bandwidths,omitempty"`
 }
 
 // PhaseBreakdowns pairs the breakdowns of the two phases.
@@ -127,6 +134,31 @@ func (r *Report) finish() {
 			RemoteWriteUS: round3(b.RemoteWriteUS), SignalVisibilityUS: round3(b.SignalVisibilityUS), TotalUS: round3(b.TotalUS)}
 	}
 	r.finishTransport()
+	r.finishBandwidths()
+}
+
+// finishBandwidths averages the layers' named bandwidths.
+func (r *Report) finishBandwidths() {
+	r.Bandwidths = nil
+	if len(r.Layers) == 0 || r.Layers[0].Bandwidths == nil {
+		return
+	}
+	n := float64(len(r.Layers))
+	m := &PhaseBandwidths{Dispatch: Bandwidths{}, Combine: Bandwidths{}}
+	for _, l := range r.Layers {
+		for k, v := range l.Bandwidths.Dispatch {
+			m.Dispatch[k] += v / n
+		}
+		for k, v := range l.Bandwidths.Combine {
+			m.Combine[k] += v / n
+		}
+	}
+	for _, b := range []Bandwidths{m.Dispatch, m.Combine} {
+		for k, v := range b {
+			b[k] = round3(v)
+		}
+	}
+	r.Bandwidths = m
 }
 
 // WriteJSON writes r as one indented JSON object.
@@ -197,6 +229,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	r.writeTransport(w)
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
+	if b := r.Bandwidths; b != nil {
+		for _, p := range []struct {
+			name string
+			bw   Bandwidths
+		}{{"dispatch", b.Dispatch}, {"combine", b.Combine}} {
+			fmt.Fprintf(w, "  %s:", p.name)
+			for _, k := range slices.Sorted(maps.Keys(p.bw)) {
+				fmt.Fprintf(w, " %s %.1f", k, p.bw[k])
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -246,7 +246,15 @@ func (w *Workload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
 	dst, le = st.Home[x], st.LocalIdx[x]
 	off = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
 	ph.Msgs++
-	ph.BWBytes[r] += int64(w.msg)
+	if w.agg {
+		// NCCL EP's ep_bench counts the 2H BF16 payload per valid
+		// selection, no header (contrib/nccl_ep/ep_bench.cu:1917-1938;
+		// NCCL EP is BF16 only): the payload without the header here,
+		// so that an FP8 trace counts what it sends.
+		ph.BWBytes[r] += int64(w.msg) - traces.LLHeaderBytes
+	} else {
+		ph.BWBytes[r] += int64(w.msg)
+	}
 	return dst, le, off
 }
 

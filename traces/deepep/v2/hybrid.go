@@ -409,7 +409,7 @@ func (w *Hybrid) Dispatch() {
 		w.fwd[i] = w.fwd[i][:0]
 	}
 	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
+		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
@@ -873,7 +873,7 @@ func (w *Hybrid) Combine() {
 				w.ws.Region(r).Store64(w.suTailOff(c, f), 0, "v2h/copy-epilogue")
 			}
 		}
-		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
+		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
 	}
 	for r := range st.EP {
 		w.launchCombine(r)

@@ -264,6 +264,23 @@ func (w *Direct) fixSMs() error {
 // KernelSMs returns the SMs the kernels run on (after Setup).
 func (w *Direct) KernelSMs() int { return w.sms }
 
+// bwTokens is rank r's token count in the bandwidth DeepEP's README tables
+// give (README.md:45-53): on several nodes the scale-out (RDMA) count of
+// tests/elastic/test_ep.py:239-245, the unique (token, node) pairs r sends,
+// its own node included ("contains local rank traffic"); on one node the
+// scale-up (NVLink) count, the tokens r receives.
+func (w *Direct) bwTokens(r int) int64 {
+	nt := w.e.Step.NodeTokens[r]
+	if len(nt) < 2 {
+		return w.recvTokens[r]
+	}
+	var n int64
+	for _, x := range nt {
+		n += int64(x)
+	}
+	return n
+}
+
 // NewDirect returns DeepEP V2's direct kernels on e.
 func NewDirect(e *workload.Env) *Direct { return &Direct{e: e, vp: DefaultParams()} }
 
@@ -488,7 +505,7 @@ func (w *Direct) Dispatch() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Disp, "dispatch")
 	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
+		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
@@ -719,7 +736,7 @@ func (w *Direct) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
 	for r := range st.EP {
-		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
+		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
 		w.launchCombine(r)
 	}
 }
