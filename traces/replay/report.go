@@ -191,6 +191,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	switch {
 	case r.SMs > 0:
 		sms = fmt.Sprintf("  %d SMs (--sms)", r.SMs)
+	case r.kernelSMs > 0 && r.Mode == ModeHT:
+		sms = fmt.Sprintf("  %d SMs (DeepEP's test_internode.py; the library's Buffer.num_sms is 20)", r.kernelSMs)
 	case r.kernelSMs > 0:
 		sms = fmt.Sprintf("  %d SMs (library default)", r.kernelSMs)
 	}
