@@ -30,6 +30,8 @@ const defaultReplayTrace = "deepseek-v3-ll-ep16.jsonl.gz"
 type replayFlags struct {
 	cluster, backend, mode string
 	nvlink, json, quiet    bool
+	rdmaOnly               bool
+	sms                    int
 	seed                   uint64
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
@@ -56,6 +58,10 @@ forwarding inside the node) when EP spans several nodes, the direct kernels
 --mode v2-direct (allow_hybrid_mode=False) and --mode v2-hybrid (two or more
 nodes) force one.
 
+--mode ncclep runs NCCL EP's low-latency kernels as the library does by
+default: NVLink (LSA) stores to the GPUs of the same node, RDMA to the rest;
+--rdma-only sends everything through the NICs (ep_bench --disable-nvlink).
+
 TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
 Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
 Output files are written only when the run succeeds.`,
@@ -71,7 +77,10 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.cluster, "cluster", "h100-ib", "cluster preset name or YAML file")
 	fl.StringVar(&f.backend, "backend", replay.BackendGDAKI, "GIN backend: "+strings.Join(replay.Backends, "|"))
 	fl.StringVar(&f.mode, "mode", replay.ModeLL, "traffic pattern: "+strings.Join(replay.Modes, "|"))
-	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA")
+	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA (--mode ncclep does by default)")
+	fl.BoolVar(&f.rdmaOnly, "rdma-only", false, "--mode ncclep: send intra-node traffic over RDMA too, as NCCL EP's ep_bench --disable-nvlink")
+	fl.IntVar(&f.sms, "sms", 0, "the library's SM count instead of its default: V1 HT num_sms (even; default 24 as DeepEP's test_internode.py), V2 num_sms (default get_theoretical_num_sms), NCCL EP max_num_sms (default the device's); not --mode ll")
+	fl.IntVar(&f.sms, "num-sms", 0, "alias of --sms")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.IntVar(&f.seeds, "seeds", 1, "replay with N seeds (--seed, --seed+1, ...) and report each run's means and their spread")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
@@ -134,6 +143,21 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.ibTimeout > 31 {
 		return Usagef("--ib-timeout %d out of range [0, 31]", f.ibTimeout)
 	}
+	if f.rdmaOnly && f.nvlink {
+		return Usagef("--rdma-only and --nvlink contradict each other; give one")
+	}
+	if f.rdmaOnly && f.mode != replay.ModeNCCLEP {
+		return Usagef("--rdma-only applies to --mode %s only (NCCL EP's default uses NVLink inside the node; the other modes' default is given by --nvlink)", replay.ModeNCCLEP)
+	}
+	if f.sms < 0 {
+		return Usagef("--sms %d must not be negative", f.sms)
+	}
+	if f.sms > 0 && f.mode == replay.ModeLL {
+		return Usagef("--sms: --mode ll keeps DeepEP V1 LL's expert-driven grid (ceil(E / ceil(E / device SMs)) SMs); --sms applies to ht, v2, v2-direct, v2-hybrid and ncclep")
+	}
+	if f.sms > 0 && f.mode == replay.ModeHT && f.sms%2 != 0 {
+		return Usagef("--sms %d: DeepEP V1 HT's num_sms must be even (a channel is two SMs)", f.sms)
+	}
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
@@ -179,7 +203,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
+	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed, Layers: f.layers,
 		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends}
 
 	// Output files go to temporaries renamed on success.

@@ -51,9 +51,18 @@ type Options struct {
 	Mode    string
 	Backend string
 	// NVLink sends intra-node traffic over NVLink (LSA stores) instead of
-	// RDMA loopback through the NIC.
+	// RDMA loopback through the NIC. ModeNCCLEP sets it unless RDMAOnly.
 	NVLink bool
-	Seed   uint64
+	// RDMAOnly sends every put through a NIC, intra-node ones included:
+	// NCCL EP's LL without LSA (ep_bench --disable-nvlink, which sets
+	// NCCL_P2P_DISABLE; NVIDIA/nccl contrib/nccl_ep/ep_bench.cu:2837).
+	// Only ModeNCCLEP uses NVLink by default; the other modes ignore it.
+	RDMAOnly bool
+	// SMs is the library's SM count in place of its default (0: the
+	// default): V1 HT's num_sms (Params.HTSMs), V2's num_sms, NCCL EP's
+	// max_num_sms. V1 LL has none (its grid follows the experts).
+	SMs  int
+	Seed uint64
 	// Layers caps the number of (iteration, layer) steps replayed (0: all).
 	Layers int
 	// TraceName and ClusterName label the report.
@@ -125,6 +134,19 @@ func (o *Options) Validate() error {
 	if o.Jobs < 0 {
 		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
 	}
+	if o.SMs < 0 {
+		return fmt.Errorf("replay: sms %d must not be negative", o.SMs)
+	}
+	if o.SMs > 0 && o.Mode == ModeLL {
+		return fmt.Errorf("replay: sms: DeepEP V1 LL has no SM count (its grid is ceil(E / ceil(E / device SMs)) SMs); " +
+			"use it with ht, v2 or ncclep")
+	}
+	if o.SMs > 0 && o.Mode == ModeHT && o.SMs%2 != 0 {
+		return fmt.Errorf("replay: sms %d: DeepEP V1 HT's num_sms must be even (a channel is two SMs)", o.SMs)
+	}
+	if o.RDMAOnly && o.NVLink {
+		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
+	}
 	return nil
 }
 
@@ -170,6 +192,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: backend nccl replays the all-to-all-v of every selection; use --mode ll")
 	}
 	opt.kernel = opt.Mode
+	if opt.Mode == ModeNCCLEP && !opt.RDMAOnly {
+		opt.NVLink = true // NCCL EP's default: LSA for LSA-reachable peers
+	}
 	if opt.Mode == ModeV2 {
 		opt.kernel = V2Kernels(nodes)
 	}
@@ -188,14 +213,24 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	// The report names the kernels that ran; hybrid forwards over NVLink
 	// inside the node whatever --nvlink says.
 	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.kernel, Backend: opt.Backend,
-		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
+		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, RDMAOnly: opt.RDMAOnly, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
 		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
 	switch {
 	case opt.Mode == ModeHT:
-		rep.BandwidthDefinition = "DeepEP HT: unique (token, node) pairs incl. the local node × 2H × fp8_factor / t, per rank"
+		rep.BandwidthDefinition = "DeepEP HT (RDMA, as its README tables): unique (token, node) pairs incl. the local node × " +
+			"2H × fp8_factor / t, per rank; bandwidths also gives NVLink (tokens received × 2H × fp8_factor)"
+	case isV2(opt.Mode) && nodes > 1:
+		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-out, as its README's multi-node table): " +
+			"unique (token, node) pairs sent incl. the local node × (recv_x + recv_topk_idx int64 + recv_topk_weights) " +
+			"bytes / t, per rank (combine: 2H + 4k); bandwidths also gives scale-up"
 	case isV2(opt.Mode):
-		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up): tokens received incl. from itself × " +
-			"(recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank (combine: 2H + 4k)"
+		rep.BandwidthDefinition = "DeepEP V2 (tests/elastic/test_ep.py, scale-up, as its README's one-node table): " +
+			"tokens received incl. from itself × (recv_x + recv_topk_idx int64 + recv_topk_weights) bytes / t, per rank " +
+			"(combine: 2H + 4k); scale-out is zero on one node"
+	case opt.Mode == ModeNCCLEP:
+		rep.BandwidthDefinition = "NCCL EP (contrib/nccl_ep/ep_bench.cu, LL): valid selections incl. local × 2H / t, " +
+			"per rank, dispatch and combine (2H: the BF16 payload, no header; an FP8 trace, which NCCL EP does not run, " +
+			"counts its FP8 payload)"
 	default:
 		rep.BandwidthDefinition = "DeepEP LL: valid selections incl. local × message bytes / t, per rank (combine: 2H)"
 	}
@@ -210,7 +245,11 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		}
 		base += o.end + sim.Time(10*sim.Microsecond)
 		rep.Layers = append(rep.Layers, o.lr)
+		rep.kernelSMs = max(rep.kernelSMs, o.sms)
 		rep.Events += o.events
+	}
+	if opt.SMs > 0 {
+		rep.SMs = opt.SMs
 	}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
@@ -251,6 +290,11 @@ func notes(o *Options, nodes int) []string {
 	}
 	if o.Mode == ModeNCCLEP {
 		n = append(n, "ncclep: NCCL EP low latency (NCCL 2.30): the LL pattern with OptAggregateRequests on every data put; the count/flag put of each (context, peer) rings the doorbell")
+		if o.RDMAOnly {
+			n = append(n, "ncclep: --rdma-only: every put goes through a NIC, as NCCL EP's ep_bench --disable-nvlink (NCCL_P2P_DISABLE=1); the library's default sends to LSA-reachable peers over NVLink")
+		} else {
+			n = append(n, "ncclep: NCCL EP's default: LSA (NVLink) stores to the peers of its node (low_latency.cu, ncclTeamLsa), RDMA to the rest; --rdma-only forces RDMA for all, as ep_bench --disable-nvlink")
+		}
 	}
 	if o.Backend == BackendNCCL {
 		n = append(n, ncclbase.Note(o.NVLink))
@@ -265,6 +309,7 @@ type stepOut struct {
 	events uint64
 	end    sim.Time
 	tl     stepTimeline
+	sms    int // the dispatch kernel's SMs (0: not known)
 }
 
 // runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
@@ -305,6 +350,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Params != nil {
 		p = *opt.Params
 	}
+	if opt.SMs > 0 && opt.kernel == ModeHT {
+		p.HTSMs = opt.SMs
+	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	e.NewComm = func() (*gin.Comm, error) {
@@ -331,11 +379,17 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			w = ll.New(e, false)
 		}
 	case ModeV2Direct:
-		w = v2.NewDirect(e)
+		d := v2.NewDirect(e)
+		d.SMs = opt.SMs
+		w = d
 	case ModeV2Hybrid:
-		w = v2.NewHybrid(e)
+		h := v2.NewHybrid(e)
+		h.SMs = opt.SMs
+		w = h
 	case ModeNCCLEP:
-		w = ll.New(e, true)
+		l := ll.New(e, true)
+		l.MaxSMs = opt.SMs
+		w = l
 	case ModeHT:
 		w = ht.New(e)
 	}
@@ -355,7 +409,16 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb),
 		Transport: transportOf(m)}
+	hdr := tr.Header()
+	prec, err := hdr.DispatchPrecision()
+	if err != nil {
+		return stepOut{}, err
+	}
+	lr.Bandwidths = bandwidths(opt.kernel, st, hidden, prec, &e.Disp, &e.Comb)
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
+	if k, ok := w.(interface{ KernelSMs() int }); ok {
+		o.sms = k.KernelSMs()
+	}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
 	}

@@ -41,8 +41,9 @@ func TestReplayTiny(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := tinyTrace(t, c.ep, 4)
-			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1,
-				TraceName: "tiny", Backends: backends})
+			// ncclep's rows without nvlink are its pure-RDMA runs.
+			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
+				RDMAOnly: c.mode == ModeNCCLEP && !c.nvlink, Seed: 1, TraceName: "tiny", Backends: backends})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
 			l := rep.Layers[0]
@@ -85,6 +86,25 @@ func TestReplayNVLinkFaster(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, nvl.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
 	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
+}
+
+// NCCL EP sends to the GPUs of its node over LSA by default (its
+// low_latency.cu); RDMAOnly sends everything through the NICs.
+func TestNCCLEPDefaultsToLSA(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 8, 32)
+	def, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.True(t, def.NVLink)
+	assert.Zero(t, def.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
+	rdma, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, Seed: 1, Backends: backends})
+	require.NoError(t, err)
+	assert.False(t, rdma.NVLink)
+	assert.True(t, rdma.RDMAOnly)
+	assert.Positive(t, rdma.Layers[0].Dispatch.RDMABytes)
+	assert.Less(t, def.DispatchUS, rdma.DispatchUS)
+	_, err = Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, NVLink: true})
+	assert.ErrorContains(t, err, "contradict")
 }
 
 // Same trace, same seed: byte-identical reports, for every GIN workload.
@@ -261,4 +281,56 @@ func TestReplaySeeds(t *testing.T) {
 	opt.Timeline = timeline.NewWriter(io.Discard)
 	_, err = RunSeeds(tr, spec, opt, 2)
 	require.ErrorContains(t, err, "one run")
+}
+
+// SMs sets each library's SM count; LL refuses it; the JSON names it.
+func TestReplaySMs(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 16, 32)
+	for _, c := range []struct {
+		mode string
+		sms  int
+	}{
+		{ModeHT, 8},
+		{ModeV2Direct, 6},
+		{ModeV2Hybrid, 6},
+		{ModeNCCLEP, 64},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			tr := tr
+			if c.mode == ModeNCCLEP {
+				tr = tinyTrace(t, 16, 128) // more tokens than SMs, so the count matters
+			}
+			def, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, Seed: 1, Backends: backends})
+			require.NoError(t, err)
+			assert.Zero(t, def.SMs)
+			require.NotEqual(t, c.sms, def.kernelSMs, "the case must change the SM count")
+			got, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, SMs: c.sms, Seed: 1, Backends: backends})
+			require.NoError(t, err)
+			assert.Equal(t, c.sms, got.SMs)
+			if c.mode == ModeNCCLEP {
+				// max_num_sms 64 for 256 experts: 4 warp groups on 64 SMs.
+				assert.Equal(t, 64, got.kernelSMs)
+			} else {
+				assert.Equal(t, c.sms, got.kernelSMs)
+			}
+			var b bytes.Buffer
+			require.NoError(t, got.WriteJSON(&b))
+			assert.Contains(t, b.String(), `"sms": `)
+			assert.NotEqual(t, def.DispatchUS, got.DispatchUS)
+		})
+	}
+	for _, c := range []struct {
+		mode string
+		sms  int
+		want string
+	}{
+		{ModeLL, 8, "no SM count"},
+		{ModeHT, 7, "even"},
+		{ModeNCCLEP, 10, "at least"},
+		{ModeV2Direct, 1000, "out of"},
+	} {
+		_, err := Run(tr, spec, Options{Mode: c.mode, Backend: BackendGDAKI, SMs: c.sms, Seed: 1, Backends: backends})
+		assert.ErrorContains(t, err, c.want, c.mode)
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/ginsim/ginsim/traces/workload"
@@ -20,6 +22,11 @@ type Report struct {
 	Mode    string `json:"mode"`
 	Backend string `json:"backend"`
 	NVLink  bool   `json:"nvlink"`
+	// RDMAOnly is set when --rdma-only turned off a library's default
+	// NVLink path (ncclep).
+	RDMAOnly bool `json:"rdma_only,omitempty"`
+	// SMs is the SM count given with --sms (absent: the library's own).
+	SMs     int    `json:"sms,omitempty"`
 	Seed    uint64 `json:"seed"`
 	EP      int    `json:"ep"`
 	Nodes   int    `json:"nodes"`
@@ -49,12 +56,17 @@ type Report struct {
 	// RecvTail is the spread of the ranks' receive-done times.
 	Transport Transport  `json:"transport"`
 	RecvTail  PhaseTails `json:"recv_tail"`
+	// Bandwidths are the means over layers of the layers' Bandwidths.
+	Bandwidths *PhaseBandwidths `json:"bandwidths,omitempty"`
 	// BandwidthDefinition says how the GB/s figures are computed.
 	BandwidthDefinition string `json:"bandwidth_definition"`
 	// Events is the number of simulation events fired, all layers.
 	Events uint64 `json:"events"`
 	// Notes lists modelling simplifications that apply to this run.
 	Notes []string `json:"notes,omitempty"`
+
+	// kernelSMs is the SMs the dispatch kernel ran on (the table's header).
+	kernelSMs int
 }
 
 // LayerReport is one (iteration, layer) of a replay.
@@ -66,6 +78,9 @@ type LayerReport struct {
 	Combine  workload.PhaseReport `json:"combine"`
 	// Transport counts the step's losses and retransmissions.
 	Transport Transport `json:"transport"`
+	// Bandwidths are the step's bandwidths under every definition the
+	// library's test prints (absent for a library that prints one).
+	Bandwidths *PhaseBandwidths `json:"bandwidths,omitempty"`
 }
 
 // PhaseBreakdowns pairs the breakdowns of the two phases.
@@ -119,6 +134,31 @@ func (r *Report) finish() {
 			RemoteWriteUS: round3(b.RemoteWriteUS), SignalVisibilityUS: round3(b.SignalVisibilityUS), TotalUS: round3(b.TotalUS)}
 	}
 	r.finishTransport()
+	r.finishBandwidths()
+}
+
+// finishBandwidths averages the layers' named bandwidths.
+func (r *Report) finishBandwidths() {
+	r.Bandwidths = nil
+	if len(r.Layers) == 0 || r.Layers[0].Bandwidths == nil {
+		return
+	}
+	n := float64(len(r.Layers))
+	m := &PhaseBandwidths{Dispatch: Bandwidths{}, Combine: Bandwidths{}}
+	for _, l := range r.Layers {
+		for k, v := range l.Bandwidths.Dispatch {
+			m.Dispatch[k] += v / n
+		}
+		for k, v := range l.Bandwidths.Combine {
+			m.Combine[k] += v / n
+		}
+	}
+	for _, b := range []Bandwidths{m.Dispatch, m.Combine} {
+		for k, v := range b {
+			b[k] = round3(v)
+		}
+	}
+	r.Bandwidths = m
 }
 
 // WriteJSON writes r as one indented JSON object.
@@ -140,10 +180,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	switch {
 	case r.Mode == ModeHT:
 		nv = "RDMA between rails, NVLink forwarding inside the node"
+	case r.Mode == ModeNCCLEP && r.RDMAOnly:
+		nv = "RDMA only (--rdma-only; NCCL EP's default is NVLink inside the node)"
+	case r.Mode == ModeNCCLEP:
+		nv = "NVLink inside the node (NCCL EP's default; --rdma-only for RDMA only)"
 	case r.NVLink:
 		nv = "NVLink inside the node"
 	}
-	fmt.Fprintf(w, "mode %s  backend %s  %s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, r.Tokens, r.Seed)
+	sms := ""
+	switch {
+	case r.SMs > 0:
+		sms = fmt.Sprintf("  %d SMs (--sms)", r.SMs)
+	case r.kernelSMs > 0 && r.Mode == ModeHT:
+		sms = fmt.Sprintf("  %d SMs (DeepEP's test_internode.py; the library's Buffer.num_sms is 20)", r.kernelSMs)
+	case r.kernelSMs > 0:
+		sms = fmt.Sprintf("  %d SMs (library default)", r.kernelSMs)
+	}
+	fmt.Fprintf(w, "mode %s  backend %s  %s%s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, sms, r.Tokens, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\tRDMA MB\t")
 	for _, l := range r.Layers {
@@ -179,6 +232,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	r.writeTransport(w)
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
+	if b := r.Bandwidths; b != nil {
+		for _, p := range []struct {
+			name string
+			bw   Bandwidths
+		}{{"dispatch", b.Dispatch}, {"combine", b.Combine}} {
+			fmt.Fprintf(w, "  %s:", p.name)
+			for _, k := range slices.Sorted(maps.Keys(p.bw)) {
+				fmt.Fprintf(w, " %s %.1f", k, p.bw[k])
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

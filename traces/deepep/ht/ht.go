@@ -167,6 +167,10 @@ const inf = int(^uint(0) >> 1)
 
 func New(e *workload.Env) *Workload { return &Workload{e: e} }
 
+// KernelSMs returns the SMs the kernels run on: num_sms, two per channel
+// (after Setup).
+func (w *Workload) KernelSMs() int { return 2 * w.C }
+
 // Control words of one (rank, channel).
 const (
 	ctlSendProg  = iota // smem: dispatch sender releases
@@ -208,6 +212,10 @@ func (w *Workload) Setup() error {
 	p := e.P
 	if p.HTSMs < 2 || p.HTSMs > e.M.Profile.GPU.SMs {
 		return fmt.Errorf("ht: HTSMs %d out of [2, %d]", p.HTSMs, e.M.Profile.GPU.SMs)
+	}
+	if p.HTSMs%2 != 0 {
+		// deep_ep/buffers/legacy.py:162, csrc/legacy/config.hpp:85.
+		return fmt.Errorf("ht: HTSMs %d: DeepEP's num_sms must be even (a channel is two SMs)", p.HTSMs)
 	}
 	if p.SMReadRate <= 0 || p.SMWriteRate <= 0 || p.HTCoordSleep < 0 {
 		return fmt.Errorf("ht: SM rates must be positive and HTCoordSleep not negative")

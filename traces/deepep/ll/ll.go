@@ -18,6 +18,11 @@ import (
 type Workload struct {
 	e   *workload.Env
 	agg bool
+	// MaxSMs is NCCL EP's max_num_sms, the SM count the grid is sized
+	// from in place of the device's (0: the device's, NCCL EP's LL
+	// default, NVIDIA/nccl contrib/nccl_ep/nccl_ep.cc:1290-1295). DeepEP
+	// V1 LL has no such knob: its grid follows the experts.
+	MaxSMs int
 
 	msg, comb uint64 // dispatch and combine message bytes
 	sms       int    // sending SMs: ceil(E / warp groups)
@@ -38,6 +43,9 @@ func New(e *workload.Env, agg bool) *Workload {
 	return &Workload{e: e, agg: agg}
 }
 
+// KernelSMs returns the SMs the dispatch kernel runs on (after Setup).
+func (w *Workload) KernelSMs() int { return w.sms }
+
 func (w *Workload) Setup() error {
 	e, st := w.e, w.e.Step
 	h := e.Hdr
@@ -48,7 +56,22 @@ func (w *Workload) Setup() error {
 	hidden := e.Hidden
 	w.msg = uint64(traces.LLDispatchBytes(hidden, prec))
 	w.comb = uint64(traces.LLCombineBytes(hidden))
-	w.groups = (st.Slots + e.M.Profile.GPU.SMs - 1) / e.M.Profile.GPU.SMs
+	// warp groups = ceil(E / SMs), SMs = ceil(E / groups): DeepEP's
+	// internode_ll.cu launcher, and NCCL EP's (low_latency.cu:1023-1029)
+	// with SMs = max_num_sms.
+	dev := e.M.Profile.GPU.SMs
+	if w.MaxSMs > 0 {
+		if w.MaxSMs > dev {
+			return fmt.Errorf("ll: max_num_sms %d exceeds the device's %d SMs", w.MaxSMs, dev)
+		}
+		// nccl_ep.cc:1301-1310: LL takes at most 14 warp groups.
+		if g := (st.Slots + w.MaxSMs - 1) / w.MaxSMs; g > 14 {
+			return fmt.Errorf("ll: max_num_sms %d: %d experts need at least %d SMs (NCCL EP LL takes at most 14 warp groups)",
+				w.MaxSMs, st.Slots, (st.Slots+13)/14)
+		}
+		dev = w.MaxSMs
+	}
+	w.groups = (st.Slots + dev - 1) / dev
 	w.sms = (st.Slots + w.groups - 1) / w.groups
 	if st.TopK > 32/w.groups {
 		return fmt.Errorf("ll: top-%d needs more warps than the %d a warp group has", st.TopK, 32/w.groups)
@@ -223,7 +246,15 @@ func (w *Workload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
 	dst, le = st.Home[x], st.LocalIdx[x]
 	off = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
 	ph.Msgs++
-	ph.BWBytes[r] += int64(w.msg)
+	if w.agg {
+		// NCCL EP's ep_bench counts the 2H BF16 payload per valid
+		// selection, no header (contrib/nccl_ep/ep_bench.cu:1917-1938;
+		// NCCL EP is BF16 only): the payload without the header here,
+		// so that an FP8 trace counts what it sends.
+		ph.BWBytes[r] += int64(w.msg) - traces.LLHeaderBytes
+	} else {
+		ph.BWBytes[r] += int64(w.msg)
+	}
 	return dst, le, off
 }
 

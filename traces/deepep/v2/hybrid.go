@@ -195,6 +195,9 @@ func (w *Hybrid) Setup() error {
 	rdma := sim.BitRate(e.M.Spec.LinkRate).GBps()
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
 	w.sms = HybridNumSMs(st.Slots, k, R, w.S, rdma, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	if err := w.fixSMs(); err != nil {
+		return err
+	}
 	w.qps = HybridNumQPs(w.sms, w.vp)
 	w.C = hybridChannels(w.rec, w.crec, R, st.Slots, w.vp)
 	if w.C < 1 {
@@ -406,7 +409,7 @@ func (w *Hybrid) Dispatch() {
 		w.fwd[i] = w.fwd[i][:0]
 	}
 	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
+		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
@@ -870,7 +873,7 @@ func (w *Hybrid) Combine() {
 				w.ws.Region(r).Store64(w.suTailOff(c, f), 0, "v2h/copy-epilogue")
 			}
 		}
-		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
+		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
 	}
 	for r := range st.EP {
 		w.launchCombine(r)

@@ -223,6 +223,10 @@ func combineBytes(hidden, topK int) int { return align32(2*hidden) + align32(8*t
 type Direct struct {
 	e  *workload.Env
 	vp Params
+	// SMs is the num_sms passed to dispatch (0: get_theoretical_num_sms,
+	// DeepEP elastic.py:928; tests/elastic/test_ep.py --num-sms); the QP
+	// count follows it through get_theoretical_num_qps (elastic.py:929).
+	SMs int
 
 	rec, crec int   // dispatch and combine record bytes
 	payload   int   // token bytes a sender loads: hidden and scale factors
@@ -243,6 +247,38 @@ type Direct struct {
 	nvlBar     []*workload.GPUArray // per rank: NVLink barrier word
 	epoch      []uint64             // per rank: barriers passed
 	recvTokens []int64              // per rank: distinct tokens received in dispatch
+}
+
+// fixSMs puts the given SM count, if any, in place of the analytic one.
+func (w *Direct) fixSMs() error {
+	if w.SMs == 0 {
+		return nil
+	}
+	if w.SMs < 1 || w.SMs > w.e.M.Profile.GPU.SMs {
+		return fmt.Errorf("v2: num_sms %d out of [1, %d]", w.SMs, w.e.M.Profile.GPU.SMs)
+	}
+	w.sms = w.SMs
+	return nil
+}
+
+// KernelSMs returns the SMs the kernels run on (after Setup).
+func (w *Direct) KernelSMs() int { return w.sms }
+
+// bwTokens is rank r's token count in the bandwidth DeepEP's README tables
+// give (README.md:45-53): on several nodes the scale-out (RDMA) count of
+// tests/elastic/test_ep.py:239-245, the unique (token, node) pairs r sends,
+// its own node included ("contains local rank traffic"); on one node the
+// scale-up (NVLink) count, the tokens r receives.
+func (w *Direct) bwTokens(r int) int64 {
+	nt := w.e.Step.NodeTokens[r]
+	if len(nt) < 2 {
+		return w.recvTokens[r]
+	}
+	var n int64
+	for _, x := range nt {
+		n += int64(x)
+	}
+	return n
 }
 
 // NewDirect returns DeepEP V2's direct kernels on e.
@@ -289,6 +325,9 @@ func (w *Direct) Setup() error {
 	w.nvlScale = e.Cfg.NVLink && nodes == 1
 	nvlGBps := sim.BitRate(e.M.Spec.NVLink.Bandwidth).GBps() * float64(w.vp.NVLinkEfficiencyPct) / 100
 	w.sms = NumSMs(st.Slots, k, R, nvl, nodes, nvlGBps, w.vp, e.M.Profile.GPU.SMs)
+	if err := w.fixSMs(); err != nil {
+		return err
+	}
 	w.qps = NumQPs(w.sms, w.vp)
 	notifySmem := notifySmemBytes(R, st.Slots, w.vp)
 	w.dw = min((w.vp.SmemBytes-notifySmem)/(w.rec+32), 32-w.vp.NotifyWarps)
@@ -466,7 +505,7 @@ func (w *Direct) Dispatch() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Disp, "dispatch")
 	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.recvTokens[r] * w.tokBytes
+		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
 		w.launchDispatch(r)
 	}
 }
@@ -697,7 +736,7 @@ func (w *Direct) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
 	for r := range st.EP {
-		e.Comb.BWBytes[r] = w.recvTokens[r] * w.combBytes
+		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
 		w.launchCombine(r)
 	}
 }
