@@ -34,6 +34,7 @@ type replayFlags struct {
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
 	pcapRanks              []int
+	pcapSnapLen            int
 	loss, corrupt          string
 	faults                 []string
 	ibTimeout              uint8
@@ -80,6 +81,7 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
+	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
@@ -136,6 +138,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
+	}
+	if f.pcapSnapLen < 0 {
+		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
 	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "") {
 		return Usagef("--seeds %d: --timeline, --pcap and --plot draw one run; drop them or --seeds", f.seeds)
@@ -205,6 +210,10 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		outs = append(outs, o)
 		pw, err := pcap.NewWriter(o.f)
 		if err != nil {
+			return err
+		}
+		// Before any AddInterface: the snap length is every interface's.
+		if err := pw.SetSnapLen(f.pcapSnapLen); err != nil {
 			return err
 		}
 		opt.Pcap, opt.PcapRanks = pw, f.pcapRanks
