@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
@@ -204,7 +205,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, err
 	}
 	var base sim.Time
+	var disp, comb []span
 	for _, o := range outs {
+		disp, comb = append(disp, o.spans[0]), append(comb, o.spans[1])
 		if opt.Timeline != nil {
 			o.tl.write(opt.Timeline, base)
 		}
@@ -212,6 +215,7 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		rep.Layers = append(rep.Layers, o.lr)
 		rep.Events += o.events
 	}
+	rep.Bound = PhaseBindings{Dispatch: bindOver(disp), Combine: bindOver(comb)}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
 	return rep, nil
@@ -265,6 +269,8 @@ type stepOut struct {
 	events uint64
 	end    sim.Time
 	tl     stepTimeline
+	// spans are the two phases' resources, all of them.
+	spans [2]span
 }
 
 // runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
@@ -307,6 +313,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
+	snap := &snapshotter{m: m}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: workload.CtxsPerComm}
@@ -316,6 +323,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
 			e.ObserveProxy(cfg.Backends)
+			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
+				snap.proxy = append(snap.proxy, pb)
+			}
 		}
 		return gin.NewComm(m.Ranks[:st.EP], cfg)
 	}
@@ -345,17 +355,22 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Observe != nil {
 		opt.Observe(w)
 	}
+	s0 := snap.take()
 	w.Dispatch()
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
+	s1 := snap.take()
 	w.Combine()
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
-	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb),
-		Transport: transportOf(m)}
-	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
+	s2 := snap.take()
+	d, c := s1.Since(s0), s2.Since(s1)
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: phaseOf(e.Result(&e.Disp), d),
+		Combine: phaseOf(e.Result(&e.Comb), c), Transport: transportOf(m)}
+	o := stepOut{lr: lr, events: s.Fired(), end: s.Now(),
+		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
 	}

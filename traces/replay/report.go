@@ -45,6 +45,10 @@ type Report struct {
 
 	// Breakdown is the mean over layers of each phase's critical path.
 	Breakdown PhaseBreakdowns `json:"breakdown"`
+	// Bound names each phase's binding resource over every step (each
+	// resource's busy time summed over the steps, over the phases' summed
+	// durations).
+	Bound PhaseBindings `json:"bound"`
 	// Transport sums the layers' loss and retransmission counters;
 	// RecvTail is the spread of the ranks' receive-done times.
 	Transport Transport  `json:"transport"`
@@ -62,8 +66,8 @@ type LayerReport struct {
 	Iter  int `json:"iter"`
 	Layer int `json:"layer"`
 
-	Dispatch workload.PhaseReport `json:"dispatch"`
-	Combine  workload.PhaseReport `json:"combine"`
+	Dispatch PhaseReport `json:"dispatch"`
+	Combine  PhaseReport `json:"combine"`
 	// Transport counts the step's losses and retransmissions.
 	Transport Transport `json:"transport"`
 }
@@ -169,6 +173,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	r.writeBound(w)
 	for _, l := range r.Layers {
 		if l.Dispatch.NCCL == nil {
 			break
