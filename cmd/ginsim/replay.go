@@ -35,6 +35,7 @@ type replayFlags struct {
 	timeline, pcap, plot   string
 	pcapRanks              []int
 	pcapSnapLen            int
+	check                  bool
 	loss, corrupt          string
 	faults                 []string
 	ibTimeout              uint8
@@ -81,6 +82,7 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
+	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
@@ -139,6 +141,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
+	if f.check && f.mode == replay.ModeHT {
+		return Usagef("--check: %v", replay.ErrCheckHT)
+	}
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
@@ -185,7 +190,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		return err
 	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile
@@ -265,15 +270,26 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
+	if c := rep.Check; c != nil && c.Violations > 0 {
+		// The report says what was found; the output files are dropped.
+		if err := writeReplay(cmd.OutOrStdout(), rep, f.json); err != nil {
+			return err
+		}
+		return fmt.Errorf("replay --check: %d violations; the first: %s", c.Violations, c.First)
+	}
 	for _, o := range outs {
 		if err := o.commit(); err != nil {
 			return err
 		}
 	}
-	if f.json {
-		return rep.WriteJSON(cmd.OutOrStdout())
+	return writeReplay(cmd.OutOrStdout(), rep, f.json)
+}
+
+func writeReplay(w io.Writer, rep *replay.Report, json bool) error {
+	if json {
+		return rep.WriteJSON(w)
 	}
-	return rep.WriteTable(cmd.OutOrStdout())
+	return rep.WriteTable(w)
 }
 
 func slicesContains(xs []string, x string) bool {

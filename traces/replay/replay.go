@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/check"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
@@ -85,6 +87,9 @@ type Options struct {
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
+	// Check runs the GIN semantic checker (gin/check) beside every step;
+	// Report.Check sums what it found. It reads the run, never changes it.
+	Check bool
 
 	// kernel is the mode Run runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
@@ -103,6 +108,11 @@ func V2Kernels(nodes int) string {
 
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
+
+// ErrCheckHT says why the semantic check refuses DeepEP HT for now.
+var ErrCheckHT = errors.New("the semantic check does not run --mode ht yet: HT's communicators each name " +
+	"their signal regions alike (\"gdaki/r10/c3/signals\"), and gin/check, which keys a signal word by region " +
+	"name and offset, takes their SignalAdds to one word for lost updates")
 
 // Validate checks the options.
 func (o *Options) Validate() error {
@@ -125,6 +135,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Jobs < 0 {
 		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
+	}
+	if o.Check && o.Mode == ModeHT {
+		return fmt.Errorf("replay: %w", ErrCheckHT)
+	}
+	if o.Check && o.Backends == nil {
+		return fmt.Errorf("replay: the semantic check needs Options.Backends (it observes each backend)")
 	}
 	return nil
 }
@@ -215,6 +231,7 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		rep.Layers = append(rep.Layers, o.lr)
 		rep.Events += o.events
 	}
+	rep.Check = checkOf(outs)
 	rep.Bound = PhaseBindings{Dispatch: bindOver(disp), Combine: bindOver(comb)}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
@@ -271,6 +288,8 @@ type stepOut struct {
 	tl     stepTimeline
 	// spans are the two phases' resources, all of them.
 	spans [2]span
+	// check is the step's semantic check (nil: Options.Check off).
+	check *check.Report
 }
 
 // runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
@@ -314,6 +333,10 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	snap := &snapshotter{m: m}
+	var chk *stepChecker
+	if opt.Check {
+		chk = newStepChecker(m)
+	}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: workload.CtxsPerComm}
@@ -326,8 +349,15 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
 				snap.proxy = append(snap.proxy, pb)
 			}
+			if chk != nil {
+				chk.backends(cfg.Backends)
+			}
 		}
-		return gin.NewComm(m.Ranks[:st.EP], cfg)
+		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
+		if err == nil && chk != nil {
+			c.SetObserver(chk.bus)
+		}
+		return c, err
 	}
 	if err := installTaps(e, opt); err != nil {
 		return stepOut{}, err
@@ -371,6 +401,10 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		Combine: phaseOf(e.Result(&e.Comb), c), Transport: transportOf(m)}
 	o := stepOut{lr: lr, events: s.Fired(), end: s.Now(),
 		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
+	if chk != nil {
+		r := chk.end()
+		o.check = &r
+	}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
 	}

@@ -57,6 +57,8 @@ type Report struct {
 	BandwidthDefinition string `json:"bandwidth_definition"`
 	// Events is the number of simulation events fired, all layers.
 	Events uint64 `json:"events"`
+	// Check is what the semantic checker found (Options.Check only).
+	Check *CheckReport `json:"check,omitempty"`
 	// Notes lists modelling simplifications that apply to this run.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -182,6 +184,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 			l.Combine.NCCL)
 	}
 	r.writeTransport(w)
+	if c := r.Check; c != nil {
+		fmt.Fprintf(w, "\ncheck (gin/check): %d events, %d ops, %d landings, %d updates, %d waits/reads: %d violations\n",
+			c.Events, c.Ops, c.Landings, c.Updates, c.Observed, c.Violations)
+		if c.First != "" {
+			fmt.Fprintf(w, "  first: %s\n", c.First)
+		}
+	}
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
