@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/pcap"
 	"github.com/ginsim/ginsim/traces/replay"
@@ -36,6 +37,7 @@ type replayFlags struct {
 	pcapRanks              []int
 	pcapSnapLen            int
 	check                  bool
+	timelineUtil           string
 	loss, corrupt          string
 	faults                 []string
 	ibTimeout              uint8
@@ -82,6 +84,7 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
+	fl.StringVar(&f.timelineUtil, "timeline-util", "", "with --timeline, sample every resource's utilisation each `INTERVAL` (1us, 500ns) and draw the busy ones as counter tracks")
 	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
@@ -141,6 +144,17 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
+	var utilEvery sim.Duration
+	if f.timelineUtil != "" {
+		d, err := machine.ParseDuration(f.timelineUtil)
+		if err != nil || d <= 0 {
+			return Usagef("--timeline-util %q: want a positive interval such as 1us", f.timelineUtil)
+		}
+		if f.timeline == "" {
+			return Usagef("--timeline-util draws into the timeline: add --timeline FILE")
+		}
+		utilEvery = sim.Duration(d)
+	}
 	if f.check && f.mode == replay.ModeHT {
 		return Usagef("--check: %v", replay.ErrCheckHT)
 	}
@@ -190,7 +204,8 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		return err
 	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check}
+		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
+		UtilEvery: utilEvery}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

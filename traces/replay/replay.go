@@ -87,6 +87,10 @@ type Options struct {
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
+	// UtilEvery, with Timeline, samples every resource's utilisation at
+	// this interval and draws the busy ones as counter tracks (0: none).
+	// The report does not change (its event count leaves the samples out).
+	UtilEvery sim.Duration
 	// Check runs the GIN semantic checker (gin/check) beside every step;
 	// Report.Check sums what it found. It reads the run, never changes it.
 	Check bool
@@ -387,6 +391,10 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	s0 := snap.take()
 	w.Dispatch()
+	var util *utilSampler
+	if opt.Timeline != nil && opt.UtilEvery > 0 {
+		util = newUtilSampler(s, snap, opt.UtilEvery)
+	}
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
@@ -399,7 +407,12 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	d, c := s1.Since(s0), s2.Since(s1)
 	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: phaseOf(e.Result(&e.Disp), d),
 		Combine: phaseOf(e.Result(&e.Comb), c), Transport: transportOf(m)}
-	o := stepOut{lr: lr, events: s.Fired(), end: s.Now(),
+	events := s.Fired()
+	if util != nil {
+		util.stop()
+		events -= util.fired
+	}
+	o := stepOut{lr: lr, events: events, end: s.Now(),
 		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
 	if chk != nil {
 		r := chk.end()
@@ -407,6 +420,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
+		if util != nil {
+			o.tl.util = util.tracks()
+		}
 	}
 	return o, nil
 }
@@ -461,6 +477,8 @@ func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Pac
 type stepTimeline struct {
 	ep, iter, layer int
 	disp, comb      workload.Phase
+	// util are the resources' utilisation tracks (Options.UtilEvery).
+	util []utilTrack
 }
 
 // write draws the step, base later than its own clock.
@@ -472,6 +490,16 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 			tw.Thread(r, 0, "phases")
 			tw.Thread(r, 1, "critical path")
 		}
+		if st.util != nil {
+			tw.Process(st.ep, "resources (util %)")
+		}
+	}
+	for _, u := range st.util {
+		pts := make([]timeline.Point, len(u.pts))
+		for i, p := range u.pts {
+			pts[i] = timeline.Point{At: base + p.At, Value: p.Value}
+		}
+		tw.CounterTrack(st.ep, u.name, pts)
 	}
 	for _, ph := range []*workload.Phase{&st.disp, &st.comb} {
 		var slow int

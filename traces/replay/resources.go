@@ -3,11 +3,14 @@ package replay
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
@@ -126,4 +129,94 @@ func (r *Report) writeBound(w io.Writer) {
 	fmt.Fprintf(w, "\nbinding resource (busiest over the phase, all steps):\n")
 	fmt.Fprintf(w, "  dispatch: bound by %v\n", r.Bound.Dispatch)
 	fmt.Fprintf(w, "  combine:  bound by %v\n", r.Bound.Combine)
+}
+
+// utilSampler snapshots a step's machine every interval for the
+// timeline's counter tracks. Its events only read state; it counts them
+// so that the report's event count leaves them out. (machine.Sampler
+// does the same but neither counts its events nor tells the Proxy
+// backends' like-named threads apart.)
+type utilSampler struct {
+	s       *sim.Sim
+	snap    *snapshotter
+	every   sim.Duration
+	snaps   []machine.Snapshot
+	fired   uint64
+	stopped bool
+}
+
+func newUtilSampler(s *sim.Sim, snap *snapshotter, every sim.Duration) *utilSampler {
+	u := &utilSampler{s: s, snap: snap, every: every}
+	u.take()
+	return u
+}
+
+func (u *utilSampler) take() {
+	u.snaps = append(u.snaps, u.snap.take())
+	if u.s.Pending() > 0 {
+		u.s.Post(u.s.Now().Add(u.every), u, 0)
+	}
+}
+
+// Handle implements sim.Handler: one sample.
+func (u *utilSampler) Handle(*sim.Sim, uint64) {
+	u.fired++
+	if !u.stopped {
+		u.take()
+	}
+}
+
+// stop takes a last sample now and schedules no more.
+func (u *utilSampler) stop() {
+	u.stopped = true
+	if u.snaps[len(u.snaps)-1].At != u.s.Now() {
+		u.snaps = append(u.snaps, u.snap.take())
+	}
+}
+
+// utilTrack is one resource's utilisation over each sampling interval of
+// a step, for a counter track.
+type utilTrack struct {
+	name string
+	pts  []timeline.Point
+}
+
+// tracks returns, in snapshot order, the utilisation of every resource at
+// least MinResourceUtil busy over some interval: Util over [At[i],
+// At[i+1]) drawn at At[i], the last value repeated at the last sample.
+func (u *utilSampler) tracks() []utilTrack {
+	if len(u.snaps) < 2 {
+		return nil
+	}
+	name := func(r machine.Resource) string {
+		return strings.Join(slices.DeleteFunc([]string{string(r.Kind), r.Name, r.Dir, "util%"},
+			func(s string) bool { return s == "" }), " ")
+	}
+	first := u.snaps[0].Resources
+	out := make([]utilTrack, len(first))
+	busy := make([]bool, len(first))
+	idx := make(map[string]int, len(first))
+	for i, r := range first {
+		out[i].name = name(r)
+		idx[out[i].name] = i
+	}
+	for k := 1; k < len(u.snaps); k++ {
+		for _, r := range u.snaps[k].Since(u.snaps[k-1]) {
+			i, ok := idx[name(r)]
+			if !ok {
+				continue // a thread that started after the first sample
+			}
+			out[i].pts = append(out[i].pts, timeline.Point{At: u.snaps[k-1].At, Value: round3(100 * r.Util)})
+			busy[i] = busy[i] || r.Util >= MinResourceUtil
+		}
+	}
+	end := u.snaps[len(u.snaps)-1].At
+	var kept []utilTrack
+	for i, t := range out {
+		if busy[i] {
+			t.pts = append(t.pts, timeline.Point{At: end, Value: t.pts[len(t.pts)-1].Value})
+			kept = append(kept, t)
+		}
+	}
+	return kept
 }

@@ -1,9 +1,13 @@
 package replay
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,4 +71,45 @@ func TestBoundByGPUPCIe(t *testing.T) {
 	assert.NotEqual(t, machine.KindGPUPCIe, one.Bound.Dispatch.Top.Kind)
 	assert.Equal(t, machine.KindGPUPCIe, two.Bound.Dispatch.Top.Kind)
 	assert.Greater(t, two.DispatchUS, one.DispatchUS/2, "far from twice as fast")
+}
+
+// TestUtilTracks samples utilisation into the timeline: the report is the
+// same as without sampling (event count included), the timeline keeps
+// every other event and adds counter tracks of busy resources.
+func TestUtilTracks(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 16, 16)
+	run := func(every sim.Duration) (string, map[string]any) {
+		var tl bytes.Buffer
+		tw := timeline.NewWriter(&tl)
+		rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendProxy, Seed: 1, Backends: backends,
+			Timeline: tw, UtilEvery: every})
+		require.NoError(t, err)
+		require.NoError(t, tw.Close())
+		var js bytes.Buffer
+		require.NoError(t, rep.WriteJSON(&js))
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(tl.Bytes(), &doc))
+		return js.String(), doc
+	}
+	plainJSON, plain := run(0)
+	utilJSON, util := run(sim.Microsecond)
+	assert.Equal(t, plainJSON, utilJSON, "sampling changes nothing in the report")
+
+	var kept []any
+	tracks := map[string]int{}
+	for _, e := range util["traceEvents"].([]any) {
+		ev := e.(map[string]any)
+		if ev["pid"] == float64(16) {
+			if ev["ph"] == "C" {
+				tracks[ev["name"].(string)]++
+			}
+			continue
+		}
+		kept = append(kept, e)
+	}
+	assert.Equal(t, plain["traceEvents"], kept, "every other event unchanged")
+	assert.Contains(t, tracks, "nic n0g0/nic0 tx util%")
+	assert.Contains(t, tracks, "cpu cpu0/proxy util%")
+	assert.Greater(t, tracks["nic n0g0/nic0 tx util%"], 5, "several samples")
 }
