@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/pcap"
 	"github.com/ginsim/ginsim/traces/replay"
@@ -36,6 +37,9 @@ type replayFlags struct {
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
 	pcapRanks              []int
+	pcapSnapLen            int
+	check                  bool
+	timelineUtil           string
 	loss, corrupt          string
 	faults                 []string
 	ibTimeout              uint8
@@ -89,6 +93,9 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
+	fl.StringVar(&f.timelineUtil, "timeline-util", "", "with --timeline, sample every resource's utilisation each `INTERVAL` (1us, 500ns) and draw the busy ones as counter tracks")
+	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
+	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
@@ -161,6 +168,23 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
+	var utilEvery sim.Duration
+	if f.timelineUtil != "" {
+		d, err := machine.ParseDuration(f.timelineUtil)
+		if err != nil || d <= 0 {
+			return Usagef("--timeline-util %q: want a positive interval such as 1us", f.timelineUtil)
+		}
+		if f.timeline == "" {
+			return Usagef("--timeline-util draws into the timeline: add --timeline FILE")
+		}
+		utilEvery = sim.Duration(d)
+	}
+	if f.check && f.mode == replay.ModeHT {
+		return Usagef("--check: %v", replay.ErrCheckHT)
+	}
+	if f.pcapSnapLen < 0 {
+		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
+	}
 	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "") {
 		return Usagef("--seeds %d: --timeline, --pcap and --plot draw one run; drop them or --seeds", f.seeds)
 	}
@@ -203,8 +227,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed, Layers: f.layers,
-		Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends}
+	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed,
+		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
+		UtilEvery: utilEvery}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile
@@ -229,6 +254,10 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		outs = append(outs, o)
 		pw, err := pcap.NewWriter(o.f)
 		if err != nil {
+			return err
+		}
+		// Before any AddInterface: the snap length is every interface's.
+		if err := pw.SetSnapLen(f.pcapSnapLen); err != nil {
 			return err
 		}
 		opt.Pcap, opt.PcapRanks = pw, f.pcapRanks
@@ -280,15 +309,26 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
+	if c := rep.Check; c != nil && c.Violations > 0 {
+		// The report says what was found; the output files are dropped.
+		if err := writeReplay(cmd.OutOrStdout(), rep, f.json); err != nil {
+			return err
+		}
+		return fmt.Errorf("replay --check: %d violations; the first: %s", c.Violations, c.First)
+	}
 	for _, o := range outs {
 		if err := o.commit(); err != nil {
 			return err
 		}
 	}
-	if f.json {
-		return rep.WriteJSON(cmd.OutOrStdout())
+	return writeReplay(cmd.OutOrStdout(), rep, f.json)
+}
+
+func writeReplay(w io.Writer, rep *replay.Report, json bool) error {
+	if json {
+		return rep.WriteJSON(w)
 	}
-	return rep.WriteTable(cmd.OutOrStdout())
+	return rep.WriteTable(w)
 }
 
 func slicesContains(xs []string, x string) bool {

@@ -28,7 +28,7 @@ func TestNCCLReplayEP16(t *testing.T) {
 	rep := ncclReplay(t, tr, false, 1)
 	require.Len(t, rep.Layers, 1)
 	l := rep.Layers[0]
-	for _, ph := range []workload.PhaseReport{l.Dispatch, l.Combine} {
+	for _, ph := range []workload.PhaseReport{l.Dispatch.PhaseReport, l.Combine.PhaseReport} {
 		assert.Len(t, ph.RecvDoneUS, 16)
 		assert.Greater(t, ph.US, 5.0)
 		assert.Greater(t, ph.GBps, 0.0)
@@ -83,7 +83,7 @@ func TestNCCLBytesMatchRouting(t *testing.T) {
 		}
 		assert.Equal(t, disp, l.Dispatch.RDMABytes, "nvlink=%v", nvlink)
 		assert.Equal(t, cmb, l.Combine.RDMABytes, "nvlink=%v", nvlink)
-		for _, ph := range []workload.PhaseReport{l.Dispatch, l.Combine} {
+		for _, ph := range []workload.PhaseReport{l.Dispatch.PhaseReport, l.Combine.PhaseReport} {
 			if !nvlink {
 				assert.GreaterOrEqual(t, ph.Signals, ph.Messages, "a CTS per chunk")
 				assert.LessOrEqual(t, ph.Signals, 2*ph.Messages, "at most a CTS and an immediate per chunk")

@@ -1,13 +1,16 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/check"
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
@@ -93,6 +96,13 @@ type Options struct {
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
+	// UtilEvery, with Timeline, samples every resource's utilisation at
+	// this interval and draws the busy ones as counter tracks (0: none).
+	// The report does not change (its event count leaves the samples out).
+	UtilEvery sim.Duration
+	// Check runs the GIN semantic checker (gin/check) beside every step;
+	// Report.Check sums what it found. It reads the run, never changes it.
+	Check bool
 
 	// kernel is the mode Run runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
@@ -111,6 +121,11 @@ func V2Kernels(nodes int) string {
 
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
+
+// ErrCheckHT says why the semantic check refuses DeepEP HT for now.
+var ErrCheckHT = errors.New("the semantic check does not run --mode ht yet: HT's communicators each name " +
+	"their signal regions alike (\"gdaki/r10/c3/signals\"), and gin/check, which keys a signal word by region " +
+	"name and offset, takes their SignalAdds to one word for lost updates")
 
 // Validate checks the options.
 func (o *Options) Validate() error {
@@ -146,6 +161,12 @@ func (o *Options) Validate() error {
 	}
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
+	}
+	if o.Check && o.Mode == ModeHT {
+		return fmt.Errorf("replay: %w", ErrCheckHT)
+	}
+	if o.Check && o.Backends == nil {
+		return fmt.Errorf("replay: the semantic check needs Options.Backends (it observes each backend)")
 	}
 	return nil
 }
@@ -239,7 +260,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, err
 	}
 	var base sim.Time
+	var disp, comb []span
 	for _, o := range outs {
+		disp, comb = append(disp, o.spans[0]), append(comb, o.spans[1])
 		if opt.Timeline != nil {
 			o.tl.write(opt.Timeline, base)
 		}
@@ -251,6 +274,8 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	if opt.SMs > 0 {
 		rep.SMs = opt.SMs
 	}
+	rep.Check = checkOf(outs)
+	rep.Bound = PhaseBindings{Dispatch: bindOver(disp), Combine: bindOver(comb)}
 	rep.Notes = notes(&opt, nodes)
 	rep.finish()
 	return rep, nil
@@ -310,6 +335,10 @@ type stepOut struct {
 	end    sim.Time
 	tl     stepTimeline
 	sms    int // the dispatch kernel's SMs (0: not known)
+	// spans are the two phases' resources, all of them.
+	spans [2]span
+	// check is the step's semantic check (nil: Options.Check off).
+	check *check.Report
 }
 
 // runSteps runs steps, opt.Jobs at a time (par.ForEach), and returns
@@ -355,6 +384,11 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
+	snap := &snapshotter{m: m}
+	var chk *stepChecker
+	if opt.Check {
+		chk = newStepChecker(m)
+	}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
 		cfg := gin.CommConfig{Version: gin.V2_28, NContexts: workload.CtxsPerComm}
@@ -364,8 +398,18 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
 			e.ObserveProxy(cfg.Backends)
+			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
+				snap.proxy = append(snap.proxy, pb)
+			}
+			if chk != nil {
+				chk.backends(cfg.Backends)
+			}
 		}
-		return gin.NewComm(m.Ranks[:st.EP], cfg)
+		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
+		if err == nil && chk != nil {
+			c.SetObserver(chk.bus)
+		}
+		return c, err
 	}
 	if err := installTaps(e, opt); err != nil {
 		return stepOut{}, err
@@ -399,28 +443,49 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.Observe != nil {
 		opt.Observe(w)
 	}
+	s0 := snap.take()
 	w.Dispatch()
+	var util *utilSampler
+	if opt.Timeline != nil && opt.UtilEvery > 0 {
+		util = newUtilSampler(s, snap, opt.UtilEvery)
+	}
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
+	s1 := snap.take()
 	w.Combine()
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
-	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: e.Result(&e.Disp), Combine: e.Result(&e.Comb),
-		Transport: transportOf(m)}
+	s2 := snap.take()
+	d, c := s1.Since(s0), s2.Since(s1)
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: phaseOf(e.Result(&e.Disp), d),
+		Combine: phaseOf(e.Result(&e.Comb), c), Transport: transportOf(m)}
 	hdr := tr.Header()
 	prec, err := hdr.DispatchPrecision()
 	if err != nil {
 		return stepOut{}, err
 	}
 	lr.Bandwidths = bandwidths(opt.kernel, st, hidden, prec, &e.Disp, &e.Comb)
-	o := stepOut{lr: lr, events: s.Fired(), end: s.Now()}
+	events := s.Fired()
+	if util != nil {
+		util.stop()
+		events -= util.fired
+	}
+	o := stepOut{lr: lr, events: events, end: s.Now(),
+		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
 	if k, ok := w.(interface{ KernelSMs() int }); ok {
 		o.sms = k.KernelSMs()
 	}
+	if chk != nil {
+		r := chk.end()
+		o.check = &r
+	}
 	if opt.Timeline != nil {
 		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
+		if util != nil {
+			o.tl.util = util.tracks()
+		}
 	}
 	return o, nil
 }
@@ -475,6 +540,8 @@ func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Pac
 type stepTimeline struct {
 	ep, iter, layer int
 	disp, comb      workload.Phase
+	// util are the resources' utilisation tracks (Options.UtilEvery).
+	util []utilTrack
 }
 
 // write draws the step, base later than its own clock.
@@ -486,6 +553,16 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 			tw.Thread(r, 0, "phases")
 			tw.Thread(r, 1, "critical path")
 		}
+		if st.util != nil {
+			tw.Process(st.ep, "resources (util %)")
+		}
+	}
+	for _, u := range st.util {
+		pts := make([]timeline.Point, len(u.pts))
+		for i, p := range u.pts {
+			pts[i] = timeline.Point{At: base + p.At, Value: p.Value}
+		}
+		tw.CounterTrack(st.ep, u.name, pts)
 	}
 	for _, ph := range []*workload.Phase{&st.disp, &st.comb} {
 		var slow int

@@ -52,6 +52,10 @@ type Report struct {
 
 	// Breakdown is the mean over layers of each phase's critical path.
 	Breakdown PhaseBreakdowns `json:"breakdown"`
+	// Bound names each phase's binding resource over every step (each
+	// resource's busy time summed over the steps, over the phases' summed
+	// durations).
+	Bound PhaseBindings `json:"bound"`
 	// Transport sums the layers' loss and retransmission counters;
 	// RecvTail is the spread of the ranks' receive-done times.
 	Transport Transport  `json:"transport"`
@@ -62,6 +66,8 @@ type Report struct {
 	BandwidthDefinition string `json:"bandwidth_definition"`
 	// Events is the number of simulation events fired, all layers.
 	Events uint64 `json:"events"`
+	// Check is what the semantic checker found (Options.Check only).
+	Check *CheckReport `json:"check,omitempty"`
 	// Notes lists modelling simplifications that apply to this run.
 	Notes []string `json:"notes,omitempty"`
 
@@ -74,8 +80,8 @@ type LayerReport struct {
 	Iter  int `json:"iter"`
 	Layer int `json:"layer"`
 
-	Dispatch workload.PhaseReport `json:"dispatch"`
-	Combine  workload.PhaseReport `json:"combine"`
+	Dispatch PhaseReport `json:"dispatch"`
+	Combine  PhaseReport `json:"combine"`
 	// Transport counts the step's losses and retransmissions.
 	Transport Transport `json:"transport"`
 	// Bandwidths are the step's bandwidths under every definition the
@@ -223,6 +229,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	writeCrossing(w, r.Layers)
+	r.writeBound(w)
 	for _, l := range r.Layers {
 		if l.Dispatch.NCCL == nil {
 			break
@@ -231,6 +238,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 			l.Combine.NCCL)
 	}
 	r.writeTransport(w)
+	if c := r.Check; c != nil {
+		fmt.Fprintf(w, "\ncheck (gin/check): %d events, %d ops, %d landings, %d updates, %d waits/reads: %d violations\n",
+			c.Events, c.Ops, c.Landings, c.Updates, c.Observed, c.Violations)
+		if c.First != "" {
+			fmt.Fprintf(w, "  first: %s\n", c.First)
+		}
+	}
 	fmt.Fprintf(w, "\nbandwidth: %s\n", r.BandwidthDefinition)
 	if b := r.Bandwidths; b != nil {
 		for _, p := range []struct {
@@ -257,8 +271,8 @@ func writeCrossing(w io.Writer, layers []LayerReport) {
 		name string
 		get  func(*LayerReport) *workload.PhaseReport
 	}{
-		{"dispatch", func(l *LayerReport) *workload.PhaseReport { return &l.Dispatch }},
-		{"combine", func(l *LayerReport) *workload.PhaseReport { return &l.Combine }},
+		{"dispatch", func(l *LayerReport) *workload.PhaseReport { return &l.Dispatch.PhaseReport }},
+		{"combine", func(l *LayerReport) *workload.PhaseReport { return &l.Combine.PhaseReport }},
 	} {
 		var slow *workload.PhaseReport
 		var at *LayerReport

@@ -1,0 +1,71 @@
+package replay
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/check"
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/sim/obs"
+)
+
+// CheckReport is what the semantic checker (gin/check) found over every
+// step of a replay with Options.Check.
+type CheckReport struct {
+	check.Report
+	// First is the first violation of the earliest step that had one,
+	// with its step ("iter 0 layer 3: ..."); empty when there is none.
+	First string `json:"first_violation,omitempty"`
+}
+
+// stepChecker is a step's checker on its machine's bus, as gin/check's
+// package doc wires one: every NIC, every backend of every communicator
+// the step creates and each communicator's front end; not the fabric
+// (its hop events are costly and the checker does not need them).
+type stepChecker struct {
+	bus *obs.Bus
+	chk *check.Checker
+}
+
+func newStepChecker(m *machine.Machine) *stepChecker {
+	bus := obs.NewBus()
+	sc := &stepChecker{bus: bus, chk: check.Attach(bus)}
+	for _, n := range m.NICs {
+		n.SetObserver(bus)
+	}
+	return sc
+}
+
+// backends hands the bus to each backend of a new communicator that emits.
+func (sc *stepChecker) backends(bs map[gin.Type]gin.Backend) {
+	ts := slices.Sorted(maps.Keys(bs))
+	for _, t := range ts {
+		if o, ok := bs[t].(check.Observable); ok {
+			o.SetObserver(sc.bus)
+		}
+	}
+}
+
+// end closes the step's check (the run succeeded) and reports it.
+func (sc *stepChecker) end() check.Report {
+	sc.chk.End(false)
+	return sc.chk.Report()
+}
+
+// checkOf sums the steps' reports in step order and names the first
+// violation; nil when the replay ran without Check.
+func checkOf(outs []stepOut) *CheckReport {
+	if len(outs) == 0 || outs[0].check == nil {
+		return nil
+	}
+	cr := &CheckReport{}
+	for _, o := range outs {
+		cr.Add(*o.check)
+		if cr.First == "" && len(o.check.Kept) > 0 {
+			cr.First = fmt.Sprintf("iter %d layer %d: %v", o.lr.Iter, o.lr.Layer, &o.check.Kept[0])
+		}
+	}
+	return cr
+}
