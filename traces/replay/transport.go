@@ -112,18 +112,18 @@ func (r *Report) finishTransport() {
 // writeTransport prints the transport line when anything was lost or
 // retransmitted, with the receive tails.
 func (r *Report) writeTransport(w io.Writer) {
-	t := r.Transport
-	if t.Lost+t.Dropped+t.Corrupted+t.Retransmits == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\ntransport: %d packets lost, %d dropped by full switch buffers, %d corrupted; %d retransmitted "+
-		"(go-back-N after %d sequence NAKs and %d ACK timeouts), %d duplicates answered\n",
-		t.Lost, t.Dropped, t.Corrupted, t.Retransmits, t.SeqNAKs, t.Timeouts, t.Duplicates)
+	fmt.Fprintf(w, "\nreceive done over ranks, us:\n")
 	for _, p := range []struct {
 		name string
 		t    Tail
 	}{{"dispatch", r.RecvTail.Dispatch}, {"combine", r.RecvTail.Combine}} {
-		fmt.Fprintf(w, "  %s receive done, us: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p.name, p.t.P50, p.t.P90,
-			p.t.P99, p.t.Max)
+		fmt.Fprintf(w, "  %-9s p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p.name+":", p.t.P50, p.t.P90, p.t.P99, p.t.Max)
 	}
+	t := r.Transport
+	if t.Lost+t.Dropped+t.Corrupted+t.Retransmits == 0 {
+		return
+	}
+	fmt.Fprintf(w, "transport: %d packets lost, %d dropped by full switch buffers, %d corrupted; %d retransmitted "+
+		"(go-back-N after %d sequence NAKs and %d ACK timeouts), %d duplicates answered\n",
+		t.Lost, t.Dropped, t.Corrupted, t.Retransmits, t.SeqNAKs, t.Timeouts, t.Duplicates)
 }
