@@ -2,8 +2,8 @@ package traces
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
+
+	"github.com/ginsim/ginsim/internal/pos"
 )
 
 // ErrInvalid is wrapped by every *Error reporting bad trace content.
@@ -22,17 +22,7 @@ type Error struct {
 
 // Error formats the position, field and message.
 func (e *Error) Error() string {
-	s := e.File
-	if e.Line > 0 {
-		s += ":" + strconv.Itoa(e.Line)
-		if e.Column > 0 {
-			s += ":" + strconv.Itoa(e.Column)
-		}
-	}
-	if e.Field != "" {
-		s += fmt.Sprintf(": field %q", e.Field)
-	}
-	return s + ": " + e.Msg
+	return pos.Format(e.File, e.Line, e.Column, e.Field, e.Msg)
 }
 
 // Unwrap returns the underlying error, or ErrInvalid.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ginsim/ginsim/internal/pos"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -28,17 +30,7 @@ type SpecError struct {
 
 // Error formats the position, field and message.
 func (e *SpecError) Error() string {
-	s := e.File
-	if e.Line > 0 {
-		s += ":" + strconv.Itoa(e.Line)
-		if e.Column > 0 {
-			s += ":" + strconv.Itoa(e.Column)
-		}
-	}
-	if e.Field != "" {
-		s += fmt.Sprintf(": field %q", e.Field)
-	}
-	return s + ": " + e.Msg
+	return pos.Format(e.File, e.Line, e.Column, e.Field, e.Msg)
 }
 
 // Unwrap returns ErrInvalid.
