@@ -112,8 +112,14 @@ func tailOf(v []int64) Tail {
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	at := func(p int) int64 { return s[max((p*len(s)+99)/100, 1)-1] }
-	return Tail{P50: at(50), P90: at(90), P99: at(99), Max: s[len(s)-1]}
+	return Tail{P50: Percentile(s, 50), P90: Percentile(s, 90), P99: Percentile(s, 99), Max: s[len(s)-1]}
+}
+
+// Percentile returns the nearest-rank p-th percentile (1 <= p <= 100) of
+// sorted, which must not be empty: the smallest value that at least p % of
+// the values are at or below.
+func Percentile[T cmp.Ordered](sorted []T, p int) T {
+	return sorted[max((p*len(sorted)+99)/100, 1)-1]
 }
 
 // RankBytes summarizes bytes per source rank.

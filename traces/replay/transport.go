@@ -3,11 +3,11 @@ package replay
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/traces"
 )
 
 // Transport counts what the fabric lost and what the RC transport did
@@ -90,11 +90,8 @@ func tailOf(v []float64) Tail {
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	q := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return round3(s[max(i, 0)])
-	}
-	return Tail{P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: round3(s[len(s)-1])}
+	q := func(p int) float64 { return round3(traces.Percentile(s, p)) }
+	return Tail{P50: q(50), P90: q(90), P99: q(99), Max: round3(s[len(s)-1])}
 }
 
 // finishTransport sums the steps' transport counters and the receive tails.
