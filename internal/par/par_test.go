@@ -47,8 +47,11 @@ func TestForEachRunsEachOnce(t *testing.T) {
 	}
 }
 
-// The error is the lowest failing index's whatever the number of jobs,
-// and no new one is launched once a failure is seen.
+// The error is the lowest failing index's whatever the number of jobs.
+// With one job at most one more call starts after the failing one (the
+// launch loop may already wait for its slot). With more, how many start
+// after a failure depends on when the failing goroutine runs, which a
+// loaded machine can delay past every launch: only the error is checked.
 func TestForEachEarliestError(t *testing.T) {
 	for _, jobs := range []int{1, 2, 8} {
 		var started atomic.Int32
@@ -60,7 +63,9 @@ func TestForEachEarliestError(t *testing.T) {
 			return nil
 		})
 		require.EqualError(t, err, "step 5", "jobs %d", jobs)
-		require.Less(t, int(started.Load()), 100, "jobs %d: launches stopped after the failure", jobs)
+		if jobs == 1 {
+			require.LessOrEqual(t, int(started.Load()), 7, "one job: launches stop after the failure")
+		}
 	}
 	require.NoError(t, ForEach(0, 4, nil, func(int) error { return errors.New("never") }))
 }
