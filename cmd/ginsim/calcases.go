@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/internal/pos"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/replay"
 	"gopkg.in/yaml.v3"
@@ -78,10 +79,8 @@ var caseMetrics = map[string]struct {
 	"combine_GBps":  {"GB/s", func(r *replay.Report) float64 { return r.CombineGBps }},
 }
 
-var (
-	yamlErrLine    = regexp.MustCompile(`line (\d+): (.*)`)
-	yamlUnknownKey = regexp.MustCompile(`field (\S+) not found in type \S+`)
-)
+// yamlUnknownKey is yaml.v3's unknown-field message, which names our Go type.
+var yamlUnknownKey = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
 // loadCases reads a cases file into calibration cases. Every error names
 // the file, the line and the field, and is a usage error (exit 2).
@@ -104,11 +103,8 @@ func loadCases(path string, builtin []string) ([]calCase, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cf); err != nil {
-		if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			return nil, bad(line, "", "%s", yamlUnknownKey.ReplaceAllString(m[2], "unknown field \"$1\""))
-		}
-		return nil, bad(0, "", "%v", err)
+		line, msg := pos.YAML(err)
+		return nil, bad(line, "", "%s", yamlUnknownKey.ReplaceAllString(msg, "unknown field \"$1\""))
 	}
 	// A second pass over the nodes gives each case's and row's line.
 	var root yaml.Node

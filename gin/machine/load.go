@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/ginsim/ginsim/internal/pos"
@@ -50,22 +48,14 @@ func LoadSpec(path string) (Spec, error) {
 	return ParseSpec(b, path)
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // ParseSpec parses and validates a cluster description; name is used in
 // errors. A top-level "base: PRESET" starts from that preset.
 func ParseSpec(data []byte, name string) (Spec, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		se := &SpecError{File: name, Msg: err.Error()}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			se.Line, _ = strconv.Atoi(m[1])
-			se.Msg = m[2]
-		}
-		if err.Error() == "EOF" {
-			se.Msg = "empty file"
-		}
+		se := &SpecError{File: name}
+		se.Line, se.Msg = pos.YAML(err)
 		return Spec{}, se
 	}
 	root := &doc

@@ -1,6 +1,10 @@
 package pos
 
-import "testing"
+import (
+	"errors"
+	"io"
+	"testing"
+)
 
 func TestFormat(t *testing.T) {
 	for _, c := range []struct {
@@ -17,6 +21,24 @@ func TestFormat(t *testing.T) {
 	} {
 		if got := Format(c.file, c.line, c.column, c.field, c.msg); got != c.want {
 			t.Errorf("Format(%q, %d, %d, %q, %q) = %q, want %q", c.file, c.line, c.column, c.field, c.msg, got, c.want)
+		}
+	}
+}
+
+func TestYAML(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		line int
+		msg  string
+	}{
+		{errors.New("yaml: line 3: mapping values are not allowed in this context"), 3, "mapping values are not allowed in this context"},
+		{errors.New("yaml: unmarshal errors:\n  line 7: field bogus not found in type main.x"), 7, "field bogus not found in type main.x"},
+		{io.EOF, 0, "empty file"},
+		{errors.New("yaml: did not find expected key"), 0, "yaml: did not find expected key"},
+	} {
+		line, msg := YAML(c.err)
+		if line != c.line || msg != c.msg {
+			t.Errorf("YAML(%q) = %d, %q; want %d, %q", c.err, line, msg, c.line, c.msg)
 		}
 	}
 }

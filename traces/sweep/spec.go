@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,8 +108,6 @@ func Load(path string) (*Study, error) {
 	return Parse(b, path)
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // assignment is one key's value in a point, with where it was written.
 type assignment struct {
 	key string
@@ -136,14 +133,8 @@ func parse(data []byte, name string, maxPoints int) (*Study, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		se := &SpecError{File: name, Msg: err.Error()}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			se.Line, _ = strconv.Atoi(m[1])
-			se.Msg = m[2]
-		}
-		if err.Error() == "EOF" {
-			se.Msg = "empty file"
-		}
+		se := &SpecError{File: name}
+		se.Line, se.Msg = pos.YAML(err)
 		return nil, se
 	}
 	root := doc.Content[0]

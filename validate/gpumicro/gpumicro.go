@@ -16,6 +16,7 @@ import (
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/internal/pos"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 )
@@ -52,12 +53,8 @@ type ParseError struct {
 	Msg   string
 }
 
-func (e *ParseError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
-	}
-	return fmt.Sprintf("%s:%d: field %q: %s", e.File, e.Line, e.Field, e.Msg)
-}
+// Error formats the position, field and message.
+func (e *ParseError) Error() string { return pos.Format(e.File, e.Line, 0, e.Field, e.Msg) }
 
 // maxLine bounds one input line.
 const maxLine = 1 << 16

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ginsim/ginsim/internal/pos"
 )
 
 // RankResult is one result file of the executor (one rank of one run).
@@ -50,12 +52,8 @@ type ParseError struct {
 	Msg   string
 }
 
-func (e *ParseError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
-	}
-	return fmt.Sprintf("%s:%d: field %q: %s", e.File, e.Line, e.Field, e.Msg)
-}
+// Error formats the position, field and message.
+func (e *ParseError) Error() string { return pos.Format(e.File, e.Line, 0, e.Field, e.Msg) }
 
 // lineReader splits a file into fields and reports errors by line.
 type lineReader struct {
