@@ -21,6 +21,7 @@ import (
 func init() {
 	Register("bench", func() *cobra.Command { return newBenchRDMACmd("write_lat") })
 	Register("bench", func() *cobra.Command { return newBenchRDMACmd("write_bw") })
+	Register("bench", func() *cobra.Command { return newBenchRDMACmd("atomic_lat") })
 }
 
 // parseSizes parses "8,4096,1048576"; empty means 8 B to 1 GiB by powers of
@@ -59,8 +60,9 @@ func newBenchRDMACmd(kind string) *cobra.Command {
 		seed      uint64
 	)
 	short := map[string]string{
-		"write_lat": "RDMA WRITE ping-pong latency between two nodes (ib_write_lat)",
-		"write_bw":  "RDMA WRITE streaming bandwidth between two nodes (ib_write_bw)",
+		"write_lat":  "RDMA WRITE ping-pong latency between two nodes (ib_write_lat)",
+		"write_bw":   "RDMA WRITE streaming bandwidth between two nodes (ib_write_bw)",
+		"atomic_lat": "RDMA FETCH_AND_ADD round-trip latency between two nodes (ib_atomic_lat)",
 	}[kind]
 	cmd := &cobra.Command{
 		Use:   kind,
@@ -70,7 +72,9 @@ func newBenchRDMACmd(kind string) *cobra.Command {
 Two nodes of a modelled cluster (one ConnectX-7-class 400G NIC each, PCIe Gen5)
 run the perftest pattern on the nic model: write_lat reports half the round
 trip of a WRITE ping-pong in which each side spins on the last byte of its
-buffer; write_bw keeps --tx-depth signaled WRITEs outstanding. Every
+buffer; write_bw keeps --tx-depth signaled WRITEs outstanding; atomic_lat
+posts one 8-byte FETCH_AND_ADD at a time and waits for its completion (the
+full round trip; --sizes does not apply). Every
 timing comes from the simulated doorbells, DMA reads and writes, packets and
 ACKs. The simulated volume per size is capped by --max-volume.`,
 		Args: cobra.NoArgs,
@@ -78,6 +82,9 @@ ACKs. The simulated volume per size is capped by --max-volume.`,
 			sz, err := parseSizes(sizes)
 			if err != nil {
 				return Usagef("--sizes: %v", err)
+			}
+			if kind == "atomic_lat" && sizes != "" {
+				return Usagef("--sizes: atomic_lat moves 8 bytes; it takes no sizes")
 			}
 			if mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096 {
 				return Usagef("--mtu must be 256, 512, 1024, 2048 or 4096, got %d", mtu)
@@ -130,10 +137,9 @@ ACKs. The simulated volume per size is capped by --max-volume.`,
 					}
 				}()
 			}
-			run := perftest.WriteLat
-			if kind == "write_bw" {
-				run = perftest.WriteBW
-			}
+			run := map[string]func(perftest.Options) ([]perftest.Row, error){
+				"write_lat": perftest.WriteLat, "write_bw": perftest.WriteBW, "atomic_lat": perftest.AtomicLat,
+			}[kind]
 			rows, err := run(o)
 			if err != nil {
 				return err

@@ -110,6 +110,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bench", "kernel", "--events=lots"},
 		{"bench", "kernel", "--pending", "0"},
 		{"bench", "kernel", "stray"},
+		{"validate", "verbs"}, // no libibverbs half, or no RDMA device: exit 2 either way
+		{"validate", "verbs", "--case", "read_lat"},
+		{"bench", "atomic_lat", "--sizes", "64"},
 	} {
 		var out, errOut stringWriter
 		code := run(args, &out, &errOut)

@@ -53,10 +53,24 @@ type Config struct {
 	// CQEReadCost is reading a new CQE the NIC DMA-wrote into host memory
 	// (a cache miss) and handing it back as an ibv_wc.
 	CQEReadCost sim.Duration
+	// GDRCopy places the consumer indices (cis) and the counters in GPU
+	// memory, mapped to the CPU through GDRCopy (NCCL_GDRCOPY_ENABLE=1):
+	// the CPU updates them with uncached stores across PCIe and the GPU
+	// reads them from its L2. Off, NCCL's default (NCCL_GDRCOPY_ENABLE
+	// defaults to 0, src/init.cc; gin_host_proxy.cc's
+	// allocMemCPUAccessible then calls cuMemHostAlloc), they are in pinned
+	// host memory: the CPU's updates are cached stores and every GPU read
+	// of them (the credit check of each GFD, a flush's and a counter
+	// wait's polls) crosses PCIe.
+	GDRCopy bool
 	// GDRStoreIssue is the CPU cost of an uncached store through a
 	// GDRCopy mapping (ci and counter updates); the write then crosses
 	// PCIe to the GPU.
 	GDRStoreIssue sim.Duration
+	// HostStoreIssue is the CPU cost of a cached store to pinned host
+	// memory (ci and counter updates without GDRCopy); the GPU's next
+	// PCIe read sees it.
+	HostStoreIssue sim.Duration
 	// YieldCost is std::this_thread::yield() between passes: a
 	// sched_yield system call with nothing else runnable (~150 ns).
 	YieldCost sim.Duration
@@ -90,6 +104,7 @@ func DefaultConfig() Config {
 		PollCQCost:     25 * sim.Nanosecond,  // mlx5 poll_cq finding nothing
 		CQEReadCost:    80 * sim.Nanosecond,  // miss on a CQE line DMA-written by the NIC
 		GDRStoreIssue:  30 * sim.Nanosecond,  // uncached store issue to BAR1
+		HostStoreIssue: 5 * sim.Nanosecond,   // one cached 8-byte store
 		YieldCost:      150 * sim.Nanosecond, // sched_yield round trip into the kernel
 	}
 }
@@ -103,7 +118,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("proxy: GFDBuildCycles %d must not be negative", c.GFDBuildCycles)
 	case c.PassCost < 0 || c.SlotCheckCost < 0 || c.GFDLineCost < 0 || c.QwordFlagCost < 0 || c.ZeroCost < 0 ||
 		c.InlineCopyCost < 0 || c.PostSendBase < 0 || c.PostSendPerWR < 0 || c.DoorbellIssue < 0 ||
-		c.PollCQCost < 0 || c.CQEReadCost < 0 || c.GDRStoreIssue < 0 || c.YieldCost < 0:
+		c.PollCQCost < 0 || c.CQEReadCost < 0 || c.GDRStoreIssue < 0 || c.HostStoreIssue < 0 || c.YieldCost < 0:
 		return fmt.Errorf("proxy: negative CPU cost")
 	case c.AckTimeout > 31:
 		return fmt.Errorf("proxy: AckTimeout %d out of range [0, 31]", c.AckTimeout)

@@ -101,10 +101,10 @@ type rankState struct {
 	slot    []int
 	srv     *Server
 	pis     []*mem.Region // per context: pis[peer] words, GPU memory
-	cis     []*mem.Region // per context: cis[peer] words, GPU memory (GDRCopy)
+	cis     []*mem.Region // per context: cis[peer] words (cpuVisible)
 	sig     []*mem.Region // per context: signals, GPU memory
 	sigOff  []*mem.Region // per context: signalOffsets (2.30)
-	ctr     []*mem.Region // per context: counters, GPU memory (GDRCopy)
+	ctr     []*mem.Region // per context: counters (cpuVisible)
 	sigMR   []*nic.MR     // per context, on its connection's NIC
 	inl     *mem.Region   // inlines: one qword per slot of every ring
 	inlMR   []*nic.MR     // per NIC
@@ -270,6 +270,16 @@ func (cs *commState) ch(rank, ctx, peer int) *channel {
 // context the pis/cis/signal/counter arrays, per (context, peer) a GFD ring
 // in host memory and an RC QP with its send queue and CQ in host memory,
 // and the rank's progress thread.
+// cpuVisible allocates memory that both the proxy thread and the GPU
+// touch, as NCCL's allocMemCPUAccessible does: GPU memory behind a
+// GDRCopy mapping with Config.GDRCopy, else pinned host memory.
+func (b *Backend) cpuVisible(g *gpu.GPU, name string, size sim.Bytes) *mem.Region {
+	if b.cfg.GDRCopy {
+		return g.Alloc(name, size, true)
+	}
+	return g.AllocHost(name, size, true)
+}
+
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
 	prof := dc.Profile()
@@ -294,11 +304,11 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		for ctx := range cs.nctx {
 			pre := fmt.Sprintf("proxy/r%d/c%d/", r, ctx)
 			rs.pis = append(rs.pis, g.Alloc(pre+"pis", sim.Bytes(8*cs.nranks), true))
-			rs.cis = append(rs.cis, g.Alloc(pre+"cis", sim.Bytes(8*cs.nranks), true))
+			rs.cis = append(rs.cis, b.cpuVisible(g, pre+"cis", sim.Bytes(8*cs.nranks)))
 			sig := g.Alloc(pre+"signals", sim.Bytes(8*max(cs.nsig, 1)), true)
 			rs.sig = append(rs.sig, sig)
 			rs.sigOff = append(rs.sigOff, g.Alloc(pre+"signalOffsets", sim.Bytes(8*max(cs.nsig, 1)), true))
-			rs.ctr = append(rs.ctr, g.Alloc(pre+"counters", sim.Bytes(8*max(cs.nctr, 1)), true))
+			rs.ctr = append(rs.ctr, b.cpuVisible(g, pre+"counters", sim.Bytes(8*max(cs.nctr, 1))))
 			n, _ := rs.nic(cs, ctx)
 			mr, err := n.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, g.Dev(), true)
 			if err != nil {

@@ -45,6 +45,10 @@ func TestCreditBackpressure(t *testing.T) {
 	issue := func(skip bool) (first, fifth sim.Duration) {
 		pc := proxy.DefaultConfig()
 		pc.QueueSize = 4
+		// With GDRCopy the credit check reads ci from L2, so the GPU posts
+		// faster than the thread retires and the ring fills; without it
+		// every check is a PCIe read that lets the thread keep up.
+		pc.GDRCopy = true
 		_, _ = run(t, bench.EnvConfig{Proxy: &pc}, func(e *bench.Env, tg *gpu.Group, g *gin.Gin) {
 			var opts []gin.OptFlags
 			if skip {

@@ -177,8 +177,7 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 			if st.done && i == ch.cisSh {
 				ch.cisSh++
 				*st = slotState{}
-				s.work(s.b.cfg.GDRStoreIssue)
-				s.gpu.HostStore64(s.p.Now(), rs.cis[ctx], 8*uint64(peer), ch.cisSh, s.name)
+				s.cpuStore(rs.cis[ctx], 8*uint64(peer), ch.cisSh)
 				if s.b.events != nil {
 					s.emit(obs.Event{Kind: obs.ConsumerIndex, Where: ch.name, Value: ch.cisSh})
 				}
@@ -212,15 +211,32 @@ func (s *Server) test(ch *channel) bool {
 	return k > 0
 }
 
-// bumpCounter is the CPU's non-atomic counters[id] += 1 on GPU memory
-// through GDRCopy: an uncached PCIe read, then a posted store.
+// cpuStore is the thread's store of v to a word of cpuVisible memory:
+// through GDRCopy an uncached store whose write crosses PCIe to the GPU;
+// else a cached store to host memory, there at once.
+func (s *Server) cpuStore(r *mem.Region, off, v uint64) {
+	if s.b.cfg.GDRCopy {
+		s.work(s.b.cfg.GDRStoreIssue)
+		s.gpu.HostStore64(s.p.Now(), r, off, v, s.name)
+		return
+	}
+	s.work(s.b.cfg.HostStoreIssue)
+	r.Store64(off, v, s.name)
+}
+
+// bumpCounter is the CPU's non-atomic counters[id] += 1: through GDRCopy
+// an uncached PCIe read of GPU memory, then a posted store; else a cached
+// read and store of host memory.
 func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32, op obs.OpID) {
 	r, off := rs.ctr[ctx], 8*uint64(id)
-	done := s.gpu.HostLoadTime(s.p.Now(), 8)
-	s.work(done.Sub(s.p.Now()))
+	if s.b.cfg.GDRCopy {
+		done := s.gpu.HostLoadTime(s.p.Now(), 8)
+		s.work(done.Sub(s.p.Now()))
+	} else {
+		s.work(s.b.cfg.SlotCheckCost)
+	}
 	v := r.Load64(off)
-	s.work(s.b.cfg.GDRStoreIssue)
-	s.gpu.HostStore64(s.p.Now(), r, off, v+1, s.name)
+	s.cpuStore(r, off, v+1)
 	s.counter++
 	if s.b.events != nil {
 		s.emit(obs.Event{Kind: obs.Counter, Op: op, Where: r.Name(), Addr: off, Value: v + 1, Old: v, Code: uint32(ctx), Index: uint64(id)})

@@ -491,6 +491,13 @@ func (r *Runner) exec(t *Test, f *prog.File, b string, v gin.Version, s Schedule
 		cfg.GDAKI = &c
 	case "proxy":
 		c := proxy.DefaultConfig()
+		// Seeds alternate where the thread's consumer indices and counters
+		// live, both placements NCCL builds: odd seeds (seed=1 is the
+		// unperturbed schedule) in GPU memory behind GDRCopy, where the
+		// GPU posts faster than the thread retires; even seeds in pinned
+		// host memory, NCCL's default, where every credit check and
+		// counter poll crosses PCIe.
+		c.GDRCopy = s.Seed%2 == 1
 		if k := sim.Duration(s.Stall); k > 1 {
 			c.PassCost *= k
 			c.YieldCost *= k

@@ -134,7 +134,7 @@ func build(o *Options, size int64) (*pair, error) {
 		}
 		blen := uint64(max(size, 8))
 		buf := ms.Alloc(fmt.Sprintf("n%d/buf", i), loc, sim.Bytes(blen), false)
-		mr, err := n.RegMR(buf, 0, blen, 0x7f0000000000+uint64(i)<<32, nic.AccessLocalWrite|nic.AccessRemoteWrite, where, true)
+		mr, err := n.RegMR(buf, 0, blen, 0x7f0000000000+uint64(i)<<32, nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteAtomic, where, true)
 		if err != nil {
 			return nil, err
 		}
@@ -341,4 +341,75 @@ func WriteBW(o Options) ([]Row, error) {
 			BandwidthGBps: float64(size) * float64(iters) / d.Seconds() / 1e9})
 	}
 	return rows, nil
+}
+
+// AtomicLat runs the ib_atomic_lat loop (fetch-and-add): node 0 posts one
+// signaled 8-byte FETCH_AND_ADD to node 1's buffer, spins on its CQ until
+// the completion (which carries the old value back) arrives, and posts the
+// next; latency is the full round trip per operation, averaged. Sizes are
+// ignored: an atomic moves 8 bytes; the one row has Bytes 8.
+func AtomicLat(o Options) ([]Row, error) {
+	o.defaults()
+	p, err := build(&o, 8)
+	if err != nil {
+		return nil, err
+	}
+	iters := o.iters(8)
+	sd := p.sd[0]
+	var runErr error
+	fail := func(err error) {
+		if runErr == nil {
+			runErr = err
+		}
+		p.s.Stop()
+	}
+	posted, done := 0, 0
+	var end sim.Time
+	post := func() {
+		wr := nic.WR{ID: uint64(posted), Op: nic.WRFetchAdd, Signaled: true, Local: nic.SGE{MR: sd.mr, Len: 8},
+			RemoteVA: sd.remote.VA, RKey: sd.remote.RKey, CompareAdd: 1}
+		posted++
+		p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, fail) })
+	}
+	var cqes [4]nic.CQE
+	w := &wordWatcher{func() {
+		p.s.At(p.s.Now().Add(o.PollCost), func() {
+			k := sd.cq.Poll(cqes[:])
+			for _, c := range cqes[:k] {
+				if c.Status != nic.StatusSuccess {
+					fail(fmt.Errorf("perftest: atomic_lat WR %d: %v", c.WRID, c.Status))
+					return
+				}
+			}
+			done += k
+			if k == 0 || done < posted {
+				return
+			}
+			if done >= iters {
+				end = p.s.Now()
+				p.s.Stop()
+				return
+			}
+			post()
+		})
+	}}
+	for i := range sd.cq.Depth() {
+		r, off := sd.cq.WordFor(uint64(i))
+		r.Watch(off, w)
+	}
+	post()
+	if err := p.s.Run(); err != nil {
+		return nil, err
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	if end == 0 {
+		return nil, fmt.Errorf("perftest: atomic_lat did not finish (QP %v, %d/%d done)", sd.qp.State(), done, iters)
+	}
+	if got, want := sd.remote.Region.Load64(sd.remote.Off), uint64(iters); got != want {
+		return nil, fmt.Errorf("perftest: atomic_lat: target word is %d after %d fetch-adds of 1", got, want)
+	}
+	lat := end.Sub(0) / sim.Duration(iters)
+	return []Row{{Bytes: 8, Iters: iters, LatencyUs: lat.Us(), BandwidthGBps: 8 / lat.Seconds() / 1e9}}, nil
 }
