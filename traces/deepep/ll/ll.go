@@ -89,6 +89,9 @@ func (w *Workload) Setup() error {
 		if err != nil {
 			return fmt.Errorf("ll: communicator %d: %w", c, err)
 		}
+		if _, ok := dc.Backend().(gin.ThenBackend); !ok {
+			return fmt.Errorf("ll: communicator %d: the GIN backend cannot issue for a warp without a process (gin.ThenBackend)", c)
+		}
 		w.comms = append(w.comms, dc)
 		for _, x := range []struct {
 			dst  *[]*gin.Window
@@ -162,43 +165,12 @@ func (w *Workload) launchDispatch(r int) {
 	g := e.M.GPUs[r]
 	ph := &e.Disp
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
-	// Over a backend that can issue without a process (GDAKI, Proxy) they are
-	// state machines (llSender): 262k of them run at once at EP256.
-	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.Cfg.NoThen
+	// They are state machines (llSender): 262k of them run at once at
+	// EP256.
 	for s := 0; s < w.sms && s < st.Tokens[r]; s++ {
 		for i := range st.TopK {
-			name := "dispatch/sm" + strconv.Itoa(s) + "/w" + strconv.Itoa(i)
-			if then {
-				m := &llSender{w: w, r: r, i: i, tok: s}
-				m.t = g.LaunchHandler(name, 32, m, 0)
-				continue
-			}
-			g.Launch(name, 32, func(t *gpu.Group) {
-				var gc ginCache
-				for tok := s; tok < st.Tokens[r]; tok += w.sms {
-					t.Cycles(e.P.CastCycles)
-					x := int(st.TopKIdx[r][tok][i])
-					if x < 0 {
-						continue
-					}
-					slot := t.AtomicAdd64(w.slotCtr[r].R, w.slotCtr[r].Off(x), 1, gpu.ScopeDevice)
-					switch dst, le, off := w.dispatchTo(r, x, slot); {
-					case dst == r:
-						// NVSHMEM and GIN ports copy to the local rank
-						// with SM loads/stores (no loopback QP).
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.msg)))
-					case w.nvl(r, dst):
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
-					default:
-						gn, dc := gc.get(w, t, r, le)
-						gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], off, w.dSend[le/workload.CtxsPerComm],
-							uint64(tok)*w.msg, w.msg, nil, nil, w.opts()...)
-						ph.RDMABytes += int64(w.msg)
-					}
-					t.AtomicAdd64(w.finish[r].R, w.finish[r].Off(x), 1, gpu.ScopeDevice)
-				}
-			})
+			m := &llSender{w: w, r: r, i: i, tok: s}
+			m.t = g.LaunchHandler("dispatch/sm"+strconv.Itoa(s)+"/w"+strconv.Itoa(i), 32, m, 0)
 		}
 	}
 	// Count senders: the warp group responsible for expert x waits until
@@ -276,7 +248,7 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	off, src, n uint64, ph *workload.Phase) {
 	e := w.e
 	switch {
-	case dst == r:
+	case dst == r: // NVSHMEM and GIN ports copy with SM loads/stores (no loopback QP)
 		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
 	case w.nvl(r, dst):
 		t.NVLinkWriteThen(e.M.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
@@ -287,21 +259,34 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	}
 }
 
-// llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
-// tokens s, s+sms, ...) without a process: the body of launchDispatch's
-// closure as a state machine over the group's Then operations, with the
-// same steps at the same instants.
+// llSender is dispatch sender warp i of SM s, a state machine over the
+// group's Then operations (no process). Its program, with the step that
+// starts each operation:
+//
+//	for tok := s; tok < Tokens[r]; tok += sms {    // llNext
+//		cast(tok)                                  // llCast: CastCycles
+//		x := TopKIdx[r][tok][i]; if x < 0 { continue }
+//		slot := atomicAdd(slotCtr[x], 1)           // llSlot
+//		send(tok, x's receive slot slot)           // llSend: sendThen
+//		atomicAdd(finish[x], 1)                    // llFinish
+//	}
+//
+// A step starts its operation and returns; the group resumes at the next
+// step when the operation completes.
 type llSender struct {
 	w      *Workload
 	t      *gpu.Group
 	r, i   int
 	tok, x int
 	gc     ginCache
-	pc     uint8
+	pc     llStep
 }
 
+// llStep is a step of llSender's program.
+type llStep uint8
+
 const (
-	llCast = iota
+	llCast llStep = iota
 	llSlot
 	llSend
 	llFinish
@@ -427,41 +412,13 @@ func (w *Workload) Combine() {
 func (w *Workload) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	ph := &e.Comb
 	// Senders: one warp group per (local expert, destination rank) sends
-	// every token it got from that rank back, then one flag.
-	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.Cfg.NoThen
+	// every token it got from that rank back, then one flag: state
+	// machines (combSender).
 	for le, x := range st.Experts[r] {
 		for dst := range st.EP {
-			toks := st.RecvTokens[dst][x]
-			name := "combine/send" + strconv.Itoa(le) + "." + strconv.Itoa(dst)
-			if then {
-				m := &combSender{w: w, r: r, le: le, dst: dst, toks: toks}
-				m.t = g.LaunchHandler(name, 32, m, 0)
-				continue
-			}
-			g.Launch(name, 32, func(t *gpu.Group) {
-				var gc ginCache
-				for j, tok := range toks {
-					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
-					off, src := w.combineAt(r, le, dst, j, int(tok))
-					if dst == r {
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb)))
-						continue
-					}
-					if w.nvl(r, dst) {
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
-						continue
-					}
-					gn, dc := gc.get(w, t, r, le)
-					gn.Put(dc.World(r), dst, w.cRecv[le/workload.CtxsPerComm], off, w.cSend[le/workload.CtxsPerComm], src, w.comb,
-						nil, nil, w.opts()...)
-					ph.RDMABytes += int64(w.comb)
-				}
-				ph.Sigs++
-				w.signal(t, &gc, r, dst, le, st.EP+r, 1, nil)
-			})
+			m := &combSender{w: w, r: r, le: le, dst: dst, toks: st.RecvTokens[dst][x]}
+			m.t = g.LaunchHandler("combine/send"+strconv.Itoa(le)+"."+strconv.Itoa(dst), 32, m, 0)
 		}
 	}
 	// Flag waiters: one warp group per global expert; then a grid sync and
@@ -496,9 +453,16 @@ func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 	return off, src
 }
 
-// combSender is a combine sender warp (local expert le to rank dst)
-// without a process: launchCombine's closure, then signal, as a state
-// machine over Then operations with the same steps at the same instants.
+// combSender is the combine sender warp of rank r's local expert le for
+// rank dst, a state machine over the group's Then operations (no
+// process). Its program, with the step that starts each operation:
+//
+//	for j, tok := range toks {                    // cbNext
+//		copy(expert output of tok -> staging)      // cbStage: CopyRate × 2H
+//		send(staging j -> dst's slot of tok)       // cbSend: sendThen
+//	}
+//	signal(dst, EP+r, 1)                          // cbFlag: the flag
+//	note the flag's issue                         // cbFlagged
 type combSender struct {
 	w          *Workload
 	t          *gpu.Group
@@ -506,13 +470,16 @@ type combSender struct {
 	toks       []int32
 	j          int
 	gc         ginCache
-	pc         uint8
+	pc         combStep
 	start      sim.Time // the flag's issue
 	rdma       bool     // the flag went through the NIC
 }
 
+// combStep is a step of combSender's program.
+type combStep uint8
+
 const (
-	cbStage = iota
+	cbStage combStep = iota
 	cbSend
 	cbNext
 	cbFlag
@@ -541,7 +508,7 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 		case cbNext:
 			m.j++
 			m.pc = cbStage
-		case cbFlag: // signal, as a state
+		case cbFlag:
 			e.Comb.Sigs++
 			m.start = t.Now()
 			id := st.EP + r
