@@ -163,7 +163,6 @@ func (w *Workload) Dispatch() {
 func (w *Workload) launchDispatch(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	ph := &e.Disp
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
 	// They are state machines (llSender): 262k of them run at once at
 	// EP256.
@@ -176,26 +175,9 @@ func (w *Workload) launchDispatch(r int) {
 	// Count senders: the warp group responsible for expert x waits until
 	// every put to x was issued, then sends the count (n+1) on x's
 	// context, behind the data (PR #521: a 0-byte put with SignalAdd).
-	// A count sender needs no process while it waits (LaunchWaiting): it
-	// starts at the poll that sees the counter complete, as a spinning
-	// warp would.
 	for x := range st.Slots {
-		n := uint64(st.Count[r][x])
-		dst, le := st.Home[x], st.LocalIdx[x]
-		name := "dispatch/count" + strconv.Itoa(x)
-		if n == 0 {
-			g.Launch(name, 32, func(t *gpu.Group) {
-				ph.Sigs++
-				w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
-			})
-			continue
-		}
-		done := func(v uint64) bool { return v >= n }
-		g.LaunchWaiting(name, 32, w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done, func(t *gpu.Group) {
-			t.WaitWord(w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done)
-			ph.Sigs++
-			w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
-		})
+		m := &countSender{w: w, r: r, x: x, n: uint64(st.Count[r][x])}
+		m.t = g.LaunchHandler("dispatch/count"+strconv.Itoa(x), 32, m, 0)
 	}
 	// Receivers: one warp group per (local expert, source rank).
 	for le, x := range st.Experts[r] {
@@ -351,32 +333,96 @@ func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from i
 		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
 }
 
-// signal adds v to signal id of local expert le's context at rank dst,
-// from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
-// be nil) is the group's handle cache.
-func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
+// countSender is the count sender warp group of rank r for expert x, a
+// state machine over the group's Then operations (no process). Its
+// program, with the step that starts each operation:
+//
+//	if n > 0 { wait until finish[x] >= n }  // csWait: every put to x issued
+//	signal(Home[x], r, n+1)                 // csCount: the count
+//	note the count's issue                  // csCounted
+//
+// While it waits it spins as a warp would, costing no process.
+type countSender struct {
+	w    *Workload
+	t    *gpu.Group
+	r, x int
+	n    uint64 // messages of rank r to expert x
+	gc   ginCache
+	sig  signal
+	pc   countStep
+}
+
+// countStep is a step of countSender's program.
+type countStep uint8
+
+const (
+	csWait countStep = iota
+	csCount
+	csCounted
+)
+
+// Handle implements sim.Handler.
+func (m *countSender) Handle(*sim.Sim, uint64) {
+	w, t, r := m.w, m.t, m.r
+	st := w.e.Step
+	switch m.pc {
+	case csWait:
+		m.pc = csCount
+		if m.n > 0 {
+			t.WaitWordThen(w.finish[r].R, w.finish[r].Off(m.x), "ll finish counter", m.issued, m, 0)
+			return
+		}
+		fallthrough
+	case csCount:
+		m.pc = csCounted
+		m.sig.send(w, t, &m.gc, m, r, st.Home[m.x], st.LocalIdx[m.x], r, m.n+1, &w.e.Disp)
+	case csCounted:
+		m.sig.noted(w, t)
+		t.End()
+	}
+}
+
+// issued reports whether the finish counter value v counts every message
+// of the count sender's.
+func (m *countSender) issued(v uint64) bool { return v >= m.n }
+
+// signal is the last step of a sender warp: add v to signal id of local
+// expert le's context at rank dst, from rank r, with an atomic on the rank
+// itself, an NVLink store to a GPU of its node with --nvlink, else a
+// 0-byte put with SignalAdd; and note its issue.
+type signal struct {
+	dst, le, id int
+	start       sim.Time // the issue
+	rdma        bool     // through the NIC
+}
+
+// send starts the signal for the machine h of group t (handle cache gc),
+// counts it in ph and continues at h when it is issued.
+func (f *signal) send(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r, dst, le, id int, v uint64, ph *workload.Phase) {
 	e := w.e
-	start := t.Now()
-	if gc == nil {
-		gc = &ginCache{}
-	}
+	ph.Sigs++
+	f.dst, f.le, f.id = dst, le, id
+	f.start = t.Now()
 	gn, dc := gc.get(w, t, r, le)
-	if dst == r {
+	switch {
+	case dst == r:
 		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
-		return
-	}
-	if w.nvl(r, dst) {
+		t.AtomicAdd64Then(reg, off, v, gpu.ScopeDevice, h, 0)
+	case w.nvl(r, dst):
 		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-		var b [8]byte
-		workload.PutLE64(b[:], v)
-		t.NVLinkWrite(e.M.Ranks[dst].Local, reg, off, b[:], 8)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
-		return
+		b := make([]byte, 8)
+		workload.PutLE64(b, v)
+		t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, h, 0)
+	default:
+		f.rdma = true
+		gn.PutThen(h, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
+			gin.SignalAdd{Signal: id, Value: v}, nil)
 	}
-	gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
-	e.NoteIssue(dst, le, id, start, t.Now(), true)
+}
+
+// noted records the signal's issue, from send to now.
+func (f *signal) noted(w *Workload, t *gpu.Group) {
+	w.e.NoteIssue(f.dst, f.le, f.id, f.start, t.Now(), f.rdma)
 }
 
 // waitSignal waits until signal id of local expert le's context at rank r is
@@ -470,9 +516,8 @@ type combSender struct {
 	toks       []int32
 	j          int
 	gc         ginCache
+	flag       signal
 	pc         combStep
-	start      sim.Time // the flag's issue
-	rdma       bool     // the flag went through the NIC
 }
 
 // combStep is a step of combSender's program.
@@ -509,28 +554,11 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 			m.j++
 			m.pc = cbStage
 		case cbFlag:
-			e.Comb.Sigs++
-			m.start = t.Now()
-			id := st.EP + r
-			gn, dc := m.gc.get(w, t, r, le)
 			m.pc = cbFlagged
-			switch {
-			case dst == r:
-				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-				t.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, m, 0)
-			case w.nvl(r, dst):
-				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-				b := make([]byte, 8)
-				workload.PutLE64(b, 1)
-				t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, m, 0)
-			default:
-				m.rdma = true
-				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
-					gin.SignalAdd{Signal: id, Value: 1}, nil)
-			}
+			m.flag.send(w, t, &m.gc, m, r, dst, le, st.EP+r, 1, &e.Comb)
 			return
 		case cbFlagged:
-			e.NoteIssue(dst, le, st.EP+r, m.start, t.Now(), m.rdma)
+			m.flag.noted(w, t)
 			t.End()
 			return
 		}
