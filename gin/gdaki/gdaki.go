@@ -534,18 +534,16 @@ func (b *Backend) EventName(arg uint64) string {
 // Issue implements gin.Backend: the submit path (issuer) with the group's
 // process waiting.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
-	m := b.newIssuer(t, b.state(dc), rank)
-	m.op = op
-	m.run(stIssue)
+	b.IssueThen(t, dc, rank, op, nil, 0)
 }
 
 // IssueThen implements gin.ThenBackend: Issue for a group without a
-// process; h.Handle(s, arg) runs when Issue would have returned.
+// process; h.Handle(s, arg) runs when Issue would have returned (h nil:
+// Issue, the group's process waits).
 func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
 	m := b.newIssuer(t, b.state(dc), rank)
-	m.op, m.K, m.KArg = op, h, arg
-	m.pc = stIssue
-	m.step()
+	m.op = op
+	m.Go(stIssue, h, arg)
 }
 
 // build fills the channel's scratch WR list for op and returns the
@@ -657,7 +655,7 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 	if ch.ctrl.Load64(offIssuedGet) > ch.ctrl.Load64(offVisGet) {
 		m := b.newIssuer(t, cs, rank)
 		m.ch = ch
-		m.run(stFlushNop)
+		m.Go(stFlushNop, nil, 0)
 		return gin.Request{Ctx: ctx, Peer: peer, Ticket: m.ticket}
 	}
 	return gin.Request{Ctx: ctx, Peer: peer, Ticket: t.Load64(ch.ctrl, offRsvd)}
@@ -675,10 +673,9 @@ func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, 
 	f := &flushThen{b: b, t: t, cs: cs, rank: rank, ch: b.ch(cs, rank, ctx, peer), k: h, karg: arg}
 	if f.ch.ctrl.Load64(offIssuedGet) > f.ch.ctrl.Load64(offVisGet) {
 		m := b.newIssuer(t, cs, rank)
-		m.ch, m.K, m.KArg = f.ch, f, flushNopDone
+		m.ch = f.ch
 		f.nop = m
-		m.pc = stFlushNop
-		m.step()
+		m.Go(stFlushNop, f, flushNopDone)
 		return
 	}
 	t.Load64Then(f.ch.ctrl, offRsvd, f, flushLoaded)
@@ -715,9 +712,8 @@ func (f *flushThen) Handle(s *sim.Sim, arg uint64) {
 		return
 	}
 	m := f.b.newIssuer(f.t, f.cs, f.rank)
-	m.ch, m.ticket, m.K, m.KArg = f.ch, ticket, f.k, f.karg
-	m.pc = stWait
-	m.step()
+	m.ch, m.ticket = f.ch, ticket
+	m.Go(stWait, f.k, f.karg)
 }
 
 // Wait implements gin.Backend: poll the CQ until the CQE of the request's
@@ -729,5 +725,5 @@ func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
 	cs := b.state(dc)
 	m := b.newIssuer(t, cs, rank)
 	m.ch, m.ticket = b.ch(cs, rank, r.Ctx, r.Peer), r.Ticket
-	m.run(stWait)
+	m.Go(stWait, nil, 0)
 }

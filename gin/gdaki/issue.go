@@ -72,7 +72,6 @@ type issuer struct {
 	rank int
 	op   *gin.Op
 	ch   *channel
-	pc   uint8
 
 	// post on pch, then continue at pret.
 	pch         *channel
@@ -100,46 +99,27 @@ type issuer struct {
 
 	ticket uint64 // FlushAsync's request ticket
 
-	submit.Run // t, the continuation, and the run's end
+	submit.Run // the driver: t, the step, the continuation and the run's end
 }
 
 // newIssuer takes an issuer from the backend's free list.
 func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
 	m := b.free.Get()
-	*m = issuer{b: b, cs: cs, rank: rank, Run: submit.Run{T: t}}
+	*m = issuer{b: b, cs: cs, rank: rank, Run: submit.NewRun(m, t, "gdaki issue")}
 	return m
 }
 
-// run runs m for a group with a process: the steps that take no time run
-// now, and the process parks until the last step.
-func (m *issuer) run(pc uint8) {
-	m.pc = pc
-	m.step()
-	m.Park("gdaki issue")
-}
-
-// Handle implements sim.Handler: an operation the machine started has
-// completed.
-func (m *issuer) Handle(*sim.Sim, uint64) { m.step() }
-
-// EventName implements sim.Namer.
-func (m *issuer) EventName(uint64) string { return "gdaki issue: " + m.T.Agent() }
-
-// step runs steps until one starts an operation (whose completion calls
-// Handle) or the machine ends.
-func (m *issuer) step() {
+// Step implements submit.Stepper: it runs steps until one starts an
+// operation (whose completion calls Handle) or the machine ends.
+func (m *issuer) Step() {
 	b, t := m.b, m.T
 	for {
-		switch m.pc {
+		switch m.PC {
 		case stIssue:
 			m.ch = b.build(m.cs, m.rank, m.op)
 			b.st.Ops++
-			m.pc = stPost
-			if m.op.NeedsSysFence(false) {
-				if b.events != nil {
-					b.emit(t, obs.Event{Kind: obs.Fence, Op: m.op.ID})
-				}
-				t.FenceThen(gpu.ScopeSystem, m, 0)
+			m.PC = stPost
+			if m.FenceSys(m.op, false, b.events) {
 				return
 			}
 		case stPost:
@@ -179,7 +159,7 @@ func (m *issuer) step() {
 				m.ring(ch, m.last+1, stEnd)
 				continue
 			}
-			m.pc = stEnd
+			m.PC = stEnd
 		case stAfterComp:
 			// m.clast holds the data's last WQE, m.last the companion's.
 			m.last, m.clast = m.clast, m.last
@@ -187,13 +167,13 @@ func (m *issuer) step() {
 				m.ring(m.ch, m.last+1, stRing2)
 				continue
 			}
-			m.pc = stEnd
+			m.PC = stEnd
 		case stRing2:
 			m.ring(m.ch.comp, m.clast+1, stEnd)
 
 		case stPReserve:
 			m.wrs = m.pch.detach()
-			m.pc = stPReserved
+			m.PC = stPReserved
 			t.AtomicAdd64Then(m.pch.ctrl, offRsvd, uint64(len(m.wrs)), m.scope, m, 0)
 			return
 		case stPReserved:
@@ -204,37 +184,37 @@ func (m *issuer) step() {
 				b.emit(t, obs.Event{Kind: obs.Reserved, Op: m.opID(), Where: ch.name, Index: m.base, Value: last})
 			}
 			m.i = 0
-			m.pc = stPWQE
+			m.PC = stPWQE
 			if !m.skip && last >= ch.depth {
 				m.poll(ch, last-ch.depth, "gdaki credit", stPWQE)
 			}
 		case stPWQE:
 			if m.i < len(m.wrs) {
-				m.pc = stPStore
+				m.PC = stPStore
 				t.CyclesThen(b.cfg.WQEBuildCycles, m, 0)
 				return
 			}
-			m.pc = stPFenced
+			m.PC = stPFenced
 			t.FenceThen(gpu.ScopeDevice, m, 0)
 			return
 		case stPStore:
 			ch := m.pch
 			idx := m.base + uint64(m.i)
 			m.i++
-			m.pc = stPWQE
+			m.PC = stPWQE
 			t.WriteThen(ch.sq, (idx%ch.depth)*ch.wqeBytes, nil, sim.Bytes(ch.wqeBytes), m, 0)
 			return
 		case stPFenced:
 			// In-order publication: wait until every earlier reservation
 			// has been published, then move sq_ready_index past this one
 			// (atomicCAS).
-			m.pc = stPReady
+			m.PC = stPReady
 			if base := m.base; m.pch.ctrl.Load64(offReady) != base {
 				t.WaitWordThen(m.pch.ctrl, offReady, "gdaki publish", func(v uint64) bool { return v == base }, m, 0)
 				return
 			}
 		case stPReady:
-			m.pc = stPPublish
+			m.PC = stPPublish
 			t.AtomicAdd64Then(m.pch.ctrl, offReady, uint64(len(m.wrs)), m.scope, m, 0)
 			return
 		case stPPublish:
@@ -257,7 +237,7 @@ func (m *issuer) step() {
 			if b.events != nil {
 				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: ch.name, Index: m.base, Value: m.last + 1})
 			}
-			m.pc = m.pret
+			m.PC = m.pret
 
 		case stRLock:
 			ch := m.rch
@@ -266,31 +246,31 @@ func (m *issuer) step() {
 				return // and test the lock again
 			}
 			ch.ctrl.Store64(offLock, 1, t.Agent())
-			m.pc = stRLocked
+			m.PC = stRLocked
 			t.ComputeThen(ch.atomicGPU, m, 0) // the acquiring atomicCAS
 			return
 		case stRLocked:
-			m.pc = stRPI
+			m.PC = stRPI
 			t.AtomicAdd64Then(m.rch.ctrl, offPI, 0, gpu.ScopeDevice, m, 0)
 			return
 		case stRPI:
 			ch := m.rch
-			m.pc = stRUnlock
+			m.PC = stRUnlock
 			m.opi = t.Result()
 			if t.Result() < m.rpi {
 				ch.ctrl.Store64(offPI, m.rpi, t.Agent()) // atomicMax's effect
-				m.pc = stRDoorbell
+				m.PC = stRDoorbell
 				m.arrive = t.MMIOThen(ch.dev.nic.Dev(), 8, m, 0)
 				return
 			}
 		case stRDoorbell:
 			ch := m.rch
 			t.GPU().Sim().Post(m.arrive, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
-			m.pc = stRRecord
+			m.PC = stRRecord
 			t.Store64Then(ch.ctrl, offDBR, m.rpi, m, 0)
 			return
 		case stRRecord:
-			m.pc = stRDoorbell2
+			m.PC = stRDoorbell2
 			m.arrive2 = t.MMIOThen(m.rch.dev.nic.Dev(), 8, m, 0)
 			return
 		case stRDoorbell2:
@@ -300,15 +280,15 @@ func (m *issuer) step() {
 			if b.events != nil {
 				b.emitDoorbell(t, ch, m.opi, m.rpi, m.arrive)
 			}
-			m.pc = stRUnlock
+			m.PC = stRUnlock
 		case stRUnlock:
-			m.pc = m.rret
+			m.PC = m.rret
 			t.Store64Then(m.rch.ctrl, offLock, 0, m, 0)
 			return
 
 		case stQPoll:
 			ch, idx := m.qch, m.qidx
-			m.pc = stQParse
+			m.PC = stQParse
 			if r, off := ch.cq.WordFor(idx); r.Load64(off) < idx+1 {
 				if b.events != nil {
 					b.emit(t, obs.Event{Kind: obs.Poll, Op: m.opID(), Where: ch.name, Index: idx, Note: m.qwhy})
@@ -317,7 +297,7 @@ func (m *issuer) step() {
 				return
 			}
 		case stQParse:
-			m.pc = stQCheck
+			m.PC = stQCheck
 			t.CyclesThen(b.cfg.CQEParseCycles, m, 0)
 			return
 		case stQCheck:
@@ -332,7 +312,7 @@ func (m *issuer) step() {
 			if b.events != nil {
 				b.emit(t, obs.Event{Kind: obs.Consumed, Op: m.opID(), Where: ch.name, Index: idx})
 			}
-			m.pc = m.qret
+			m.PC = m.qret
 
 		case stFlushNop:
 			m.ch.wrs = append(m.ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
@@ -351,13 +331,13 @@ func (m *issuer) step() {
 			if g := ch.ctrl.Load64(offIssuedGet); g <= m.ticket && g > ch.ctrl.Load64(offVisGet) {
 				ch.ctrl.Store64(offVisGet, g, t.Agent())
 			}
-			m.pc = stEnd
+			m.PC = stEnd
 
 		case stEnd:
 			m.end()
 			return
 		default:
-			panic(fmt.Sprintf("gdaki: issuer in unknown step %d", m.pc))
+			panic(fmt.Sprintf("gdaki: issuer in unknown step %d", m.PC))
 		}
 	}
 }
@@ -374,27 +354,23 @@ func (m *issuer) opID() obs.OpID {
 // continues at ret with m.last set.
 func (m *issuer) post(ch *channel, scope gpu.Scope, skip bool, ret uint8) {
 	m.pch, m.scope, m.skip, m.pret = ch, scope, skip, ret
-	m.pc = stPReserve
+	m.PC = stPReserve
 }
 
 // ring starts a doorbell of ch up to pi; the machine continues at ret.
 func (m *issuer) ring(ch *channel, pi uint64, ret uint8) {
 	m.rch, m.rpi, m.rret = ch, pi, ret
-	m.pc = stRLock
+	m.PC = stRLock
 }
 
 // poll starts polling ch's CQE idx; the machine continues at ret.
 func (m *issuer) poll(ch *channel, idx uint64, why string, ret uint8) {
 	m.qch, m.qidx, m.qwhy, m.qret = ch, idx, why, ret
-	m.pc = stQPoll
+	m.PC = stQPoll
 }
 
 // fail fails the run: NCCL traps. The group stays where it is.
 func (m *issuer) fail(err error) { m.Fail(err) }
 
 // end recycles m and hands the group back.
-func (m *issuer) end() {
-	back := m.End()
-	m.b.free.Put(m)
-	back.Give()
-}
+func (m *issuer) end() { m.b.free.Recycle(m, &m.Run) }

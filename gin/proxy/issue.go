@@ -55,7 +55,6 @@ type issuer struct {
 	rank int
 	op   *gin.Op
 	ch   *channel
-	pc   uint8
 
 	gfds []GFD    // the op's descriptors, written in order
 	i    int      // the one being written
@@ -67,68 +66,49 @@ type issuer struct {
 	getMark   uint64 // the gets a self Flush GFD makes visible (lastGet)
 	flushing  bool   // writing that Flush GFD
 
-	submit.Run // t, the continuation, and the run's end
+	submit.Run // the driver: t, the step, the continuation and the run's end
 }
 
 // newIssuer takes an issuer from the backend's free list.
 func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
 	m := b.free.Get()
 	gfds := m.gfds[:0]
-	*m = issuer{b: b, cs: cs, rank: rank, gfds: gfds, Run: submit.Run{T: t}}
+	*m = issuer{b: b, cs: cs, rank: rank, gfds: gfds, Run: submit.NewRun(m, t, "proxy issue")}
 	return m
 }
 
-// run runs m for a group with a process: the steps that take no time run
-// now, and the process parks until the last step.
-func (m *issuer) run(pc uint8) {
-	m.pc = pc
-	m.step()
-	m.Park("proxy issue")
-}
-
-// Handle implements sim.Handler: an operation the machine started has
-// completed.
-func (m *issuer) Handle(*sim.Sim, uint64) { m.step() }
-
-// EventName implements sim.Namer.
-func (m *issuer) EventName(uint64) string { return "proxy issue: " + m.T.Agent() }
-
-// step runs the machine until it starts an operation that takes time (its
-// completion calls Handle) or ends.
-func (m *issuer) step() {
+// Step implements submit.Stepper: it runs the machine until it starts an
+// operation that takes time (its completion calls Handle) or ends.
+func (m *issuer) Step() {
 	b, t := m.b, m.T
 	for {
-		switch m.pc {
+		switch m.PC {
 		case stIssue:
 			b.st.Ops++
-			m.pc = stBuild
-			if m.op.NeedsSysFence(true) {
-				if b.events != nil {
-					b.emit(t, obs.Event{Kind: obs.Fence, Op: m.opID()})
-				}
-				t.FenceThen(gpu.ScopeSystem, m, 0)
+			m.PC = stBuild
+			if m.FenceSys(m.op, true, b.events) {
 				return
 			}
 		case stBuild:
 			m.gfds = appendGFDs(m.gfds, m.cs.ver, m.op)
 			m.i = 0
-			m.pc = stClaim
+			m.PC = stClaim
 		case stClaim:
 			if m.i == len(m.gfds) {
-				m.pc = stIssued
+				m.PC = stIssued
 				continue
 			}
-			m.pc = stClaimed
+			m.PC = stClaimed
 			t.AtomicAdd64Then(m.cs.ranks[m.rank].pis[m.ch.ctx], 8*uint64(m.ch.peer), 1, gpu.ScopeSystem, m, 0)
 			return
 		case stClaimed:
 			m.idx = t.Result()
-			m.pc = stCredit
+			m.PC = stCredit
 			t.Load64Then(m.cs.ranks[m.rank].cis[m.ch.ctx], 8*uint64(m.ch.peer), m, 0)
 			return
 		case stCredit:
 			ch := m.ch
-			m.pc = stGFD
+			m.PC = stGFD
 			if idx, c, q := m.idx, t.Result(), uint64(b.cfg.QueueSize); idx-c >= q {
 				if b.events != nil {
 					b.emit(t, obs.Event{Kind: obs.CreditWait, Op: m.opID(), Where: ch.name, Index: idx, Value: c})
@@ -138,7 +118,7 @@ func (m *issuer) step() {
 				return
 			}
 		case stGFD:
-			m.pc = stStore
+			m.PC = stStore
 			t.CyclesThen(b.cfg.GFDBuildCycles, m, 0)
 			return
 		case stStore:
@@ -155,7 +135,7 @@ func (m *issuer) step() {
 			if b.events != nil {
 				ch.setID(m.idx, uint64(b.cfg.QueueSize), m.opID())
 			}
-			m.pc = stStored
+			m.PC = stStored
 			// The stores copy the bytes at issue, so the next writer may
 			// reuse the scratch at once.
 			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), b.gfd[:8*n], sim.Bytes(8*n), m, 0)
@@ -167,27 +147,27 @@ func (m *issuer) step() {
 				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: m.ch.name, Index: m.idx, Code: uint32(g.Op), Bytes: g.Size, Then: m.land})
 			}
 			m.i++
-			m.pc = stClaim
+			m.PC = stClaim
 		case stIssued:
 			if m.flushing {
-				m.pc = stSelfWait
+				m.PC = stSelfWait
 				continue
 			}
 			if op := m.op; op.Kind == gin.OpGet {
 				rs := &m.cs.ranks[m.rank]
 				rs.lastGet[op.Ctx*m.cs.nranks+op.Peer] = rs.pis[op.Ctx].Load64(8 * uint64(op.Peer))
 			}
-			m.pc = stEnd
+			m.PC = stEnd
 
 		case stTicket:
-			m.pc = stTicketed
+			m.PC = stTicketed
 			t.Load64Then(m.cs.ranks[m.rank].pis[m.ctx], 8*uint64(m.peer), m, 0)
 			return
 		case stTicketed:
 			m.ticket = t.Result()
-			m.pc = stWait
+			m.PC = stWait
 		case stWait:
-			m.pc = stWaitDone
+			m.PC = stWaitDone
 			cis, off, tk := m.cs.ranks[m.rank].cis[m.ctx], 8*uint64(m.peer), m.ticket
 			if cis.Load64(off) >= tk {
 				t.Load64Then(cis, off, m, 0)
@@ -196,23 +176,23 @@ func (m *issuer) step() {
 			t.WaitWordThen(cis, off, "proxy flush", func(v uint64) bool { return v >= tk }, m, 0)
 			return
 		case stWaitDone:
-			m.pc = stEnd
+			m.PC = stEnd
 			// 2.30: gets covered by the wait and not yet made visible
 			// need a Flush GFD on the rank's own queue (gin_proxy.h@230
 			// L328; gin-semantics-review M7).
 			if k := m.ctx*m.cs.nranks + m.peer; m.cs.ver == GFDv2 && m.peer != m.rank {
 				rs := &m.cs.ranks[m.rank]
 				if g := rs.lastGet[k]; g > rs.visGet[k] && g <= m.ticket {
-					m.getMark, m.pc = g, stSelfFlush
+					m.getMark, m.PC = g, stSelfFlush
 				}
 			}
 		case stSelfFlush:
 			m.ch = m.cs.ch(m.rank, m.ctx, m.rank)
 			m.gfds = append(m.gfds[:0], GFD{Op: GFDFlush})
 			m.i, m.flushing = 0, true
-			m.pc = stClaim
+			m.PC = stClaim
 		case stSelfWait:
-			m.pc = stSelfDone
+			m.PC = stSelfDone
 			cis, off, tk := m.cs.ranks[m.rank].cis[m.ctx], 8*uint64(m.rank), m.idx+1
 			if cis.Load64(off) >= tk {
 				t.Load64Then(cis, off, m, 0)
@@ -224,13 +204,13 @@ func (m *issuer) step() {
 			k := m.ctx*m.cs.nranks + m.peer
 			rs := &m.cs.ranks[m.rank]
 			rs.visGet[k] = max(rs.visGet[k], m.getMark)
-			m.pc = stEnd
+			m.PC = stEnd
 
 		case stEnd:
 			m.end()
 			return
 		default:
-			panic(fmt.Sprintf("proxy: issuer in unknown step %d", m.pc))
+			panic(fmt.Sprintf("proxy: issuer in unknown step %d", m.PC))
 		}
 	}
 }
@@ -292,11 +272,7 @@ func appendGFDs(gfds []GFD, ver GFDVersion, op *gin.Op) []GFD {
 func (m *issuer) fail(err error) { m.Fail(err) }
 
 // end recycles m and hands the group back.
-func (m *issuer) end() {
-	back := m.End()
-	m.b.free.Put(m)
-	back.Give()
-}
+func (m *issuer) end() { m.b.free.Recycle(m, &m.Run) }
 
 // opID is the observer id of the operation being issued: 0 for a flush's
 // own Flush GFD, which carries no operation of the user's.

@@ -540,25 +540,17 @@ func (b *Backend) SignalOffset(dc *gin.DevComm, rank, ctx, id int) uint64 {
 // Issue implements gin.Backend: build the GFD(s), claim slots, wait for
 // credits and store them into the host ring.
 func (b *Backend) Issue(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) {
-	m := b.opIssuer(t, dc, rank, op)
-	m.run(stIssue)
+	b.IssueThen(t, dc, rank, op, nil, 0)
 }
 
 // IssueThen implements gin.ThenBackend: Issue for a group without a
-// process; h.Handle(s, arg) runs when Issue would have returned.
+// process; h.Handle(s, arg) runs when Issue would have returned (h nil:
+// Issue, the group's process waits).
 func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op, h sim.Handler, arg uint64) {
-	m := b.opIssuer(t, dc, rank, op)
-	m.K, m.KArg = h, arg
-	m.pc = stIssue
-	m.step()
-}
-
-// opIssuer returns an issuer of op by rank on op's channel.
-func (b *Backend) opIssuer(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op) *issuer {
 	cs := b.state(dc)
 	m := b.newIssuer(t, cs, rank)
 	m.op, m.ch = op, cs.ch(rank, op.Ctx, op.Peer)
-	return m
+	m.Go(stIssue, h, arg)
 }
 
 // maxGFDBytes is the largest transfer of one GFD (1 GiB).
@@ -580,7 +572,7 @@ func (b *Backend) FlushAsync(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int)
 func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
 	m := b.newIssuer(t, b.state(dc), rank)
 	m.ctx, m.peer, m.ticket = r.Ctx, r.Peer, r.Ticket
-	m.run(stWait)
+	m.Go(stWait, nil, 0)
 }
 
 // FlushThen implements gin.ThenBackend: FlushAsync to peer then Wait, for
@@ -589,12 +581,12 @@ func (b *Backend) Wait(t *gpu.Group, dc *gin.DevComm, rank int, r gin.Request) {
 func (b *Backend) FlushThen(t *gpu.Group, dc *gin.DevComm, rank, ctx, peer int, h sim.Handler, arg uint64) {
 	cs := b.state(dc)
 	m := b.newIssuer(t, cs, rank)
-	m.ctx, m.peer, m.K, m.KArg = ctx, peer, h, arg
-	m.pc = stTicket
+	m.ctx, m.peer = ctx, peer
+	pc := stTicket
 	if cs.ranks[rank].chans[ctx*cs.nranks+peer] == nil {
-		m.pc = stWait // nothing is ever posted to it: FlushAsync's ticket is 0
+		pc = stWait // nothing is ever posted to it: FlushAsync's ticket is 0
 	}
-	m.step()
+	m.Go(pc, h, arg)
 }
 
 // Handle is a doorbell MMIO of the CPU arriving at the NIC: the chain

@@ -670,6 +670,33 @@ func (w *Workload) beginPhase() {
 	}
 }
 
+// selections returns the selections of rank s's tokens for the experts
+// homed at rank d.
+func (w *Workload) selections(s, d int) uint64 {
+	st := w.e.Step
+	var n uint64
+	for _, x := range st.Experts[d] {
+		n += uint64(st.Count[s][x])
+	}
+	return n
+}
+
+// startPhase finishes the phase's connections (unless err already
+// failed their building), begins phase ph and records NCCL's facts in it.
+// On an error it fails the run and returns false.
+func (w *Workload) startPhase(ph *workload.Phase, name string, err error) bool {
+	if err == nil {
+		err = w.finishComms()
+	}
+	w.e.Begin(ph, name, w.receivers())
+	ph.NCCL = w.facts()
+	if err != nil {
+		w.e.Sim.Fail(err)
+		return false
+	}
+	return true
+}
+
 // buildA2A creates the phase's all-to-all connections from the byte
 // matrix: per peer, ChannelsPerPeer channels capped at bytes/(step/2)
 // (NCCL's minimum part size); LL where p2pLL says so, with LL steps; for
@@ -722,13 +749,7 @@ func (c *ncclConn) stepBytes(i int) uint64 { return min(c.chunk, c.bytes-uint64(
 func (w *Workload) Dispatch() {
 	e, st := w.e, w.e.Step
 	w.beginPhase()
-	err := w.buildA2A(func(s, d int) uint64 {
-		var n uint64
-		for _, x := range st.Experts[d] {
-			n += uint64(st.Count[s][x])
-		}
-		return n * w.tok
-	})
+	err := w.buildA2A(func(s, d int) uint64 { return w.selections(s, d) * w.tok })
 	if err == nil {
 		blk := uint64(st.Slots) * uint64(w.cfg.CountBytes)
 		for r := range st.EP {
@@ -740,13 +761,7 @@ func (w *Workload) Dispatch() {
 			w.ring = append(w.ring, c)
 		}
 	}
-	if err == nil {
-		err = w.finishComms()
-	}
-	e.Begin(&e.Disp, "dispatch", w.receivers())
-	e.Disp.NCCL = w.facts()
-	if err != nil {
-		e.Sim.Fail(err)
+	if !w.startPhase(&e.Disp, "dispatch", err) {
 		return
 	}
 	// The all-gather was enqueued by the host behind the router kernels:
@@ -945,20 +960,8 @@ func (w *Workload) release(t *gpu.Group, c *ncclConn, i int) {
 func (w *Workload) Combine() {
 	e, st := w.e, w.e.Step
 	w.beginPhase()
-	err := w.buildA2A(func(s, d int) uint64 {
-		var n uint64
-		for _, x := range st.Experts[s] {
-			n += uint64(st.Count[d][x])
-		}
-		return n * w.comb
-	})
-	if err == nil {
-		err = w.finishComms()
-	}
-	e.Begin(&e.Comb, "combine", w.receivers())
-	e.Comb.NCCL = w.facts()
-	if err != nil {
-		e.Sim.Fail(err)
+	err := w.buildA2A(func(s, d int) uint64 { return w.selections(d, s) * w.comb }) // the tokens back
+	if !w.startPhase(&e.Comb, "combine", err) {
 		return
 	}
 	for r := range st.EP {

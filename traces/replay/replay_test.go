@@ -2,10 +2,16 @@ package replay
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ginsim/ginsim/gin/machine"
@@ -155,32 +161,50 @@ func TestReplayCalibrationLL(t *testing.T) {
 	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
 }
 
-// The LL dispatch and combine senders run without processes over GDAKI
-// and the proxy (llSender, combSender): the report is exactly that of the
-// same senders on processes, for plain LL (160 tokens on 128 sending SMs:
-// some warps send two), LL over NVLink and NCCL EP's aggregated puts.
-func TestLLSendersWithoutProcess(t *testing.T) {
+// update rewrites the golden files in testdata (go test -run Golden -update).
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// The LL family's report and timeline are pinned by their sha256 in
+// testdata/golden-ll.txt: DeepEP V1 LL and NCCL EP over GDAKI and Proxy,
+// with and without --nvlink, and the NCCL baseline. Their process-free
+// sender warps replaced process closures that gave the same hashes.
+func TestLLGolden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
+	var got strings.Builder
 	for _, c := range []struct {
+		name    string
 		tr      *traces.Trace
 		mode    string
 		nvlink  bool
 		backend string
 	}{
-		{tinyTrace(t, 8, 160), ModeLL, false, BackendGDAKI},
-		{tinyTrace(t, 16, 32), ModeLL, true, BackendGDAKI},
-		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendGDAKI},
-		{tinyTrace(t, 8, 160), ModeLL, false, BackendProxy},
-		{tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
+		{"ll-gdaki-ep8", tinyTrace(t, 8, 160), ModeLL, false, BackendGDAKI},
+		{"ll-gdaki-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, BackendGDAKI},
+		{"ncclep-gdaki-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendGDAKI},
+		{"ll-proxy-ep8", tinyTrace(t, 8, 160), ModeLL, false, BackendProxy},
+		{"ll-proxy-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, BackendProxy},
+		{"ncclep-proxy-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
+		{"ll-nccl-ep16", tinyTrace(t, 16, 32), ModeLL, false, BackendNCCL},
 	} {
-		run := func(noThen bool) *Report {
-			rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
-				Backends: backends, NoThen: noThen})
-			require.NoError(t, err)
-			return rep
-		}
-		assert.Equal(t, run(true), run(false), "%s nvlink=%v %s", c.mode, c.nvlink, c.backend)
+		var tl bytes.Buffer
+		tw := timeline.NewWriter(&tl)
+		rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
+			Backends: backends, Timeline: tw})
+		require.NoError(t, err, c.name)
+		require.NoError(t, tw.Close(), c.name)
+		js, err := json.Marshal(rep)
+		require.NoError(t, err, c.name)
+		fmt.Fprintf(&got, "%s report %x timeline %x\n", c.name, sha256.Sum256(js), sha256.Sum256(tl.Bytes()))
 	}
+	path := filepath.Join("testdata", "golden-ll.txt")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got.String()), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run Golden -update to write it")
+	assert.Equal(t, string(want), got.String())
 }
 
 // Replaying steps at once (Options.Jobs) changes nothing but the wall

@@ -1,24 +1,87 @@
 package submit
 
 import (
+	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
-// Run is one run of a submit state machine by group T.
+// Stepper is a submit state machine: Step runs its steps from the current
+// one (Run.PC) until a step starts an operation that takes time (its
+// completion calls the run's Handle, which steps on) or the run ends
+// (Free.Recycle).
+type Stepper interface{ Step() }
+
+// Run is one run of a submit state machine by group T: the driver that
+// every backend's machine embeds. Go starts the machine at a step; the
+// Then operations it starts continue at the machine itself (Run's
+// Handle); its last step calls Free.Recycle.
 type Run struct {
 	T    *gpu.Group
+	PC   uint8       // the machine's current step
 	K    sim.Handler // the continuation (nil: resume T's process)
 	KArg uint64
+
+	m    Stepper
+	what string // names the run in events and park reasons
 
 	parked bool // T's process waits for the end
 	done   bool
 	failed bool
 }
 
-// Park parks T's process until the run ends, unless it already has: the
+// NewRun returns a run of machine m by group t; what names it in event
+// names and park reasons ("gdaki issue").
+func NewRun(m Stepper, t *gpu.Group, what string) Run { return Run{T: t, m: m, what: what} }
+
+// Go runs the machine from step pc. With k nil the caller is T's
+// process (a blocking Issue, FlushAsync or Wait): the steps that take no
+// time run now and the process parks until the run ends. Otherwise T has
+// no process (IssueThen, FlushThen) and k.Handle(s, karg) runs when the
+// run ends.
+func (r *Run) Go(pc uint8, k sim.Handler, karg uint64) {
+	r.PC, r.K, r.KArg = pc, k, karg
+	r.m.Step()
+	if k == nil {
+		r.park(r.what)
+	}
+}
+
+// Handle implements sim.Handler: an operation the machine started has
+// completed; step on.
+func (r *Run) Handle(*sim.Sim, uint64) { r.m.Step() }
+
+// EventName implements sim.Namer.
+func (r *Run) EventName(uint64) string { return r.what + ": " + r.T.Agent() }
+
+// FenceSys starts the fence.release.sys that op needs before the backend
+// publishes it, if it needs one by NCCL's rule for the backend's kind
+// (gin.Op.NeedsSysFence; proxy: the proxy backend), emitting obs.Fence to
+// bus (nil: off). It reports whether it started one: the machine then
+// returns, and resumes at the step it set when the fence completes.
+func (r *Run) FenceSys(op *gin.Op, proxy bool, bus *obs.Bus) bool {
+	if !op.NeedsSysFence(proxy) {
+		return false
+	}
+	if bus != nil {
+		r.emit(bus, obs.Event{Kind: obs.Fence, Op: op.ID})
+	}
+	r.T.FenceThen(gpu.ScopeSystem, r, 0)
+	return true
+}
+
+// emit sends e, at T's time and as T's agent, to bus.
+//
+//go:noinline
+func (r *Run) emit(bus *obs.Bus, e obs.Event) {
+	e.At, e.Who = r.T.Now(), r.T.Agent()
+	bus.Emit(e)
+}
+
+// park parks T's process until the run ends, unless it already has: the
 // blocking caller's side, after the steps that take no time ran.
-func (r *Run) Park(reason string) {
+func (r *Run) park(reason string) {
 	if r.done {
 		return
 	}
@@ -35,24 +98,24 @@ func (r *Run) Fail(err error) {
 	r.failed = true
 }
 
-// End ends the run and returns its hand-back, to be called once the
+// end ends the run and returns its hand-back, to be called once the
 // machine is recycled (its state may be reused by the continuation).
-func (r *Run) End() Back {
+func (r *Run) end() back {
 	r.done = true
-	return Back{t: r.T, k: r.K, karg: r.KArg, parked: r.parked}
+	return back{t: r.T, k: r.K, karg: r.KArg, parked: r.parked}
 }
 
-// Back hands a group back at the end of a run.
-type Back struct {
+// back hands a group back at the end of a run.
+type back struct {
 	t      *gpu.Group
 	k      sim.Handler
 	karg   uint64
 	parked bool
 }
 
-// Give hands the group back: to the continuation, or by resuming its
+// give hands the group back: to the continuation, or by resuming its
 // process (in this event, as its own wake-up would have).
-func (b Back) Give() {
+func (b back) give() {
 	s := b.t.GPU().Sim()
 	switch {
 	case b.k != nil:
@@ -78,3 +141,11 @@ func (f *Free[T]) Get() *T {
 
 // Put returns m to the list.
 func (f *Free[T]) Put(m *T) { f.list = append(f.list, m) }
+
+// Recycle ends run r of machine m, which embeds it: m goes back on the
+// list (the continuation may reuse it) and the group is handed back.
+func (f *Free[T]) Recycle(m *T, r *Run) {
+	b := r.end()
+	f.Put(m)
+	b.give()
+}

@@ -89,6 +89,9 @@ func (w *Workload) Setup() error {
 		if err != nil {
 			return fmt.Errorf("ll: communicator %d: %w", c, err)
 		}
+		if _, ok := dc.Backend().(gin.ThenBackend); !ok {
+			return fmt.Errorf("ll: communicator %d: the GIN backend cannot issue for a warp without a process (gin.ThenBackend)", c)
+		}
 		w.comms = append(w.comms, dc)
 		for _, x := range []struct {
 			dst  *[]*gin.Window
@@ -160,70 +163,21 @@ func (w *Workload) Dispatch() {
 func (w *Workload) launchDispatch(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	ph := &e.Disp
 	// Senders: SM s, warp i owns top-k slot i of tokens s, s+sms, ...
-	// Over a backend that can issue without a process (GDAKI, Proxy) they are
-	// state machines (llSender): 262k of them run at once at EP256.
-	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.Cfg.NoThen
+	// They are state machines (llSender): 262k of them run at once at
+	// EP256.
 	for s := 0; s < w.sms && s < st.Tokens[r]; s++ {
 		for i := range st.TopK {
-			name := "dispatch/sm" + strconv.Itoa(s) + "/w" + strconv.Itoa(i)
-			if then {
-				m := &llSender{w: w, r: r, i: i, tok: s}
-				m.t = g.LaunchHandler(name, 32, m, 0)
-				continue
-			}
-			g.Launch(name, 32, func(t *gpu.Group) {
-				var gc ginCache
-				for tok := s; tok < st.Tokens[r]; tok += w.sms {
-					t.Cycles(e.P.CastCycles)
-					x := int(st.TopKIdx[r][tok][i])
-					if x < 0 {
-						continue
-					}
-					slot := t.AtomicAdd64(w.slotCtr[r].R, w.slotCtr[r].Off(x), 1, gpu.ScopeDevice)
-					switch dst, le, off := w.dispatchTo(r, x, slot); {
-					case dst == r:
-						// NVSHMEM and GIN ports copy to the local rank
-						// with SM loads/stores (no loopback QP).
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.msg)))
-					case w.nvl(r, dst):
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
-					default:
-						gn, dc := gc.get(w, t, r, le)
-						gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], off, w.dSend[le/workload.CtxsPerComm],
-							uint64(tok)*w.msg, w.msg, nil, nil, w.opts()...)
-						ph.RDMABytes += int64(w.msg)
-					}
-					t.AtomicAdd64(w.finish[r].R, w.finish[r].Off(x), 1, gpu.ScopeDevice)
-				}
-			})
+			m := &llSender{w: w, r: r, i: i, tok: s}
+			m.t = g.LaunchHandler("dispatch/sm"+strconv.Itoa(s)+"/w"+strconv.Itoa(i), 32, m, 0)
 		}
 	}
 	// Count senders: the warp group responsible for expert x waits until
 	// every put to x was issued, then sends the count (n+1) on x's
 	// context, behind the data (PR #521: a 0-byte put with SignalAdd).
-	// A count sender needs no process while it waits (LaunchWaiting): it
-	// starts at the poll that sees the counter complete, as a spinning
-	// warp would.
 	for x := range st.Slots {
-		n := uint64(st.Count[r][x])
-		dst, le := st.Home[x], st.LocalIdx[x]
-		name := "dispatch/count" + strconv.Itoa(x)
-		if n == 0 {
-			g.Launch(name, 32, func(t *gpu.Group) {
-				ph.Sigs++
-				w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
-			})
-			continue
-		}
-		done := func(v uint64) bool { return v >= n }
-		g.LaunchWaiting(name, 32, w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done, func(t *gpu.Group) {
-			t.WaitWord(w.finish[r].R, w.finish[r].Off(x), "ll finish counter", done)
-			ph.Sigs++
-			w.signal(t, nil, r, dst, le, r, n+1, &ph.Last)
-		})
+		m := &countSender{w: w, r: r, x: x, n: uint64(st.Count[r][x])}
+		m.t = g.LaunchHandler("dispatch/count"+strconv.Itoa(x), 32, m, 0)
 	}
 	// Receivers: one warp group per (local expert, source rank).
 	for le, x := range st.Experts[r] {
@@ -276,7 +230,7 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	off, src, n uint64, ph *workload.Phase) {
 	e := w.e
 	switch {
-	case dst == r:
+	case dst == r: // NVSHMEM and GIN ports copy with SM loads/stores (no loopback QP)
 		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
 	case w.nvl(r, dst):
 		t.NVLinkWriteThen(e.M.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
@@ -287,21 +241,34 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	}
 }
 
-// llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
-// tokens s, s+sms, ...) without a process: the body of launchDispatch's
-// closure as a state machine over the group's Then operations, with the
-// same steps at the same instants.
+// llSender is dispatch sender warp i of SM s, a state machine over the
+// group's Then operations (no process). Its program, with the step that
+// starts each operation:
+//
+//	for tok := s; tok < Tokens[r]; tok += sms {    // llNext
+//		cast(tok)                                  // llCast: CastCycles
+//		x := TopKIdx[r][tok][i]; if x < 0 { continue }
+//		slot := atomicAdd(slotCtr[x], 1)           // llSlot
+//		send(tok, x's receive slot slot)           // llSend: sendThen
+//		atomicAdd(finish[x], 1)                    // llFinish
+//	}
+//
+// A step starts its operation and returns; the group resumes at the next
+// step when the operation completes.
 type llSender struct {
 	w      *Workload
 	t      *gpu.Group
 	r, i   int
 	tok, x int
 	gc     ginCache
-	pc     uint8
+	pc     llStep
 }
 
+// llStep is a step of llSender's program.
+type llStep uint8
+
 const (
-	llCast = iota
+	llCast llStep = iota
 	llSlot
 	llSend
 	llFinish
@@ -366,32 +333,96 @@ func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from i
 		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
 }
 
-// signal adds v to signal id of local expert le's context at rank dst,
-// from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
-// be nil) is the group's handle cache.
-func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
+// countSender is the count sender warp group of rank r for expert x, a
+// state machine over the group's Then operations (no process). Its
+// program, with the step that starts each operation:
+//
+//	if n > 0 { wait until finish[x] >= n }  // csWait: every put to x issued
+//	signal(Home[x], r, n+1)                 // csCount: the count
+//	note the count's issue                  // csCounted
+//
+// While it waits it spins as a warp would, costing no process.
+type countSender struct {
+	w    *Workload
+	t    *gpu.Group
+	r, x int
+	n    uint64 // messages of rank r to expert x
+	gc   ginCache
+	sig  signal
+	pc   countStep
+}
+
+// countStep is a step of countSender's program.
+type countStep uint8
+
+const (
+	csWait countStep = iota
+	csCount
+	csCounted
+)
+
+// Handle implements sim.Handler.
+func (m *countSender) Handle(*sim.Sim, uint64) {
+	w, t, r := m.w, m.t, m.r
+	st := w.e.Step
+	switch m.pc {
+	case csWait:
+		m.pc = csCount
+		if m.n > 0 {
+			t.WaitWordThen(w.finish[r].R, w.finish[r].Off(m.x), "ll finish counter", m.issued, m, 0)
+			return
+		}
+		fallthrough
+	case csCount:
+		m.pc = csCounted
+		m.sig.send(w, t, &m.gc, m, r, st.Home[m.x], st.LocalIdx[m.x], r, m.n+1, &w.e.Disp)
+	case csCounted:
+		m.sig.noted(w, t)
+		t.End()
+	}
+}
+
+// issued reports whether the finish counter value v counts every message
+// of the count sender's.
+func (m *countSender) issued(v uint64) bool { return v >= m.n }
+
+// signal is the last step of a sender warp: add v to signal id of local
+// expert le's context at rank dst, from rank r, with an atomic on the rank
+// itself, an NVLink store to a GPU of its node with --nvlink, else a
+// 0-byte put with SignalAdd; and note its issue.
+type signal struct {
+	dst, le, id int
+	start       sim.Time // the issue
+	rdma        bool     // through the NIC
+}
+
+// send starts the signal for the machine h of group t (handle cache gc),
+// counts it in ph and continues at h when it is issued.
+func (f *signal) send(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r, dst, le, id int, v uint64, ph *workload.Phase) {
 	e := w.e
-	start := t.Now()
-	if gc == nil {
-		gc = &ginCache{}
-	}
+	ph.Sigs++
+	f.dst, f.le, f.id = dst, le, id
+	f.start = t.Now()
 	gn, dc := gc.get(w, t, r, le)
-	if dst == r {
+	switch {
+	case dst == r:
 		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
-		return
-	}
-	if w.nvl(r, dst) {
+		t.AtomicAdd64Then(reg, off, v, gpu.ScopeDevice, h, 0)
+	case w.nvl(r, dst):
 		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-		var b [8]byte
-		workload.PutLE64(b[:], v)
-		t.NVLinkWrite(e.M.Ranks[dst].Local, reg, off, b[:], 8)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
-		return
+		b := make([]byte, 8)
+		workload.PutLE64(b, v)
+		t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, h, 0)
+	default:
+		f.rdma = true
+		gn.PutThen(h, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
+			gin.SignalAdd{Signal: id, Value: v}, nil)
 	}
-	gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
-	e.NoteIssue(dst, le, id, start, t.Now(), true)
+}
+
+// noted records the signal's issue, from send to now.
+func (f *signal) noted(w *Workload, t *gpu.Group) {
+	w.e.NoteIssue(f.dst, f.le, f.id, f.start, t.Now(), f.rdma)
 }
 
 // waitSignal waits until signal id of local expert le's context at rank r is
@@ -427,41 +458,13 @@ func (w *Workload) Combine() {
 func (w *Workload) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	ph := &e.Comb
 	// Senders: one warp group per (local expert, destination rank) sends
-	// every token it got from that rank back, then one flag.
-	_, then := w.comms[0].Backend().(gin.ThenBackend)
-	then = then && !w.e.Cfg.NoThen
+	// every token it got from that rank back, then one flag: state
+	// machines (combSender).
 	for le, x := range st.Experts[r] {
 		for dst := range st.EP {
-			toks := st.RecvTokens[dst][x]
-			name := "combine/send" + strconv.Itoa(le) + "." + strconv.Itoa(dst)
-			if then {
-				m := &combSender{w: w, r: r, le: le, dst: dst, toks: toks}
-				m.t = g.LaunchHandler(name, 32, m, 0)
-				continue
-			}
-			g.Launch(name, 32, func(t *gpu.Group) {
-				var gc ginCache
-				for j, tok := range toks {
-					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
-					off, src := w.combineAt(r, le, dst, j, int(tok))
-					if dst == r {
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb)))
-						continue
-					}
-					if w.nvl(r, dst) {
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
-						continue
-					}
-					gn, dc := gc.get(w, t, r, le)
-					gn.Put(dc.World(r), dst, w.cRecv[le/workload.CtxsPerComm], off, w.cSend[le/workload.CtxsPerComm], src, w.comb,
-						nil, nil, w.opts()...)
-					ph.RDMABytes += int64(w.comb)
-				}
-				ph.Sigs++
-				w.signal(t, &gc, r, dst, le, st.EP+r, 1, nil)
-			})
+			m := &combSender{w: w, r: r, le: le, dst: dst, toks: st.RecvTokens[dst][x]}
+			m.t = g.LaunchHandler("combine/send"+strconv.Itoa(le)+"."+strconv.Itoa(dst), 32, m, 0)
 		}
 	}
 	// Flag waiters: one warp group per global expert; then a grid sync and
@@ -496,9 +499,16 @@ func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 	return off, src
 }
 
-// combSender is a combine sender warp (local expert le to rank dst)
-// without a process: launchCombine's closure, then signal, as a state
-// machine over Then operations with the same steps at the same instants.
+// combSender is the combine sender warp of rank r's local expert le for
+// rank dst, a state machine over the group's Then operations (no
+// process). Its program, with the step that starts each operation:
+//
+//	for j, tok := range toks {                    // cbNext
+//		copy(expert output of tok -> staging)      // cbStage: CopyRate × 2H
+//		send(staging j -> dst's slot of tok)       // cbSend: sendThen
+//	}
+//	signal(dst, EP+r, 1)                          // cbFlag: the flag
+//	note the flag's issue                         // cbFlagged
 type combSender struct {
 	w          *Workload
 	t          *gpu.Group
@@ -506,13 +516,15 @@ type combSender struct {
 	toks       []int32
 	j          int
 	gc         ginCache
-	pc         uint8
-	start      sim.Time // the flag's issue
-	rdma       bool     // the flag went through the NIC
+	flag       signal
+	pc         combStep
 }
 
+// combStep is a step of combSender's program.
+type combStep uint8
+
 const (
-	cbStage = iota
+	cbStage combStep = iota
 	cbSend
 	cbNext
 	cbFlag
@@ -541,29 +553,12 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 		case cbNext:
 			m.j++
 			m.pc = cbStage
-		case cbFlag: // signal, as a state
-			e.Comb.Sigs++
-			m.start = t.Now()
-			id := st.EP + r
-			gn, dc := m.gc.get(w, t, r, le)
+		case cbFlag:
 			m.pc = cbFlagged
-			switch {
-			case dst == r:
-				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-				t.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, m, 0)
-			case w.nvl(r, dst):
-				reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
-				b := make([]byte, 8)
-				workload.PutLE64(b, 1)
-				t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, m, 0)
-			default:
-				m.rdma = true
-				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
-					gin.SignalAdd{Signal: id, Value: 1}, nil)
-			}
+			m.flag.send(w, t, &m.gc, m, r, dst, le, st.EP+r, 1, &e.Comb)
 			return
 		case cbFlagged:
-			e.NoteIssue(dst, le, st.EP+r, m.start, t.Now(), m.rdma)
+			m.flag.noted(w, t)
 			t.End()
 			return
 		}
