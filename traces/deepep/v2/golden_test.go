@@ -79,46 +79,36 @@ func sum256(b []byte) string {
 // The V2 warps give the report (JSON), the Perfetto timeline and the
 // hybrid kernels' counters pinned by sha256 in testdata/golden.txt. The
 // hashes were taken when every warp also existed as a process closure and
-// both forms gave the same outputs (the processes/ subtests run the closures,
-// replay.Options.NoThen); regenerate with -update only for an
+// both forms gave the same outputs; regenerate with -update only for an
 // intended change, explained in its commit.
 func TestV2Golden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	want := readGolden(t)
 	got := map[string]string{}
 	for _, c := range goldenCases {
-		for _, noThen := range []bool{false, true} {
-			if noThen && *update {
-				continue
+		t.Run(c.name, func(t *testing.T) {
+			tr := replaytest.TinyTrace(t, c.ep, c.tok)
+			var w *v2.Hybrid
+			obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
+			var tl, js bytes.Buffer
+			tw := timeline.NewWriter(&tl)
+			rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
+				Seed: 1, Layers: 1, TraceName: "tiny", Backends: replaytest.Backends, Timeline: tw})
+			require.NoError(t, err)
+			require.NoError(t, tw.Close())
+			require.NoError(t, rep.WriteJSON(&js))
+			var st v2.HybridStats
+			if w != nil {
+				st = w.Stats()
 			}
-			name := c.name
-			if noThen {
-				name += "/processes"
+			sb, err := json.Marshal(st)
+			require.NoError(t, err)
+			h := fmt.Sprintf("report=%s timeline=%s stats=%s", sum256(js.Bytes()), sum256(tl.Bytes()), sum256(sb))
+			got[c.name] = h
+			if !*update {
+				assert.Equal(t, want[c.name], h, "outputs of %s (go test -update rewrites %s)", c.name, goldenFile)
 			}
-			t.Run(name, func(t *testing.T) {
-				tr := replaytest.TinyTrace(t, c.ep, c.tok)
-				var w *v2.Hybrid
-				obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
-				var tl, js bytes.Buffer
-				tw := timeline.NewWriter(&tl)
-				rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
-					Seed: 1, Layers: 1, TraceName: "tiny", Backends: replaytest.Backends, Timeline: tw, NoThen: noThen})
-				require.NoError(t, err)
-				require.NoError(t, tw.Close())
-				require.NoError(t, rep.WriteJSON(&js))
-				var st v2.HybridStats
-				if w != nil {
-					st = w.Stats()
-				}
-				sb, err := json.Marshal(st)
-				require.NoError(t, err)
-				h := fmt.Sprintf("report=%s timeline=%s stats=%s", sum256(js.Bytes()), sum256(tl.Bytes()), sum256(sb))
-				got[c.name] = h
-				if !*update {
-					assert.Equal(t, want[c.name], h, "outputs of %s (go test -update rewrites %s)", name, goldenFile)
-				}
-			})
-		}
+		})
 	}
 	if !*update {
 		return

@@ -1,0 +1,347 @@
+package v2
+
+import (
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// dispWarp is a direct dispatch warp (warp wi of SM sm of rank r), which
+// sends its tokens toks:
+//
+//	grid sync 0
+//	for tok in toks:
+//	    sleep until stored                  // the TMA buffer is free
+//	    loaded = TMA load of the token      // from now, done at loaded
+//	    load top-k; route (dedup)           // dRoute
+//	    dsts = distinct ranks of tok
+//	    lanes: slot[d] = atomicAdd(slot counter of d, 1)   // dSlots
+//	    sleep until loaded                  // dLoaded
+//	    sent = TMA store into the send buffer (RDMA only)
+//	    lanes: the own rank and NVLink peers: TMA or NVLink store   // dLocal
+//	    if a destination is remote:
+//	        sleep until sent                // tma_store_wait<1>; dSent
+//	        lanes: put the record to each remote rank   // dPuts
+//	sleep until stored                      // dDrain
+//	grid sync 1; end
+type dispWarp struct {
+	w                    *Direct
+	t                    *gpu.Group
+	grid                 gridSync
+	r, sm                int
+	qp                   int
+	sharing              gin.Sharing
+	toks                 []int
+	ti, tok              int
+	dsts, lsa, remote    []int
+	slots                []uint64
+	sd                   [32]slotDone // the slot atomics' continuations, one per lane
+	stored, loaded, sent sim.Time
+	pc                   dispStep
+}
+
+// dispStep is where a dispWarp resumes.
+type dispStep uint8
+
+const (
+	dGrid0  dispStep = iota // grid sync 0
+	dToken                  // the next token, or the end
+	dLoad                   // the TMA buffer is free: load the token and its top-k
+	dRoute                  // top-k loaded: routing cycles
+	dSlots                  // routed: the slot atomics
+	dLoaded                 // slots taken: wait for the token
+	dLocal                  // the token is in: stores to the own rank and NVLink peers
+	dSent                   // local stores issued: wait for the send buffer copy
+	dPuts                   // the send buffer holds the record: puts
+	dNext                   // the token is sent
+	dDrain                  // no token left: wait for the TMA stores
+	dGrid1                  // grid sync 1
+	dEnd
+)
+
+// slotDone keeps lane i's slot (the atomic's old value), then continues
+// the lane.
+type slotDone struct {
+	m   *dispWarp
+	th  *gpu.Group
+	i   int
+	h   sim.Handler
+	arg uint64
+}
+
+// Handle implements sim.Handler.
+func (sd *slotDone) Handle(s *sim.Sim, _ uint64) {
+	sd.m.slots[sd.i] = sd.th.Result()
+	sd.h.Handle(s, sd.arg)
+}
+
+func newDispWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *dispWarp {
+	m := &dispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, toks: toks}
+	m.grid.init(n)
+	for i := range m.sd {
+		m.sd[i] = slotDone{m: m, i: i}
+	}
+	return m
+}
+
+// slot is lane i's slot atomic on its destination rank's counter.
+func (m *dispWarp) slot(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	sd := &m.sd[i]
+	sd.th, sd.h, sd.arg = th, h, arg
+	th.AtomicAdd64Then(w.slot[r].R, w.slot[r].Off(m.dsts[i]), 1, gpu.ScopeDevice, sd, 0)
+}
+
+// store is lane j's TMA store into the local rank or NVLink store into a
+// peer's receive buffer.
+func (m *dispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	e := w.e
+	i := m.lsa[j]
+	d := m.dsts[i]
+	off := (uint64(r)*uint64(e.Step.MaxTokens) + m.slots[i]) * uint64(w.rec)
+	if d == r {
+		m.stored = max(m.stored, w.write(th, r, m.sm, w.rec, th.GPU().Config().StoreLatency))
+		h.Handle(e.Sim, arg)
+		return
+	}
+	at := th.NVLinkWriteThen(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(w.rec), h, arg)
+	m.stored = max(m.stored, at)
+}
+
+// put is lane j's put of the record to its remote rank.
+func (m *dispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
+	w, r := m.w, m.r
+	e := w.e
+	R, T, rec := e.Step.EP, e.Step.MaxTokens, w.rec
+	i := m.remote[j]
+	d := m.dsts[i]
+	off := (uint64(r)*uint64(T) + m.slots[i]) * uint64(rec)
+	e.Disp.RDMABytes += int64(rec)
+	w.dc.GinShared(th, r, m.qp, m.sharing).PutThen(h, arg, w.dc.World(r), d, w.dWin, off, w.dWin,
+		(uint64(R)*uint64(T)+uint64(m.tok))*uint64(rec), uint64(rec), nil, nil)
+}
+
+// Handle implements sim.Handler.
+func (m *dispWarp) Handle(*sim.Sim, uint64) {
+	w, t, r := m.w, m.t, m.r
+	e := w.e
+	for {
+		switch m.pc {
+		case dGrid0:
+			m.pc = dToken
+			m.grid.start(t, w.sync[r], 0, m)
+			return
+		case dToken:
+			if m.ti == len(m.toks) {
+				m.pc = dDrain
+				continue
+			}
+			m.tok = m.toks[m.ti]
+			// prepare_token: TMA load of the token, top-k load, dedup,
+			// one slot atomic per distinct destination rank.
+			m.pc = dLoad
+			if sleepThen(t, m.stored, m) {
+				return
+			}
+		case dLoad:
+			m.loaded = w.read(t, r, m.sm, w.rec, t.GPU().Config().HBMLatency)
+			m.pc = dRoute
+			t.Load64Then(w.topk[r].R, 0, m, 0)
+			return
+		case dRoute:
+			m.pc = dSlots
+			t.CyclesThen(w.vp.RouteCycles, m, 0)
+			return
+		case dSlots:
+			m.dsts = w.distinctRanks(r, m.tok, m.dsts)
+			m.slots = m.slots[:0]
+			for range m.dsts {
+				m.slots = append(m.slots, 0)
+			}
+			m.pc = dLoaded
+			t.ParallelThen(len(m.dsts), m.slot, m, 0)
+			return
+		case dLoaded:
+			m.pc = dLocal
+			if sleepThen(t, m.loaded, m) {
+				return
+			}
+		case dLocal:
+			e.Disp.Msgs += int64(len(m.dsts))
+			// TMA store into the send buffer (RDMA source).
+			m.sent = 0
+			if !w.nvlScale {
+				m.sent = w.write(t, r, m.sm, w.rec, t.GPU().Config().StoreLatency)
+				m.stored = max(m.stored, m.sent)
+			}
+			// TMA stores for the local rank and NVLink peers.
+			m.lsa, m.remote = m.lsa[:0], m.remote[:0]
+			for i, d := range m.dsts {
+				if d == r || w.nvl(r, d) {
+					m.lsa = append(m.lsa, i)
+				} else {
+					m.remote = append(m.remote, i)
+				}
+			}
+			m.pc = dSent
+			t.ParallelThen(len(m.lsa), m.store, m, 0)
+			return
+		case dSent:
+			if len(m.remote) == 0 {
+				m.pc = dNext
+				continue
+			}
+			// tma_store_wait<1>: the send buffer copy is complete; then
+			// each lane puts the record to its rank.
+			m.pc = dPuts
+			if sleepThen(t, m.sent, m) {
+				return
+			}
+		case dPuts:
+			m.pc = dNext
+			t.ParallelThen(len(m.remote), m.put, m, 0)
+			return
+		case dNext:
+			m.ti++
+			m.pc = dToken
+		case dDrain:
+			m.pc = dGrid1
+			if sleepThen(t, m.stored, m) {
+				return
+			}
+		case dGrid1:
+			m.pc = dEnd
+			m.grid.start(t, w.sync[r], 1, m)
+			return
+		case dEnd:
+			t.End()
+			return
+		}
+	}
+}
+
+// combWarp is a direct combine warp (warp wi of SM sm of rank r), which
+// returns the records recs to their sources:
+//
+//	grid sync 0
+//	for rec (token tok of rank src, c of this rank's experts) in recs:
+//	    sleep until stored                  // the TMA buffer is free
+//	    sleep until the TMA load of the c expert outputs is done   // cRead
+//	    if src is this rank: stored = TMA store into the receive buffer
+//	    elif src is an NVLink peer: stored = NVLink store into its buffer
+//	    else:
+//	        stored = TMA store into the send buffer
+//	        sleep until stored              // cPut
+//	        put the record to src
+//	sleep until stored                      // cDrain
+//	grid sync 1; end
+type combWarp struct {
+	w       *Direct
+	t       *gpu.Group
+	grid    gridSync
+	r, sm   int
+	qp      int
+	sharing gin.Sharing
+	recs    []combRecord
+	i       int
+	stored  sim.Time
+	pc      combStep
+}
+
+// combStep is where a combWarp resumes.
+type combStep uint8
+
+const (
+	cGrid0  combStep = iota // grid sync 0
+	cRecord                 // the next record, or the end
+	cLoad                   // the TMA buffer is free: load the expert outputs
+	cSend                   // loaded: store it where its source reads it
+	cPut                    // in the send buffer: put it
+	cDrain                  // no record left: wait for the TMA stores
+	cGrid1                  // grid sync 1
+	cEnd
+)
+
+func newCombWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, recs []combRecord) *combWarp {
+	m := &combWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, recs: recs}
+	m.grid.init(n)
+	return m
+}
+
+// Handle implements sim.Handler.
+func (m *combWarp) Handle(*sim.Sim, uint64) {
+	w, t, r := m.w, m.t, m.r
+	e := w.e
+	R, T, crec := e.Step.EP, e.Step.MaxTokens, w.crec
+	for {
+		switch m.pc {
+		case cGrid0:
+			m.pc = cRecord
+			m.grid.start(t, w.sync[r], 0, m)
+			return
+		case cRecord:
+			if m.i == len(m.recs) {
+				m.pc = cDrain
+				continue
+			}
+			// Wait for the TMA buffer, load (or locally reduce) the
+			// rank's expert outputs of the token.
+			m.pc = cLoad
+			if sleepThen(t, m.stored, m) {
+				return
+			}
+		case cLoad:
+			rc := m.recs[m.i]
+			m.pc = cSend
+			if sleepThen(t, w.read(t, r, m.sm, rc.c*2*e.Hidden, t.GPU().Config().HBMLatency), m) {
+				return
+			}
+		case cSend:
+			rc := m.recs[m.i]
+			e.Comb.Msgs++
+			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			switch {
+			case rc.src == r:
+				m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
+				m.i++
+				m.pc = cRecord
+			case w.nvl(r, rc.src):
+				m.i++
+				m.pc = cRecord
+				// A write of crec > 0 bytes takes issue time: the
+				// machine continues in a later event, after stored is set.
+				m.stored = t.NVLinkWriteThen(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec), m, 0)
+				return
+			default:
+				m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
+				m.pc = cPut
+				if sleepThen(t, m.stored, m) {
+					return
+				}
+			}
+		case cPut:
+			rc := m.recs[m.i]
+			m.i++
+			m.pc = cRecord
+			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			e.Comb.RDMABytes += int64(crec)
+			w.dc.GinShared(t, r, m.qp, m.sharing).PutThen(m, 0, w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
+				uint64(crec), nil, nil)
+			return
+		case cDrain:
+			m.pc = cGrid1
+			if sleepThen(t, m.stored, m) {
+				return
+			}
+		case cGrid1:
+			m.pc = cEnd
+			m.grid.start(t, w.sync[r], 1, m)
+			return
+		case cEnd:
+			t.End()
+			return
+		}
+	}
+}
