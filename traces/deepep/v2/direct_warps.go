@@ -25,10 +25,8 @@ import (
 //	sleep until stored                      // dDrain
 //	grid sync 1; end
 type dispWarp struct {
+	warp
 	w                    *Direct
-	t                    *gpu.Group
-	grid                 gridSync
-	r, sm                int
 	qp                   int
 	sharing              gin.Sharing
 	toks                 []int
@@ -44,8 +42,7 @@ type dispWarp struct {
 type dispStep uint8
 
 const (
-	dGrid0  dispStep = iota // grid sync 0
-	dToken                  // the next token, or the end
+	dToken  dispStep = iota // // the next token, or the end
 	dLoad                   // the TMA buffer is free: load the token and its top-k
 	dRoute                  // top-k loaded: routing cycles
 	dSlots                  // routed: the slot atomics
@@ -54,9 +51,7 @@ const (
 	dSent                   // local stores issued: wait for the send buffer copy
 	dPuts                   // the send buffer holds the record: puts
 	dNext                   // the token is sent
-	dDrain                  // no token left: wait for the TMA stores
-	dGrid1                  // grid sync 1
-	dEnd
+	dDrain                  // no token left: wait for the TMA stores, grid sync 1, end
 )
 
 // slotDone keeps lane i's slot (the atomic's old value), then continues
@@ -75,9 +70,8 @@ func (sd *slotDone) Handle(s *sim.Sim, _ uint64) {
 	sd.h.Handle(s, sd.arg)
 }
 
-func newDispWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, toks []int) *dispWarp {
-	m := &dispWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, toks: toks}
-	m.grid.init(n)
+func newDispWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, toks []int) *dispWarp {
+	m := &dispWarp{warp: warp{r: r, sm: sm}, w: w, qp: qp, sharing: sharing, toks: toks}
 	for i := range m.sd {
 		m.sd[i] = slotDone{m: m, i: i}
 	}
@@ -128,10 +122,6 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 	e := w.e
 	for {
 		switch m.pc {
-		case dGrid0:
-			m.pc = dToken
-			m.grid.start(t, w.sync[r], 0, m)
-			return
 		case dToken:
 			if m.ti == len(m.toks) {
 				m.pc = dDrain
@@ -206,16 +196,7 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 			m.ti++
 			m.pc = dToken
 		case dDrain:
-			m.pc = dGrid1
-			if sleepThen(t, m.stored, m) {
-				return
-			}
-		case dGrid1:
-			m.pc = dEnd
-			m.grid.start(t, w.sync[r], 1, m)
-			return
-		case dEnd:
-			t.End()
+			m.grid.drainEnd(t, m.stored, w.sync[r], 1)
 			return
 		}
 	}
@@ -237,10 +218,8 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 //	sleep until stored                      // cDrain
 //	grid sync 1; end
 type combWarp struct {
+	warp
 	w       *Direct
-	t       *gpu.Group
-	grid    gridSync
-	r, sm   int
 	qp      int
 	sharing gin.Sharing
 	recs    []combRecord
@@ -253,20 +232,15 @@ type combWarp struct {
 type combStep uint8
 
 const (
-	cGrid0  combStep = iota // grid sync 0
-	cRecord                 // the next record, or the end
+	cRecord combStep = iota // // the next record, or the end
 	cLoad                   // the TMA buffer is free: load the expert outputs
 	cSend                   // loaded: store it where its source reads it
 	cPut                    // in the send buffer: put it
-	cDrain                  // no record left: wait for the TMA stores
-	cGrid1                  // grid sync 1
-	cEnd
+	cDrain                  // no record left: wait for the TMA stores, grid sync 1, end
 )
 
-func newCombWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, n uint64, recs []combRecord) *combWarp {
-	m := &combWarp{w: w, r: r, sm: sm, qp: qp, sharing: sharing, recs: recs}
-	m.grid.init(n)
-	return m
+func newCombWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, recs []combRecord) *combWarp {
+	return &combWarp{warp: warp{r: r, sm: sm}, w: w, qp: qp, sharing: sharing, recs: recs}
 }
 
 // Handle implements sim.Handler.
@@ -276,10 +250,6 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 	R, T, crec := e.Step.EP, e.Step.MaxTokens, w.crec
 	for {
 		switch m.pc {
-		case cGrid0:
-			m.pc = cRecord
-			m.grid.start(t, w.sync[r], 0, m)
-			return
 		case cRecord:
 			if m.i == len(m.recs) {
 				m.pc = cDrain
@@ -331,16 +301,7 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 				uint64(crec), nil, nil)
 			return
 		case cDrain:
-			m.pc = cGrid1
-			if sleepThen(t, m.stored, m) {
-				return
-			}
-		case cGrid1:
-			m.pc = cEnd
-			m.grid.start(t, w.sync[r], 1, m)
-			return
-		case cEnd:
-			t.End()
+			m.grid.drainEnd(t, m.stored, w.sync[r], 1)
 			return
 		}
 	}

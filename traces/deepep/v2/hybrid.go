@@ -116,13 +116,14 @@ type Hybrid struct {
 	nodes [][]uint64
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
-	fwd   [][]hFwd
-	cnt   []*workload.GPUArray // per rank: scale-up slot counters, one per peer
-	host  []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
-	nvlEp []uint64             // per rank: NVLink barriers passed
-	live  []int                // per rank: combine groups still running
-	issue []hIssue             // [(dst*nch+c)*S + source node]
-	st    HybridStats
+	fwd    [][]hFwd
+	cnt    []*workload.GPUArray // per rank: scale-up slot counters, one per peer
+	host   []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
+	nvlEp  []uint64             // per rank: NVLink barriers passed
+	live   []int                // per rank: combine groups still running
+	reduce []sim.Duration       // per rank: the source's reduction of the combine records
+	issue  []hIssue             // [(dst*nch+c)*S + source node]
+	st     HybridStats
 }
 
 // Stats returns what the hybrid kernels sent so far.
@@ -239,6 +240,7 @@ func (w *Hybrid) Setup() error {
 	w.recvTokens = make([]int64, R)
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
+	w.reduce = make([]sim.Duration, R)
 	w.issue = make([]hIssue, R*w.nch*w.S)
 	w.st.Fwd, w.st.Back = make([]int64, R*U), make([]int64, R*U)
 	w.st.WriteBytes, w.st.Atomics = make([]int64, R), make([]int64, R)
@@ -404,10 +406,10 @@ func (w *Hybrid) launchDispatch(r int) {
 		})
 		for s := range w.C {
 			c := sm*w.C + s
-			so := newHScaleout(w, r, sm, s, c, n)
-			so.t = g.LaunchHandler("hdispatch/sm"+strconv.Itoa(sm)+"/scaleout"+strconv.Itoa(s), 32, so, 0)
-			fw := newHForward(w, r, sm, s, c, n)
-			fw.t = g.LaunchHandler("hdispatch/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), 32, fw, 0)
+			so := newHScaleout(w, r, sm, s, c)
+			so.launch(g, "hdispatch/sm"+strconv.Itoa(sm)+"/scaleout"+strconv.Itoa(s), w.sync[r], n, 0, 0, so)
+			fw := newHForward(w, r, sm, s, c)
+			fw.launch(g, "hdispatch/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), w.sync[r], n, 0, 0, fw)
 		}
 	}
 }
@@ -538,10 +540,10 @@ func (w *Hybrid) launchCombine(r int) {
 	for _, v := range st.NodeTokens[r] {
 		back += int64(v)
 	}
-	reduce := e.P.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
+	w.reduce[r] = e.P.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
 	done := func(t *gpu.Group) {
 		if w.live[r]--; w.live[r] == 0 {
-			t.Compute(reduce)
+			t.Compute(w.reduce[r])
 			e.ReceiverDone(r, e.LastOf(r))
 		}
 	}
@@ -561,10 +563,10 @@ func (w *Hybrid) launchCombine(r int) {
 	for sm := range w.sms {
 		for s := range w.C {
 			c := sm*w.C + s
-			su := newHScaleup(w, r, sm, c, n, reduce)
-			su.t = g.LaunchHandler("hcombine/sm"+strconv.Itoa(sm)+"/scaleup"+strconv.Itoa(s), 32, su, 0)
-			fw := newHCombFwd(w, r, sm, s, c, n, reduce)
-			fw.t = g.LaunchHandler("hcombine/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), 32, fw, 0)
+			su := newHScaleup(w, r, sm, s, c)
+			su.launch(g, "hcombine/sm"+strconv.Itoa(sm)+"/scaleup"+strconv.Itoa(s), w.sync[r], n, 0, 1, su)
+			fw := newHCombFwd(w, r, sm, s, c)
+			fw.launch(g, "hcombine/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), w.sync[r], n, 0, 1, fw)
 		}
 	}
 }

@@ -35,14 +35,13 @@ func (w *Hybrid) nvlStoreThen(t *gpu.Group, r, sm, peer int, reg *mem.Region, of
 
 // combineEnd ends a combine warp of rank r: all but the rank's last
 // running group end; the last one runs the source's reduction
-// (combine_reduce_epilogue), reduce of SM time, and then marks the rank's
-// receivers done.
-func (w *Hybrid) combineEnd(t *gpu.Group, r int, reduce sim.Duration) {
+// (combine_reduce_epilogue) and then marks the rank's receivers done.
+func (w *Hybrid) combineEnd(t *gpu.Group, r int) {
 	if w.live[r]--; w.live[r] != 0 {
 		t.End()
 		return
 	}
-	t.ComputeThen(reduce, &reduced{e: w.e, t: t, r: r}, 0)
+	t.ComputeThen(w.reduce[r], &reduced{e: w.e, t: t, r: r}, 0)
 }
 
 // reduced ends rank r's last combine warp after the reduction.
@@ -56,6 +55,35 @@ type reduced struct {
 func (d *reduced) Handle(*sim.Sim, uint64) {
 	d.e.ReceiverDone(d.r, d.e.LastOf(d.r))
 	d.t.End()
+}
+
+// hWarp is what every hybrid warp machine holds: its warp, the channel c
+// it serves (warp s of its SM) and the kernels.
+type hWarp struct {
+	warp
+	w    *Hybrid
+	s, c int
+}
+
+func (w *Hybrid) hWarp(r, sm, s, c int) hWarp {
+	return hWarp{warp: warp{r: r, sm: sm}, w: w, s: s, c: c}
+}
+
+// railCtx is a hybrid warp's GIN context on the rail team: QP qp with
+// sharing sh (comm::get_qp_mode) and the warp's handle gn, taken where
+// the warp starts.
+type railCtx struct {
+	qp   int
+	sh   gin.Sharing
+	team gin.Team
+	gn   *gin.Gin
+}
+
+// railCtx is the context of warp s of SM sm of rank r; notify reserves QP
+// 0 for the notify warps (dispatch).
+func (w *Hybrid) railCtx(r, sm, s int, notify bool) railCtx {
+	qp, sh := qpFor(w.sms, w.qps, w.C, sm, s, notify)
+	return railCtx{qp: qp, sh: sh, team: w.dc.Rail(r)}
 }
 
 // hScaleout is a dispatch scale-out warp (channel c, warp s of SM sm, of
@@ -81,14 +109,8 @@ func (d *reduced) Handle(*sim.Sim, uint64) {
 //
 // A run of one lane job runs on the warp itself (soJob1 notes its issue).
 type hScaleout struct {
-	w               *Hybrid
-	t               *gpu.Group
-	grid            gridSync
-	r, sm, s, c     int
-	qp              int
-	sh              gin.Sharing
-	gn              *gin.Gin
-	team            gin.Team
+	hWarp
+	railCtx
 	lanes           *gpu.Lanes
 	tail, old, slot []int
 	jobs            []int
@@ -104,8 +126,7 @@ type hScaleout struct {
 type soStep uint8
 
 const (
-	soGrid0  soStep = iota // grid sync 0
-	soBegin                // the handle, the lanes, the first token's load
+	soBegin  soStep = iota // // the handle, the lanes, the first token's load
 	soToken                // the next token, or the finish flags
 	soRoute                // top-k loaded: routing cycles
 	soCopy                 // routed: the top-k copy
@@ -115,10 +136,8 @@ const (
 	soTails                // the puts are issued: the tail updates
 	soNext                 // the tails are published
 	soFinish               // no token left: the finish flags
-	soClose                // the flags are published: close the lanes
-	soGrid1                // grid sync 1
-	soEnd
-	soJob1 // a single job on the warp is done
+	soClose                // the flags are published: close the lanes, grid sync 1, end
+	soJob1                 // a single job on the warp is done
 )
 
 // laneJob is what a scale-out warp's lanes do in a run.
@@ -130,14 +149,10 @@ const (
 	jobFinish                // publish a node's tail and the finish flag
 )
 
-func newHScaleout(w *Hybrid, r, sm, s, c int, n uint64) *hScaleout {
+func newHScaleout(w *Hybrid, r, sm, s, c int) *hScaleout {
 	S := w.S
-	m := &hScaleout{w: w, r: r, sm: sm, s: s, c: c,
+	return &hScaleout{hWarp: w.hWarp(r, sm, s, c), railCtx: w.railCtx(r, sm, s, true),
 		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
-	m.qp, m.sh = qpFor(w.sms, w.qps, w.C, sm, s, true)
-	m.team = w.dc.Rail(r)
-	m.grid.init(n)
-	return m
 }
 
 // begin takes the warp's GIN handle and launches its lanes, each taking
@@ -152,43 +167,31 @@ func (m *hScaleout) begin() {
 	m.lanes.ResumeWarp(m)
 }
 
-// putJobs takes a slot of every node of token m.tok's mask and returns the
-// put jobs (its remote nodes).
-func (m *hScaleout) putJobs(mask uint64) int {
-	me := m.r / m.w.U
-	m.jobs = m.jobs[:0]
-	for k := mask; k != 0; k &= k - 1 {
-		n := bits.TrailingZeros64(k)
-		m.slot[n] = m.tail[n]
-		m.tail[n]++
-		if n != me {
-			m.jobs = append(m.jobs, n)
+// setJobs sets the lanes' next run, of kind jobs, and returns its job
+// count: a put to each remote node of the token's mask m.mask (taking a
+// slot of every node in it), the tail of each node HybridUpdateInterval
+// records past its last update, or every node's finish flag.
+func (m *hScaleout) setJobs(kind laneJob) int {
+	w := m.w
+	m.kind, m.jobs = kind, m.jobs[:0]
+	for n := range w.S {
+		switch kind {
+		case jobPut:
+			if m.mask&(1<<n) == 0 {
+				continue
+			}
+			m.slot[n] = m.tail[n]
+			m.tail[n]++
+			if n == m.r/w.U {
+				continue
+			}
+		case jobTail:
+			if m.tail[n] < m.old[n]+w.vp.HybridUpdateInterval {
+				continue
+			}
 		}
-	}
-	m.kind = jobPut
-	return len(m.jobs)
-}
-
-// tailJobs returns the tail jobs: the nodes whose count has grown by
-// HybridUpdateInterval since their last update.
-func (m *hScaleout) tailJobs() int {
-	m.jobs = m.jobs[:0]
-	for n := range m.w.S {
-		if m.tail[n] >= m.old[n]+m.w.vp.HybridUpdateInterval {
-			m.jobs = append(m.jobs, n)
-		}
-	}
-	m.kind = jobTail
-	return len(m.jobs)
-}
-
-// finishJobs returns the finish jobs: every node.
-func (m *hScaleout) finishJobs() int {
-	m.jobs = m.jobs[:0]
-	for n := range m.w.S {
 		m.jobs = append(m.jobs, n)
 	}
-	m.kind = jobFinish
 	return len(m.jobs)
 }
 
@@ -257,10 +260,6 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 	T, stride := w.e.Step.Tokens[r], w.nch
 	for {
 		switch m.pc {
-		case soGrid0:
-			m.pc = soBegin
-			m.grid.start(t, w.sync[r], 0, m)
-			return
 		case soBegin:
 			m.begin()
 			if c < T {
@@ -310,29 +309,23 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 				m.loaded = w.read(t, r, m.sm, w.payload, t.GPU().Config().HBMLatency)
 			}
 			w.e.Disp.Msgs += int64(bits.OnesCount64(m.mask))
-			if m.runLanes(m.putJobs(m.mask), soTails) {
+			if m.runLanes(m.setJobs(jobPut), soTails) {
 				return
 			}
 		case soTails:
-			if m.runLanes(m.tailJobs(), soNext) {
+			if m.runLanes(m.setJobs(jobTail), soNext) {
 				return
 			}
 		case soNext:
 			m.tok += stride
 			m.pc = soToken
 		case soFinish:
-			if m.runLanes(m.finishJobs(), soClose) {
+			if m.runLanes(m.setJobs(jobFinish), soClose) {
 				return
 			}
 		case soClose:
 			m.lanes.Close()
-			m.pc = soGrid1
-		case soGrid1:
-			m.pc = soEnd
-			m.grid.start(t, w.sync[r], 1, m)
-			return
-		case soEnd:
-			t.End()
+			m.grid.drainEnd(t, 0, w.sync[r], 1)
 			return
 		case soJob1:
 			m.jobDone(t, 0, m.start)
@@ -367,10 +360,7 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 //	sleep until stored                         // fwDrain
 //	grid sync 1; end
 type hForward struct {
-	w         *Hybrid
-	t         *gpu.Group
-	grid      gridSync
-	r, sm, c  int
+	hWarp
 	qp        int
 	moved     func(v uint64) bool
 	o         uint64 // the tail wait's last seen count
@@ -394,8 +384,7 @@ type hForward struct {
 type fwStep uint8
 
 const (
-	fwGrid0     fwStep = iota // grid sync 0
-	fwPick                    // the next node with records, or the end
+	fwPick      fwStep = iota // // the next node with records, or the end
 	fwTail                    // its tail word moved: read every tail
 	fwRecord                  // the next record taken, or the next node
 	fwLoad                    // the TMA buffer is free: load the record
@@ -406,21 +395,18 @@ const (
 	fwStored                  // the record is stored
 	fwEnds                    // the next peer's tail word
 	fwClears                  // the next node's tail word
-	fwDrain                   // wait for the stores
-	fwGrid1                   // grid sync 1
-	fwEnd
+	fwDrain                   // wait for the stores, grid sync 1, end
 )
 
-func newHForward(w *Hybrid, r, sm, s, c int, n uint64) *hForward {
+func newHForward(w *Hybrid, r, sm, s, c int) *hForward {
 	S, U := w.S, w.U
 	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
-	m := &hForward{w: w, r: r, sm: sm, c: c, qp: qp,
+	m := &hForward{hWarp: w.hWarp(r, sm, s, c), qp: qp, recs: w.fwd[r*w.nch+c],
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
 		slots: make([]uint64, U), lw: &workload.LandWatch{Sim: w.e.Sim}, cur: c % S}
 	for k := range S {
 		m.cursor[k] = c
 	}
-	m.grid.init(n)
 	const low = 1<<32 - 1
 	m.moved = func(v uint64) bool { return v>>32 > m.o || v&low != 0 }
 	return m
@@ -443,11 +429,6 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 	const low = 1<<32 - 1
 	for {
 		switch m.pc {
-		case fwGrid0:
-			m.pc = fwPick
-			m.recs = w.fwd[r*w.nch+m.c]
-			m.grid.start(t, w.sync[r], 0, m)
-			return
 		case fwPick:
 			var wip uint32
 			for k := range S {
@@ -574,16 +555,7 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 			t.Store64Then(ws, w.tailOff(m.c, k), 0, m, 0)
 			return
 		case fwDrain:
-			m.pc = fwGrid1
-			if sleepThen(t, m.stored, m) { // the end barrier's tma_store_wait
-				return
-			}
-		case fwGrid1:
-			m.pc = fwEnd
-			m.grid.start(t, w.sync[r], 1, m)
-			return
-		case fwEnd:
-			t.End()
+			m.grid.drainEnd(t, m.stored, w.sync[r], 1) // the end barrier's tma_store_wait
 			return
 		}
 	}
@@ -610,11 +582,7 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 //	        store each forwarder's changed count into its tail word   // suTails
 //	end; the rank's last combine warp reduces
 type hScaleup struct {
-	w         *Hybrid
-	t         *gpu.Group
-	grid      gridSync
-	r, sm, c  int
-	reduce    sim.Duration
+	hWarp
 	cursor    []int // per forwarder: next record of its channel list
 	sent, old []int
 	stored    sim.Time
@@ -630,9 +598,7 @@ type hScaleup struct {
 type suStep uint8
 
 const (
-	suGrid0   suStep = iota // grid sync 0
-	suGrid1                 // grid sync 1
-	suRound                 // a round: load the entries
+	suRound   suStep = iota // // a round: load the entries
 	suEntries               // loaded: the forwarders with records
 	suPick                  // the next forwarder of the round, or the update
 	suLoad                  // the TMA buffer is free: load the output
@@ -644,12 +610,10 @@ const (
 	suEnd
 )
 
-func newHScaleup(w *Hybrid, r, sm, c int, n uint64, reduce sim.Duration) *hScaleup {
+func newHScaleup(w *Hybrid, r, sm, s, c int) *hScaleup {
 	U := w.U
-	m := &hScaleup{w: w, r: r, sm: sm, c: c, reduce: reduce, dst: c,
+	return &hScaleup{hWarp: w.hWarp(r, sm, s, c), dst: c,
 		cursor: make([]int, U), sent: make([]int, U), old: make([]int, U)}
-	m.grid.init(n)
-	return m
 }
 
 // next reports whether forwarder f has a record for this rank left,
@@ -674,14 +638,6 @@ func (m *hScaleup) Handle(*sim.Sim, uint64) {
 	U, me, own := w.U, r/w.U, r%w.U
 	for {
 		switch m.pc {
-		case suGrid0:
-			m.pc = suGrid1
-			m.grid.start(t, w.sync[r], 0, m)
-			return
-		case suGrid1:
-			m.pc = suRound
-			m.grid.start(t, w.sync[r], 1, m)
-			return
 		case suRound:
 			m.pc = suEntries
 			t.Load64Then(w.topk[r].R, 0, m, 0) // the next linked-list entry of every forwarder
@@ -769,7 +725,7 @@ func (m *hScaleup) Handle(*sim.Sim, uint64) {
 			t.Store64Then(w.ws.Region(me*U+f), w.suTailOff(m.c, own), uint64(m.sent[f]), m, 0)
 			return
 		case suEnd:
-			w.combineEnd(t, r, m.reduce)
+			w.combineEnd(t, r)
 			return
 		}
 	}
@@ -802,15 +758,8 @@ func (m *hScaleup) Handle(*sim.Sim, uint64) {
 //	        rail peer, AggregateRequests except on a forward chunk's last
 //	        record                                   // cfFlushed
 type hCombFwd struct {
-	w              *Hybrid
-	t              *gpu.Group
-	grid           gridSync
-	r, sm, s, c    int
-	qp             int
-	sh             gin.Sharing
-	gn             *gin.Gin
-	team           gin.Team
-	reduce         sim.Duration
+	hWarp
+	railCtx
 	moved          func(v uint64) bool
 	o              uint64 // the scale-up tail wait's last seen count
 	recs           []hFwd
@@ -829,9 +778,7 @@ type hCombFwd struct {
 type cfStep uint8
 
 const (
-	cfGrid0    cfStep = iota // grid sync 0
-	cfGrid1                  // grid sync 1
-	cfBegin                  // the handle and the records
+	cfBegin    cfStep = iota // // the handle and the records
 	cfRecord                 // the next record, or the last flush
 	cfTails                  // the tails are loaded: read them
 	cfWait                   // a GPU of the record has not published it?
@@ -850,12 +797,9 @@ const (
 	cfEnd
 )
 
-func newHCombFwd(w *Hybrid, r, sm, s, c int, n uint64, reduce sim.Duration) *hCombFwd {
-	m := &hCombFwd{w: w, r: r, sm: sm, s: s, c: c, reduce: reduce, pending: -1,
+func newHCombFwd(w *Hybrid, r, sm, s, c int) *hCombFwd {
+	m := &hCombFwd{hWarp: w.hWarp(r, sm, s, c), railCtx: w.railCtx(r, sm, s, false), pending: -1,
 		recv: make([]int, w.U), cached: make([]int, w.U), lw: &workload.LandWatch{Sim: w.e.Sim}}
-	m.qp, m.sh = qpFor(w.sms, w.qps, w.C, sm, s, false)
-	m.team = w.dc.Rail(r)
-	m.grid.init(n)
 	m.moved = func(v uint64) bool { return v > m.o }
 	return m
 }
@@ -922,14 +866,6 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 	ph := &w.e.Comb
 	for {
 		switch m.pc {
-		case cfGrid0:
-			m.pc = cfGrid1
-			m.grid.start(t, w.sync[r], 0, m)
-			return
-		case cfGrid1:
-			m.pc = cfBegin
-			m.grid.start(t, w.sync[r], 1, m)
-			return
 		case cfBegin:
 			m.gn = w.dc.GinShared(t, r, m.qp, m.sh)
 			m.recs = w.fwd[r*w.nch+c]
@@ -1061,7 +997,7 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 			t.Store64Then(ws, m.word, 0, m, 0)
 			return
 		case cfEnd:
-			w.combineEnd(t, r, m.reduce)
+			w.combineEnd(t, r)
 			return
 		}
 	}

@@ -549,8 +549,8 @@ func (w *Direct) launchDispatch(r int) {
 	}
 	for _, wp := range warps {
 		qp, sharing := qpFor(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
-		m := newDispWarp(w, r, wp.sm, qp, sharing, n, wp.toks)
-		m.t = g.LaunchHandler("dispatch/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), 32, m, 0)
+		m := newDispWarp(w, r, wp.sm, qp, sharing, wp.toks)
+		m.launch(g, "dispatch/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), w.sync[r], n, 0, 0, m)
 	}
 }
 
@@ -722,7 +722,7 @@ func (w *Direct) launchCombine(r int) {
 	w.flushers(g, r, "combine", n, n)
 	for _, wp := range warps {
 		qp, sharing := qpFor(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
-		m := newCombWarp(w, r, wp.sm, qp, sharing, n, wp.recs)
-		m.t = g.LaunchHandler("combine/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), 32, m, 0)
+		m := newCombWarp(w, r, wp.sm, qp, sharing, wp.recs)
+		m.launch(g, "combine/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), w.sync[r], n, 0, 0, m)
 	}
 }

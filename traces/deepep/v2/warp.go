@@ -49,27 +49,75 @@ func sleepThen(t *gpu.Group, at sim.Time, h sim.Handler) bool {
 	return false
 }
 
-// gridSync is gpu.Group.GridSync for a machine: the arrival (a device
-// atomic on the sync word), then the wait until every one of the kernel's
-// n groups has arrived; the machine continues after the wait.
+// gridSync runs a machine's grid syncs: gpu.Group.GridSync's arrival (a
+// device atomic on the sync word) and wait until every one of the
+// kernel's n groups has arrived, for sync points first..last in turn; then
+// the machine continues, or (end) its group ends.
 type gridSync struct {
 	t       *gpu.Group
 	words   *workload.GPUArray
-	i       int
+	i, last int
+	end     bool
 	reached func(v uint64) bool
 	h       sim.Handler
 }
 
+// Steps of a gridSync.
+const (
+	gsArrive = iota // arrive at sync point i
+	gsWait          // arrived: wait for the others
+	gsNext          // every group arrived: the next point, or done
+)
+
 // init sets the kernel's participant count.
 func (g *gridSync) init(n uint64) { g.reached = func(v uint64) bool { return v >= n } }
 
-// start starts t's grid sync i on words; h continues after it.
-func (g *gridSync) start(t *gpu.Group, words *workload.GPUArray, i int, h sim.Handler) {
-	g.t, g.words, g.i, g.h = t, words, i, h
-	t.GridArriveThen(words.R, words.Off(i), g, 0)
+// warp is what every V2 warp machine holds: its group, the rank and SM it
+// runs on, and its grid syncs.
+type warp struct {
+	t     *gpu.Group
+	r, sm int
+	grid  gridSync
 }
 
-// Handle implements sim.Handler: the arrival is done, wait.
-func (g *gridSync) Handle(*sim.Sim, uint64) {
-	g.t.GridWaitThen(g.words.R, g.words.Off(g.i), g.reached, g.h, 0)
+// launch launches warp b, whose machine is h, on g as a warp named name
+// without a process: its group runs the kernel's grid syncs first..last
+// on words (n groups arrive at each), then h.
+func (b *warp) launch(g *gpu.GPU, name string, words *workload.GPUArray, n uint64, first, last int, h sim.Handler) {
+	b.grid.init(n)
+	b.grid.words, b.grid.i, b.grid.last, b.grid.h = words, first, last, h
+	b.t = g.LaunchHandler(name, 32, &b.grid, gsArrive)
+	b.grid.t = b.t
+}
+
+// drainEnd ends a warp whose TMA stores land at stored: it sleeps until
+// then (tma_store_wait), runs grid sync i on words and ends the group.
+func (g *gridSync) drainEnd(t *gpu.Group, stored sim.Time, words *workload.GPUArray, i int) {
+	g.t, g.words, g.i, g.last, g.end, g.h = t, words, i, i, true, nil
+	if d := stored.Sub(t.Now()); d > 0 {
+		t.SleepThen(d, g, gsArrive)
+		return
+	}
+	g.Handle(nil, gsArrive)
+}
+
+// Handle implements sim.Handler.
+func (g *gridSync) Handle(_ *sim.Sim, step uint64) {
+	t, w := g.t, g.words
+	switch step {
+	case gsArrive:
+		t.GridArriveThen(w.R, w.Off(g.i), g, gsWait)
+	case gsWait:
+		t.GridWaitThen(w.R, w.Off(g.i), g.reached, g, gsNext)
+	case gsNext:
+		switch {
+		case g.i < g.last:
+			g.i++
+			g.Handle(nil, gsArrive)
+		case g.end:
+			t.End()
+		default:
+			g.h.Handle(t.GPU().Sim(), 0)
+		}
+	}
 }
