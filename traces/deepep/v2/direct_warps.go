@@ -7,23 +7,23 @@ import (
 )
 
 // dispWarp is a direct dispatch warp (warp wi of SM sm of rank r), which
-// sends its tokens toks:
+// sends its tokens toks. Its program, with the steps it resumes at:
 //
-//	grid sync 0
-//	for tok in toks:
-//	    sleep until stored                  // the TMA buffer is free
-//	    loaded = TMA load of the token      // from now, done at loaded
-//	    load top-k; route (dedup)           // dRoute
-//	    dsts = distinct ranks of tok
-//	    lanes: slot[d] = atomicAdd(slot counter of d, 1)   // dSlots
-//	    sleep until loaded                  // dLoaded
-//	    sent = TMA store into the send buffer (RDMA only)
-//	    lanes: the own rank and NVLink peers: TMA or NVLink store   // dLocal
-//	    if a destination is remote:
-//	        sleep until sent                // tma_store_wait<1>; dSent
+//	grid sync 0                              // (kernel.launch)
+//	for tok in toks:                         // dToken
+//	    sleep until stored                   // the TMA buffer is free
+//	    loaded = TMA load of the token       // dLoad: done at loaded
+//	    load the top-k; routing cycles       // warp.route
+//	    dsts = the token's distinct ranks    // dSlots
+//	    lanes: slot[d] = atomicAdd(rank d's slot counter, 1)
+//	    sleep until loaded                   // dLoaded
+//	    sent = TMA store into the send buffer (if any RDMA)   // dLocal
+//	    lanes: TMA store into the own rank's, NVLink store into a peer's
+//	        receive buffer
+//	    if a destination is remote:          // dSent
+//	        sleep until sent                 // tma_store_wait<1>
 //	        lanes: put the record to each remote rank   // dPuts
-//	sleep until stored                      // dDrain
-//	grid sync 1; end
+//	sleep until stored; grid sync 1; end     // gridSync.drainEnd
 type dispWarp struct {
 	warp
 	w                    *Direct
@@ -42,16 +42,13 @@ type dispWarp struct {
 type dispStep uint8
 
 const (
-	dToken  dispStep = iota // // the next token, or the end
-	dLoad                   // the TMA buffer is free: load the token and its top-k
-	dRoute                  // top-k loaded: routing cycles
+	dToken  dispStep = iota // the next token, or the end
+	dLoad                   // the TMA buffer is free: load the token, route it
 	dSlots                  // routed: the slot atomics
 	dLoaded                 // slots taken: wait for the token
 	dLocal                  // the token is in: stores to the own rank and NVLink peers
-	dSent                   // local stores issued: wait for the send buffer copy
+	dSent                   // local stores issued: any puts?
 	dPuts                   // the send buffer holds the record: puts
-	dNext                   // the token is sent
-	dDrain                  // no token left: wait for the TMA stores, grid sync 1, end
 )
 
 // slotDone keeps lane i's slot (the atomic's old value), then continues
@@ -70,8 +67,9 @@ func (sd *slotDone) Handle(s *sim.Sim, _ uint64) {
 	sd.h.Handle(s, sd.arg)
 }
 
-func newDispWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, toks []int) *dispWarp {
-	m := &dispWarp{warp: warp{r: r, sm: sm}, w: w, qp: qp, sharing: sharing, toks: toks}
+func newDispWarp(w *Direct, r, sm, wi int, toks []int) *dispWarp {
+	m := &dispWarp{warp: warp{r: r, sm: sm}, w: w, toks: toks}
+	m.qp, m.sharing = qpFor(w.sms, w.qps, w.dw, sm, wi, true)
 	for i := range m.sd {
 		m.sd[i] = slotDone{m: m, i: i}
 	}
@@ -124,10 +122,11 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 		switch m.pc {
 		case dToken:
 			if m.ti == len(m.toks) {
-				m.pc = dDrain
-				continue
+				m.grid.drainEnd(m.stored, 1)
+				return
 			}
 			m.tok = m.toks[m.ti]
+			m.ti++
 			// prepare_token: TMA load of the token, top-k load, dedup,
 			// one slot atomic per distinct destination rank.
 			m.pc = dLoad
@@ -136,12 +135,8 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 			}
 		case dLoad:
 			m.loaded = w.read(t, r, m.sm, w.rec, t.GPU().Config().HBMLatency)
-			m.pc = dRoute
-			t.Load64Then(w.topk[r].R, 0, m, 0)
-			return
-		case dRoute:
 			m.pc = dSlots
-			t.CyclesThen(w.vp.RouteCycles, m, 0)
+			m.route(w.topk[r].R, w.vp.RouteCycles, m)
 			return
 		case dSlots:
 			m.dsts = w.distinctRanks(r, m.tok, m.dsts)
@@ -178,45 +173,38 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 			t.ParallelThen(len(m.lsa), m.store, m, 0)
 			return
 		case dSent:
-			if len(m.remote) == 0 {
-				m.pc = dNext
-				continue
-			}
 			// tma_store_wait<1>: the send buffer copy is complete; then
 			// each lane puts the record to its rank.
-			m.pc = dPuts
-			if sleepThen(t, m.sent, m) {
-				return
+			m.pc = dToken
+			if len(m.remote) > 0 {
+				m.pc = dPuts
+				if sleepThen(t, m.sent, m) {
+					return
+				}
 			}
 		case dPuts:
-			m.pc = dNext
-			t.ParallelThen(len(m.remote), m.put, m, 0)
-			return
-		case dNext:
-			m.ti++
 			m.pc = dToken
-		case dDrain:
-			m.grid.drainEnd(t, m.stored, w.sync[r], 1)
+			t.ParallelThen(len(m.remote), m.put, m, 0)
 			return
 		}
 	}
 }
 
 // combWarp is a direct combine warp (warp wi of SM sm of rank r), which
-// returns the records recs to their sources:
+// returns the records recs to their sources. Its program, with the steps
+// it resumes at:
 //
-//	grid sync 0
-//	for rec (token tok of rank src, c of this rank's experts) in recs:
-//	    sleep until stored                  // the TMA buffer is free
-//	    sleep until the TMA load of the c expert outputs is done   // cRead
-//	    if src is this rank: stored = TMA store into the receive buffer
+//	grid sync 0                              // (kernel.launch)
+//	for rc (token tok of rank src, c of this rank's experts) in recs:   // cRecord
+//	    sleep until stored                   // the TMA buffer is free
+//	    sleep until the TMA load of the c expert outputs is done   // cLoad
+//	    if src is this rank: stored = TMA store into its receive buffer   // cSend
 //	    elif src is an NVLink peer: stored = NVLink store into its buffer
 //	    else:
 //	        stored = TMA store into the send buffer
-//	        sleep until stored              // cPut
-//	        put the record to src
-//	sleep until stored                      // cDrain
-//	grid sync 1; end
+//	        sleep until stored
+//	        put the record to src            // cPut
+//	sleep until stored; grid sync 1; end     // gridSync.drainEnd
 type combWarp struct {
 	warp
 	w       *Direct
@@ -224,6 +212,7 @@ type combWarp struct {
 	sharing gin.Sharing
 	recs    []combRecord
 	i       int
+	rc      combRecord // recs[i-1]
 	stored  sim.Time
 	pc      combStep
 }
@@ -232,53 +221,55 @@ type combWarp struct {
 type combStep uint8
 
 const (
-	cRecord combStep = iota // // the next record, or the end
+	cRecord combStep = iota // the next record, or the end
 	cLoad                   // the TMA buffer is free: load the expert outputs
 	cSend                   // loaded: store it where its source reads it
 	cPut                    // in the send buffer: put it
-	cDrain                  // no record left: wait for the TMA stores, grid sync 1, end
 )
 
-func newCombWarp(w *Direct, r, sm, qp int, sharing gin.Sharing, recs []combRecord) *combWarp {
-	return &combWarp{warp: warp{r: r, sm: sm}, w: w, qp: qp, sharing: sharing, recs: recs}
+func newCombWarp(w *Direct, r, sm, wi int, recs []combRecord) *combWarp {
+	m := &combWarp{warp: warp{r: r, sm: sm}, w: w, recs: recs}
+	m.qp, m.sharing = qpFor(w.sms, w.qps, w.cw, sm, wi, false)
+	return m
 }
 
 // Handle implements sim.Handler.
 func (m *combWarp) Handle(*sim.Sim, uint64) {
-	w, t, r := m.w, m.t, m.r
+	w, t, r, rc := m.w, m.t, m.r, m.rc
 	e := w.e
 	R, T, crec := e.Step.EP, e.Step.MaxTokens, w.crec
+	// The record's slot in its source's receive buffer.
+	off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 	for {
 		switch m.pc {
 		case cRecord:
-			if m.i == len(m.recs) {
-				m.pc = cDrain
+			if m.i < len(m.recs) {
+				m.rc = m.recs[m.i]
+				m.i++
+				rc = m.rc
+				off = (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+				// Wait for the TMA buffer, load (or locally reduce) the
+				// rank's expert outputs of the token.
+				m.pc = cLoad
+				if sleepThen(t, m.stored, m) {
+					return
+				}
 				continue
 			}
-			// Wait for the TMA buffer, load (or locally reduce) the
-			// rank's expert outputs of the token.
-			m.pc = cLoad
-			if sleepThen(t, m.stored, m) {
-				return
-			}
+			m.grid.drainEnd(m.stored, 1)
+			return
 		case cLoad:
-			rc := m.recs[m.i]
 			m.pc = cSend
 			if sleepThen(t, w.read(t, r, m.sm, rc.c*2*e.Hidden, t.GPU().Config().HBMLatency), m) {
 				return
 			}
 		case cSend:
-			rc := m.recs[m.i]
 			e.Comb.Msgs++
-			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
+			m.pc = cRecord
 			switch {
 			case rc.src == r:
 				m.stored = w.write(t, r, m.sm, crec, t.GPU().Config().StoreLatency)
-				m.i++
-				m.pc = cRecord
 			case w.nvl(r, rc.src):
-				m.i++
-				m.pc = cRecord
 				// A write of crec > 0 bytes takes issue time: the
 				// machine continues in a later event, after stored is set.
 				m.stored = t.NVLinkWriteThen(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec), m, 0)
@@ -291,17 +282,11 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 				}
 			}
 		case cPut:
-			rc := m.recs[m.i]
-			m.i++
 			m.pc = cRecord
-			off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 			send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
 			e.Comb.RDMABytes += int64(crec)
 			w.dc.GinShared(t, r, m.qp, m.sharing).PutThen(m, 0, w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
 				uint64(crec), nil, nil)
-			return
-		case cDrain:
-			m.grid.drainEnd(t, m.stored, w.sync[r], 1)
 			return
 		}
 	}

@@ -368,16 +368,11 @@ func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 }
 
 func (w *Hybrid) Dispatch() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Disp, "dispatch")
 	clear(w.issue)
 	for i := range w.fwd {
 		w.fwd[i] = w.fwd[i][:0]
 	}
-	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
-		w.launchDispatch(r)
-	}
+	w.phase(&w.e.Disp, "dispatch", w.tokBytes, w.launchDispatch)
 }
 
 func (w *Hybrid) launchDispatch(r int) {
@@ -398,6 +393,7 @@ func (w *Hybrid) launchDispatch(r int) {
 		w.gridSync(t, r, 0, n)
 		w.gridSync(t, r, 1, n)
 	})
+	k := newKernel(g, "hdispatch", w.sync[r], n, 1)
 	for sm := range w.sms {
 		g.Launch("hdispatch/sm"+strconv.Itoa(sm)+"/notify", 32*w.vp.NotifyWarps, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
@@ -405,11 +401,8 @@ func (w *Hybrid) launchDispatch(r int) {
 			w.gridSync(t, r, 1, n)
 		})
 		for s := range w.C {
-			c := sm*w.C + s
-			so := newHScaleout(w, r, sm, s, c)
-			so.launch(g, "hdispatch/sm"+strconv.Itoa(sm)+"/scaleout"+strconv.Itoa(s), w.sync[r], n, 0, 0, so)
-			fw := newHForward(w, r, sm, s, c)
-			fw.launch(g, "hdispatch/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), w.sync[r], n, 0, 0, fw)
+			k.launch(newHScaleout(w, r, sm, s), "scaleout", s)
+			k.launch(newHForward(w, r, sm, s), "forward", s)
 		}
 	}
 }
@@ -560,13 +553,11 @@ func (w *Hybrid) launchCombine(r int) {
 		w.gridSync(t, r, 1, n)
 		done(t)
 	})
+	k := newKernel(g, "hcombine", w.sync[r], n, 2)
 	for sm := range w.sms {
 		for s := range w.C {
-			c := sm*w.C + s
-			su := newHScaleup(w, r, sm, s, c)
-			su.launch(g, "hcombine/sm"+strconv.Itoa(sm)+"/scaleup"+strconv.Itoa(s), w.sync[r], n, 0, 1, su)
-			fw := newHCombFwd(w, r, sm, s, c)
-			fw.launch(g, "hcombine/sm"+strconv.Itoa(sm)+"/forward"+strconv.Itoa(s), w.sync[r], n, 0, 1, fw)
+			k.launch(newHScaleup(w, r, sm, s), "scaleup", s)
+			k.launch(newHCombFwd(w, r, sm, s), "forward", s)
 		}
 	}
 }

@@ -65,8 +65,8 @@ type hWarp struct {
 	s, c int
 }
 
-func (w *Hybrid) hWarp(r, sm, s, c int) hWarp {
-	return hWarp{warp: warp{r: r, sm: sm}, w: w, s: s, c: c}
+func (w *Hybrid) hWarp(r, sm, s int) hWarp {
+	return hWarp{warp: warp{r: r, sm: sm}, w: w, s: s, c: sm*w.C + s}
 }
 
 // railCtx is a hybrid warp's GIN context on the rail team: QP qp with
@@ -94,7 +94,8 @@ func (w *Hybrid) railCtx(r, sm, s int, notify bool) railCtx {
 //	take the warp's GIN handle; launch the lanes (each takes its own)
 //	loaded = TMA load of token c
 //	for tok = c, c+nch, ...:
-//	    load top-k; route cycles; copy it (a store issue)   // soRoute, soCopy
+//	    load top-k; route cycles             // warp.route
+//	    copy it (a store issue)              // soCopy
 //	    sleep until loaded                                  // soLoaded
 //	    TMA stores: into the send buffer if a remote node needs the
 //	        token, into the own node's receive buffer (the local bypass)
@@ -126,9 +127,8 @@ type hScaleout struct {
 type soStep uint8
 
 const (
-	soBegin  soStep = iota // // the handle, the lanes, the first token's load
+	soBegin  soStep = iota // the handle, the lanes, the first token's load
 	soToken                // the next token, or the finish flags
-	soRoute                // top-k loaded: routing cycles
 	soCopy                 // routed: the top-k copy
 	soLoaded               // copied: wait for the token
 	soStore                // the token is in: TMA stores, wait for them
@@ -149,9 +149,9 @@ const (
 	jobFinish                // publish a node's tail and the finish flag
 )
 
-func newHScaleout(w *Hybrid, r, sm, s, c int) *hScaleout {
+func newHScaleout(w *Hybrid, r, sm, s int) *hScaleout {
 	S := w.S
-	return &hScaleout{hWarp: w.hWarp(r, sm, s, c), railCtx: w.railCtx(r, sm, s, true),
+	return &hScaleout{hWarp: w.hWarp(r, sm, s), railCtx: w.railCtx(r, sm, s, true),
 		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
 }
 
@@ -274,12 +274,8 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 			}
 			// Top-k load and copy, node dedup, slot exchange; then the
 			// token's TMA load must have arrived.
-			m.pc = soRoute
-			t.Load64Then(w.topk[r].R, 0, m, 0)
-			return
-		case soRoute:
 			m.pc = soCopy
-			t.CyclesThen(w.vp.RouteCycles, m, 0)
+			m.route(w.topk[r].R, w.vp.RouteCycles, m)
 			return
 		case soCopy:
 			m.pc = soLoaded
@@ -325,7 +321,7 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 			}
 		case soClose:
 			m.lanes.Close()
-			m.grid.drainEnd(t, 0, w.sync[r], 1)
+			m.grid.drainEnd(0, 1)
 			return
 		case soJob1:
 			m.jobDone(t, 0, m.start)
@@ -384,7 +380,7 @@ type hForward struct {
 type fwStep uint8
 
 const (
-	fwPick      fwStep = iota // // the next node with records, or the end
+	fwPick      fwStep = iota // the next node with records, or the end
 	fwTail                    // its tail word moved: read every tail
 	fwRecord                  // the next record taken, or the next node
 	fwLoad                    // the TMA buffer is free: load the record
@@ -398,10 +394,11 @@ const (
 	fwDrain                   // wait for the stores, grid sync 1, end
 )
 
-func newHForward(w *Hybrid, r, sm, s, c int) *hForward {
+func newHForward(w *Hybrid, r, sm, s int) *hForward {
+	c := sm*w.C + s
 	S, U := w.S, w.U
 	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
-	m := &hForward{hWarp: w.hWarp(r, sm, s, c), qp: qp, recs: w.fwd[r*w.nch+c],
+	m := &hForward{hWarp: w.hWarp(r, sm, s), qp: qp, recs: w.fwd[r*w.nch+c],
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
 		slots: make([]uint64, U), lw: &workload.LandWatch{Sim: w.e.Sim}, cur: c % S}
 	for k := range S {
@@ -555,7 +552,7 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 			t.Store64Then(ws, w.tailOff(m.c, k), 0, m, 0)
 			return
 		case fwDrain:
-			m.grid.drainEnd(t, m.stored, w.sync[r], 1) // the end barrier's tma_store_wait
+			m.grid.drainEnd(m.stored, 1) // the end barrier's tma_store_wait
 			return
 		}
 	}
@@ -598,7 +595,7 @@ type hScaleup struct {
 type suStep uint8
 
 const (
-	suRound   suStep = iota // // a round: load the entries
+	suRound   suStep = iota // a round: load the entries
 	suEntries               // loaded: the forwarders with records
 	suPick                  // the next forwarder of the round, or the update
 	suLoad                  // the TMA buffer is free: load the output
@@ -610,9 +607,9 @@ const (
 	suEnd
 )
 
-func newHScaleup(w *Hybrid, r, sm, s, c int) *hScaleup {
+func newHScaleup(w *Hybrid, r, sm, s int) *hScaleup {
 	U := w.U
-	return &hScaleup{hWarp: w.hWarp(r, sm, s, c), dst: c,
+	return &hScaleup{hWarp: w.hWarp(r, sm, s), dst: sm*w.C + s,
 		cursor: make([]int, U), sent: make([]int, U), old: make([]int, U)}
 }
 
@@ -778,7 +775,7 @@ type hCombFwd struct {
 type cfStep uint8
 
 const (
-	cfBegin    cfStep = iota // // the handle and the records
+	cfBegin    cfStep = iota // the handle and the records
 	cfRecord                 // the next record, or the last flush
 	cfTails                  // the tails are loaded: read them
 	cfWait                   // a GPU of the record has not published it?
@@ -797,8 +794,8 @@ const (
 	cfEnd
 )
 
-func newHCombFwd(w *Hybrid, r, sm, s, c int) *hCombFwd {
-	m := &hCombFwd{hWarp: w.hWarp(r, sm, s, c), railCtx: w.railCtx(r, sm, s, false), pending: -1,
+func newHCombFwd(w *Hybrid, r, sm, s int) *hCombFwd {
+	m := &hCombFwd{hWarp: w.hWarp(r, sm, s), railCtx: w.railCtx(r, sm, s, false), pending: -1,
 		recv: make([]int, w.U), cached: make([]int, w.U), lw: &workload.LandWatch{Sim: w.e.Sim}}
 	m.moved = func(v uint64) bool { return v > m.o }
 	return m

@@ -116,14 +116,21 @@ func NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p Params, devi
 	// Direct mode is bounded by NVLink traffic (the scale-out branch of
 	// the formula needs num_scaleout_ranks > 1).
 	traffic := float64(nvl) / float64(ranks) * (1 - 1/float64(nvl))
-	n := deviceSMs
-	if traffic > 0 {
-		x := math.Max(nvlGBps/traffic*read/p.SMReadRate.GBps(), nvlGBps/traffic*write/p.SMWriteRate.GBps())
-		n = int(math.Ceil(x * 1.25))
-		n = max(4, n)
-		n = (n + 1) / 2 * 2
+	return smsFor(nvlGBps, traffic, read, write, p, deviceSMs)
+}
+
+// smsFor is the end of get_theoretical_num_sms: the SMs whose TMA read and
+// write bandwidth keep up, with 25% headroom, with a link of gbs GB/s
+// carrying traffic per token when the SMs read and write read and write
+// per token; an even count of at least 4, at most deviceSMs (all of them
+// without traffic).
+func smsFor(gbs, traffic, read, write float64, p Params, deviceSMs int) int {
+	if traffic <= 0 {
+		return deviceSMs
 	}
-	return min(n, deviceSMs)
+	x := math.Max(gbs/traffic*read/p.SMReadRate.GBps(), gbs/traffic*write/p.SMWriteRate.GBps())
+	n := max(4, int(math.Ceil(x*1.25)))
+	return min((n+1)/2*2, deviceSMs)
 }
 
 // NumQPs is get_theoretical_num_qps in direct mode.
@@ -149,14 +156,7 @@ func HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64,
 	if rdma/rdmaGBps > nvl/nvlGBps {
 		gbs, traffic = rdmaGBps, rdma
 	}
-	n := deviceSMs
-	if traffic > 0 {
-		x := math.Max(gbs/traffic*read/p.SMReadRate.GBps(), gbs/traffic*write/p.SMWriteRate.GBps())
-		n = int(math.Ceil(x * 1.25))
-		n = max(4, n)
-		n = (n + 1) / 2 * 2
-	}
-	return min(n, deviceSMs)
+	return smsFor(gbs, traffic, read, write, p, deviceSMs)
 }
 
 // HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
@@ -497,14 +497,31 @@ func (w *Direct) distinctRanks(r, tok int, buf []int) []int {
 	return buf
 }
 
-// dispatch launches dispatch_impl on every rank.
-func (w *Direct) Dispatch() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Disp, "dispatch")
-	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
-		w.launchDispatch(r)
+// Dispatch launches dispatch_impl on every rank.
+func (w *Direct) Dispatch() { w.phase(&w.e.Disp, "dispatch", w.tokBytes, w.launchDispatch) }
+
+// phase begins phase ph and launches its kernel on every rank r, whose
+// bandwidth bytes (DeepEP's count) are bwTokens(r) × perToken.
+func (w *Direct) phase(ph *workload.Phase, name string, perToken int64, launch func(r int)) {
+	w.e.BeginOne(ph, name)
+	for r := range w.e.Step.EP {
+		ph.BWBytes[r] = w.bwTokens(r) * perToken
+		launch(r)
 	}
+}
+
+// launchBarrier launches SM 0's barrier threads of rank r's kernel: the
+// prologue barrier (le tags it), the end barrier's grid syncs (n groups,
+// then the flush warps), the end barrier (le+1), then done.
+func (w *Direct) launchBarrier(g *gpu.GPU, r int, kernel string, threads int, n uint64, le int, done func(t *gpu.Group)) {
+	g.Launch(kernel+"/barrier", threads, func(t *gpu.Group) {
+		w.barrier(t, r, le)
+		w.gridSync(t, r, 0, n)
+		w.gridSync(t, r, 1, n)
+		w.gridSync(t, r, 2, uint64(w.qps)+1)
+		w.barrier(t, r, le+1)
+		done(t)
+	})
 }
 
 func (w *Direct) launchDispatch(r int) {
@@ -531,12 +548,7 @@ func (w *Direct) launchDispatch(r int) {
 	n := uint64(1 + w.sms + len(warps) + w.qps)
 
 	// SM 0's barrier threads: prologue barrier, end barrier, done.
-	g.Launch("dispatch/barrier", 32*(w.vp.NotifyWarps+w.dw), func(t *gpu.Group) {
-		w.barrier(t, r, 0)
-		w.gridSync(t, r, 0, n)
-		w.gridSync(t, r, 1, n)
-		w.gridSync(t, r, 2, uint64(w.qps)+1)
-		w.barrier(t, r, 1)
+	w.launchBarrier(g, r, "dispatch", 32*(w.vp.NotifyWarps+w.dw), n, 0, func(*gpu.Group) {
 		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "dispatch", n, n)
@@ -547,10 +559,9 @@ func (w *Direct) launchDispatch(r int) {
 			w.gridSync(t, r, 1, n)
 		})
 	}
+	k := newKernel(g, "dispatch", w.sync[r], n, 1)
 	for _, wp := range warps {
-		qp, sharing := qpFor(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
-		m := newDispWarp(w, r, wp.sm, qp, sharing, wp.toks)
-		m.launch(g, "dispatch/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), w.sync[r], n, 0, 0, m)
+		k.launch(newDispWarp(w, r, wp.sm, wp.wi, wp.toks), "w", wp.wi)
 	}
 }
 
@@ -655,15 +666,8 @@ func le64(b []byte) uint64 {
 // token tok of rank src, reduced over the c experts of this rank it chose.
 type combRecord struct{ src, tok, c int }
 
-// combine launches combine_impl on every rank, then each rank's reduction.
-func (w *Direct) Combine() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Comb, "combine")
-	for r := range st.EP {
-		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
-		w.launchCombine(r)
-	}
-}
+// Combine launches combine_impl on every rank, then each rank's reduction.
+func (w *Direct) Combine() { w.phase(&w.e.Comb, "combine", w.combBytes, w.launchCombine) }
 
 func (w *Direct) launchCombine(r int) {
 	e, st := w.e, w.e.Step
@@ -710,19 +714,13 @@ func (w *Direct) launchCombine(r int) {
 		back += int64(st.RankTokens[r][d])
 	}
 	reduce := sim.Bytes(back * int64(crec))
-	g.Launch("combine/barrier", 32*w.cw, func(t *gpu.Group) {
-		w.barrier(t, r, 2)
-		w.gridSync(t, r, 0, n)
-		w.gridSync(t, r, 1, n)
-		w.gridSync(t, r, 2, uint64(w.qps)+1)
-		w.barrier(t, r, 3)
+	w.launchBarrier(g, r, "combine", 32*w.cw, n, 2, func(t *gpu.Group) {
 		t.Compute(e.P.ReduceRate.TxTime(reduce))
 		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "combine", n, n)
+	k := newKernel(g, "combine", w.sync[r], n, 1)
 	for _, wp := range warps {
-		qp, sharing := qpFor(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
-		m := newCombWarp(w, r, wp.sm, qp, sharing, wp.recs)
-		m.launch(g, "combine/sm"+strconv.Itoa(wp.sm)+"/w"+strconv.Itoa(wp.wi), w.sync[r], n, 0, 0, m)
+		k.launch(newCombWarp(w, r, wp.sm, wp.wi, wp.recs), "w", wp.wi)
 	}
 }

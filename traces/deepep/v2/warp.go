@@ -2,10 +2,12 @@ package v2
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
@@ -49,16 +51,77 @@ func sleepThen(t *gpu.Group, at sim.Time, h sim.Handler) bool {
 	return false
 }
 
-// gridSync runs a machine's grid syncs: gpu.Group.GridSync's arrival (a
-// device atomic on the sync word) and wait until every one of the
-// kernel's n groups has arrived, for sync points first..last in turn; then
-// the machine continues, or (end) its group ends.
+// kernel is one rank's launch of a V2 kernel's warps: the GPU, the
+// kernel's name, its grid sync words and participant count, and how many
+// grid syncs its warps run before their program.
+type kernel struct {
+	g       *gpu.GPU
+	name    string
+	words   *workload.GPUArray
+	reached func(v uint64) bool // a sync word has every participant's arrival
+	pre     int
+}
+
+func newKernel(g *gpu.GPU, name string, words *workload.GPUArray, n uint64, pre int) *kernel {
+	return &kernel{g: g, name: name, words: words, reached: func(v uint64) bool { return v >= n }, pre: pre}
+}
+
+// machine is a warp's state machine.
+type machine interface {
+	sim.Handler
+	base() *warp
+}
+
+// launch launches m as warp role+i of its SM (name kernel/smSM/rolei), a
+// group of one warp without a process: it runs the kernel's first grid
+// syncs, then m.
+func (k *kernel) launch(m machine, role string, i int) {
+	b := m.base()
+	b.grid = gridSync{words: k.words, reached: k.reached, last: k.pre - 1, h: m}
+	b.t = k.g.LaunchHandler(k.name+"/sm"+strconv.Itoa(b.sm)+"/"+role+strconv.Itoa(i), 32, &b.grid, gsArrive)
+	b.grid.t = b.t
+}
+
+// warp is what every V2 warp machine holds: its group, the rank and SM it
+// runs on, and its grid syncs.
+type warp struct {
+	t     *gpu.Group
+	r, sm int
+	grid  gridSync
+	rt    routing
+}
+
+func (b *warp) base() *warp { return b }
+
+// route starts the warp's routing of a token: a load of its top-k row
+// from topk (L2-resident), then cycles cycles of dedup and bookkeeping;
+// h continues.
+func (b *warp) route(topk *mem.Region, cycles int64, h sim.Handler) {
+	b.rt = routing{t: b.t, cycles: cycles, h: h}
+	b.t.Load64Then(topk, 0, &b.rt, 0)
+}
+
+// routing is warp.route after the load.
+type routing struct {
+	t      *gpu.Group
+	cycles int64
+	h      sim.Handler
+}
+
+// Handle implements sim.Handler: the top-k row is in.
+func (x *routing) Handle(*sim.Sim, uint64) { x.t.CyclesThen(x.cycles, x.h, 0) }
+
+// gridSync runs a machine's grid syncs on the kernel's sync words:
+// gpu.Group.GridSync's arrival (a device atomic on the sync word) and
+// wait until every group of the kernel has arrived, for sync points
+// i..last in turn; then the machine h continues, or (end) its group
+// ends.
 type gridSync struct {
 	t       *gpu.Group
 	words   *workload.GPUArray
+	reached func(v uint64) bool
 	i, last int
 	end     bool
-	reached func(v uint64) bool
 	h       sim.Handler
 }
 
@@ -69,33 +132,12 @@ const (
 	gsNext          // every group arrived: the next point, or done
 )
 
-// init sets the kernel's participant count.
-func (g *gridSync) init(n uint64) { g.reached = func(v uint64) bool { return v >= n } }
-
-// warp is what every V2 warp machine holds: its group, the rank and SM it
-// runs on, and its grid syncs.
-type warp struct {
-	t     *gpu.Group
-	r, sm int
-	grid  gridSync
-}
-
-// launch launches warp b, whose machine is h, on g as a warp named name
-// without a process: its group runs the kernel's grid syncs first..last
-// on words (n groups arrive at each), then h.
-func (b *warp) launch(g *gpu.GPU, name string, words *workload.GPUArray, n uint64, first, last int, h sim.Handler) {
-	b.grid.init(n)
-	b.grid.words, b.grid.i, b.grid.last, b.grid.h = words, first, last, h
-	b.t = g.LaunchHandler(name, 32, &b.grid, gsArrive)
-	b.grid.t = b.t
-}
-
-// drainEnd ends a warp whose TMA stores land at stored: it sleeps until
-// then (tma_store_wait), runs grid sync i on words and ends the group.
-func (g *gridSync) drainEnd(t *gpu.Group, stored sim.Time, words *workload.GPUArray, i int) {
-	g.t, g.words, g.i, g.last, g.end, g.h = t, words, i, i, true, nil
-	if d := stored.Sub(t.Now()); d > 0 {
-		t.SleepThen(d, g, gsArrive)
+// drainEnd ends the warp: it sleeps until stored (tma_store_wait: the
+// warp's TMA stores have landed), runs grid sync i and ends the group.
+func (g *gridSync) drainEnd(stored sim.Time, i int) {
+	g.i, g.last, g.end = i, i, true
+	if d := stored.Sub(g.t.Now()); d > 0 {
+		g.t.SleepThen(d, g, gsArrive)
 		return
 	}
 	g.Handle(nil, gsArrive)
