@@ -7,23 +7,23 @@ import (
 )
 
 // dispWarp is a direct dispatch warp (warp wi of SM sm of rank r), which
-// sends its tokens toks. Its program, with the steps it resumes at:
+// sends its tokens toks. Its program, with the step that runs each line:
 //
-//	grid sync 0                              // (kernel.launch)
-//	for tok in toks:                         // dToken
-//	    sleep until stored                   // the TMA buffer is free
-//	    loaded = TMA load of the token       // dLoad: done at loaded
-//	    load the top-k; routing cycles       // warp.route
-//	    dsts = the token's distinct ranks    // dSlots
+//	grid sync 0                                    // kernel.launch
+//	for tok in toks:                               // dToken
+//	    sleep until stored                         // the TMA buffer is free
+//	    loaded = TMA load of the token             // dLoad
+//	    load the top-k; routing cycles             // warp.route
+//	    dsts = the token's distinct ranks          // dSlots
 //	    lanes: slot[d] = atomicAdd(rank d's slot counter, 1)
-//	    sleep until loaded                   // dLoaded
+//	    sleep until loaded                         // dLoaded
 //	    sent = TMA store into the send buffer (if any RDMA)   // dLocal
 //	    lanes: TMA store into the own rank's, NVLink store into a peer's
 //	        receive buffer
-//	    if a destination is remote:          // dSent
-//	        sleep until sent                 // tma_store_wait<1>
+//	    if a destination is remote:                // dSent
+//	        sleep until sent                       // tma_store_wait<1>
 //	        lanes: put the record to each remote rank   // dPuts
-//	sleep until stored; grid sync 1; end     // gridSync.drainEnd
+//	sleep until stored; grid sync 1; end           // dToken
 type dispWarp struct {
 	warp
 	w                    *Direct
@@ -191,20 +191,20 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 }
 
 // combWarp is a direct combine warp (warp wi of SM sm of rank r), which
-// returns the records recs to their sources. Its program, with the steps
-// it resumes at:
+// returns the records recs to their sources. Its program, with the step
+// that runs each line:
 //
-//	grid sync 0                              // (kernel.launch)
+//	grid sync 0                                    // kernel.launch
 //	for rc (token tok of rank src, c of this rank's experts) in recs:   // cRecord
-//	    sleep until stored                   // the TMA buffer is free
+//	    sleep until stored                         // the TMA buffer is free
 //	    sleep until the TMA load of the c expert outputs is done   // cLoad
 //	    if src is this rank: stored = TMA store into its receive buffer   // cSend
 //	    elif src is an NVLink peer: stored = NVLink store into its buffer
 //	    else:
 //	        stored = TMA store into the send buffer
 //	        sleep until stored
-//	        put the record to src            // cPut
-//	sleep until stored; grid sync 1; end     // gridSync.drainEnd
+//	        put the record to src                  // cPut
+//	sleep until stored; grid sync 1; end           // cRecord
 type combWarp struct {
 	warp
 	w       *Direct

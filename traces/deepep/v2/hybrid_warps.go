@@ -87,26 +87,25 @@ func (w *Hybrid) railCtx(r, sm, s int, notify bool) railCtx {
 }
 
 // hScaleout is a dispatch scale-out warp (channel c, warp s of SM sm, of
-// rank r), which sends the rank's tokens c, c + nch, ... to their nodes,
-// with a lane per node:
+// rank r), which sends the rank's tokens c, c+nch, ... to their nodes with
+// a lane per node. Its program, with the step that runs each line:
 //
-//	grid sync 0
-//	take the warp's GIN handle; launch the lanes (each takes its own)
+//	grid sync 0                                    // kernel.launch
+//	take the warp's GIN handle; launch the lanes   // soBegin
 //	loaded = TMA load of token c
-//	for tok = c, c+nch, ...:
-//	    load top-k; route cycles             // warp.route
-//	    copy it (a store issue)              // soCopy
-//	    sleep until loaded                                  // soLoaded
-//	    TMA stores: into the send buffer if a remote node needs the
-//	        token, into the own node's receive buffer (the local bypass)
-//	        if it does; sleep until both are done           // tma_store_wait
-//	    loaded = TMA load of the next token                 // soPuts
+//	for tok = c, c+nch, ...:                       // soToken
+//	    load the top-k; routing cycles             // warp.route
+//	    copy the top-k (a store issue)             // soCopy
+//	    sleep until loaded                         // soLoaded
+//	    TMA stores into the send buffer (if a remote node needs the
+//	        token) and the own node's receive buffer (if it does);
+//	        sleep until they are done              // soStore
+//	    loaded = TMA load of the next token        // soPuts
 //	    lanes: put the record into slot tail[n]++ of each remote node n
 //	    lanes: publish the tail of each node 6 records past its last
 //	        update (VASignalAdd; the own node: a device atomic)   // soTails
-//	lanes: publish every node's tail with the finish flag   // soFinish
-//	close the lanes                                         // soClose
-//	grid sync 1; end
+//	lanes: publish every node's tail and finish flag   // soFinish
+//	close the lanes; grid sync 1; end              // soClose
 //
 // A run of one lane job runs on the warp itself (soJob1 notes its issue).
 type hScaleout struct {
@@ -332,29 +331,29 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 
 // hForward is a dispatch forward warp (channel c, warp s of SM sm, of
 // rank r), which moves the records its channel received from every node
-// into the scale-up buffers of the token's GPUs on this node:
+// into the scale-up buffers of the token's GPUs on this node. Its
+// program, with the step that runs each line:
 //
-//	grid sync 0
+//	grid sync 0                                    // kernel.launch
 //	cur = c % S
-//	while some node has records not taken or no finish flag:
+//	while a node has records not taken or no finish flag:   // fwPick
 //	    cur = the next such node after cur
-//	    if node cur has no record not taken and no finish flag:
-//	        wait until its tail word moves or has the flag   // fwTail
-//	        read every node's tail and flag
+//	    if node cur has neither:
+//	        wait until its tail word moves or has the flag
+//	        read every node's tail and flag        // fwTail
 //	    take at most 6 of node cur's records
-//	    for each (the next token of cur's rail peer with a GPU here):
-//	        sleep until stored                // the TMA buffer; fwLoad
-//	        sleep until the TMA load of the record is done   // fwRoute
-//	        route cycles                      // fwSlots
-//	        one slot atomic per GPU of the token here (the warp waits for
-//	            the first)                    // fwSlotsDone
+//	    for each (the next token of cur's rail peer with a GPU here):   // fwRecord
+//	        sleep until stored                     // the TMA buffer is free
+//	        sleep until the TMA load of the record is done   // fwLoad
+//	        routing cycles                         // fwRoute
+//	        a slot atomic per GPU of the token here, the warp waiting for
+//	            the first                          // fwSlots, fwSlotsDone
 //	        stored = store into each GPU's scale-up buffer (NVLink, or
-//	            TMA for this GPU)             // fwStore
-//	        metadata store issue; note the record for the combine   // fwStored
+//	            TMA for this GPU)                  // fwStore
+//	        a store issue (metadata); note the record for the combine   // fwStored
 //	store the record count into every scale-up peer's tail word   // fwEnds
-//	clear every node's tail word               // fwClears
-//	sleep until stored                         // fwDrain
-//	grid sync 1; end
+//	clear every node's tail word                   // fwClears
+//	sleep until stored; grid sync 1; end           // fwDrain
 type hForward struct {
 	hWarp
 	qp        int
@@ -558,26 +557,27 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// hScaleup is a combine scale-up warp (channel c of rank r on SM sm),
-// which returns the expert outputs of the records each forwarder f of its
-// node moved to this rank in dispatch, one per forwarder per round:
+// hScaleup is a combine scale-up warp (channel c, warp s of SM sm, of
+// rank r), which returns the expert outputs of the records each forwarder
+// of its node moved to this rank in dispatch, one per forwarder per
+// round. Its program, with the step that runs each line:
 //
-//	grid sync 0; grid sync 1
+//	grid sync 0; grid sync 1                       // kernel.launch
 //	dst = c
 //	loop:
-//	    load (every forwarder's next linked-list entry)   // suEntries
-//	    wip = the forwarders with a record for this rank left
+//	    load (every forwarder's next linked-list entry)   // suRound
+//	    wip = the forwarders with a record for this rank left   // suEntries
 //	    if none: break
 //	    for each forwarder dst in wip, round-robin after dst:   // suPick
-//	        sleep until stored                // the TMA buffer; suLoad
-//	        sleep until the TMA load of the expert output is done   // suRoute
-//	        route cycles (source metadata, top-k weights)   // suStore
-//	        stored = store into dst's scale-up buffer (NVLink, or TMA
-//	            for this GPU)
-//	    every 3 rounds, and after the loop:    // suUpdate
-//	        sleep until stored; fence.sys (st.release.sys)   // suFence
-//	        store each forwarder's changed count into its tail word   // suTails
-//	end; the rank's last combine warp reduces
+//	        sleep until stored                     // the TMA buffer is free
+//	        sleep until the TMA load of the expert output is done   // suLoad
+//	        routing cycles (source metadata, top-k weights)   // suRoute
+//	        stored = store into dst's scale-up buffer (NVLink, or TMA for
+//	            this GPU)                          // suStore
+//	    every 3 rounds, and after the loop:        // suUpdate
+//	        sleep until stored; fence.sys (st.release.sys)
+//	        store each forwarder's changed count into its tail word   // suFence, suTails
+//	end; the rank's last combine warp reduces      // suEnd
 type hScaleup struct {
 	hWarp
 	cursor    []int // per forwarder: next record of its channel list
@@ -730,30 +730,36 @@ func (m *hScaleup) Handle(*sim.Sim, uint64) {
 
 // hCombFwd is a combine forward warp (channel c, warp s of SM sm, of
 // rank r), which reduces the records it forwarded in dispatch, in the
-// same order, and returns each to its source's rail peer:
+// same order, and returns each to its source's rail peer. Its program,
+// with the step that runs each line:
 //
-//	grid sync 0; grid sync 1
-//	for rec in the records this channel forwarded:      // cfRecord
+//	grid sync 0; grid sync 1                       // kernel.launch
+//	take the warp's GIN handle                     // cfBegin
+//	for rec in the records this channel forwarded: // cfRecord
 //	    if a GPU of rec has not published its output yet:
-//	        load every scale-up tail (one load per lane)   // cfTails
-//	        while one has not: wait until its tail moves; read every tail   // cfWait
-//	    count rec from each of its GPUs                // cfReady
+//	        load every scale-up tail (one load per lane)
+//	        read them                              // cfTails
+//	        while one has not: wait until its tail moves; read them   // cfWait
+//	    count rec from each of its GPUs            // cfReady
 //	    loaded = TMA load of every GPU's contribution
-//	    flush                                          // cfReduce
-//	    sleep until loaded; route cycles (top-k weight merge)   // cfMerge
+//	    flush
+//	    sleep until loaded                         // cfReduce
+//	    routing cycles (top-k weight merge)        // cfMerge
 //	    stored = TMA store of the sum into the send buffer; pending = rec   // cfMerged
-//	flush                                              // cfLast
+//	flush                                          // cfLast
 //	clear every scale-up tail word; flush the GIN context   // cfClears
-//	lanes (a node each): the finish flag into the node's tail word
-//	    (VASignalAdd; the own node: a device atomic)   // cfFinish
+//	lanes: the finish flag into each node's tail word (VASignalAdd; the
+//	    own node: a device atomic)                 // cfFinish
 //	for each node: wait for its finish flag, clear it   // cfFinWait, cfFinSeen
-//	end; the rank's last combine warp reduces
+//	end; the rank's last combine warp reduces      // cfEnd
 //
-//	flush (flush_last_tma_and_issue_rdma), a subroutine returning to fret:
-//	    if a record is pending: sleep until stored   // cfFlushPut
-//	        unless its source is on this node: put it to the source's
-//	        rail peer, AggregateRequests except on a forward chunk's last
-//	        record                                   // cfFlushed
+//	flush (flush_last_tma_and_issue_rdma), a subroutine that returns to fret:
+//	    if a record is pending:                    // cfFlush
+//	        sleep until stored
+//	        unless its source is on this node: put it to the source's rail
+//	            peer, AggregateRequests except on a forward chunk's last
+//	            record                             // cfFlushPut
+//	        nothing is pending                     // cfFlushed
 type hCombFwd struct {
 	hWarp
 	railCtx

@@ -182,3 +182,26 @@ func TestV2QP(t *testing.T) {
 		assert.Equal(t, c.sharing, s, "%+v", c)
 	}
 }
+
+// processOnly is a backend that issues only for groups with a process
+// (it hides IssueThen and FlushThen).
+type processOnly struct{ gin.Backend }
+
+// The V2 warps have no process: both modes refuse a backend that cannot
+// issue for them, naming it, instead of failing mid-run.
+func TestV2NeedsThenBackend(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	bk := func() map[gin.Type]gin.Backend {
+		m := replaytest.Backends()
+		for k, b := range m {
+			m[k] = processOnly{b}
+		}
+		return m
+	}
+	for _, mode := range []string{replay.ModeV2Direct, replay.ModeV2Hybrid} {
+		_, err := replay.Run(replaytest.TinyTrace(t, 16, 4), spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
+			Backends: bk})
+		require.Error(t, err, mode)
+		assert.Contains(t, err.Error(), "GIN backend gdaki issues only for a group with a process", mode)
+	}
+}
