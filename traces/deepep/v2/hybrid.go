@@ -367,6 +367,7 @@ func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 	w.e.NoteLast(r, p)
 }
 
+// Dispatch launches hybrid dispatch on every rank.
 func (w *Hybrid) Dispatch() {
 	clear(w.issue)
 	for i := range w.fwd {
@@ -503,6 +504,8 @@ func putLE32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
+// Combine launches hybrid combine on every rank; the last combine warp of
+// each rank runs its reduction.
 func (w *Hybrid) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")

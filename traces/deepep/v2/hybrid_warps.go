@@ -58,15 +58,16 @@ func (d *reduced) Handle(*sim.Sim, uint64) {
 }
 
 // hWarp is what every hybrid warp machine holds: its warp, the channel c
-// it serves (warp s of its SM) and the kernels.
+// it serves and the kernels.
 type hWarp struct {
 	warp
-	w    *Hybrid
-	s, c int
+	w *Hybrid
+	c int
 }
 
+// hWarp is warp s of SM sm of rank r: channel sm·C + s.
 func (w *Hybrid) hWarp(r, sm, s int) hWarp {
-	return hWarp{warp: warp{r: r, sm: sm}, w: w, s: s, c: sm*w.C + s}
+	return hWarp{warp: warp{r: r, sm: sm}, w: w, c: sm*w.C + s}
 }
 
 // railCtx is a hybrid warp's GIN context on the rail team: QP qp with
