@@ -5,6 +5,11 @@
 // record per (token, remote node) to the rail peer with aggregated
 // requests and forwards it inside the node over NVLink.
 //
-// The hot warps exist twice: as processes (the reference, Config.NoThen)
-// and as Then state machines (then.go).
+// Each warp is written once. The hot ones (direct_warps.go,
+// hybrid_warps.go) are state machines on groups without a process, driven
+// by gpu's Then operations as every process-free device program is (see
+// warp.go); they need a GIN backend that issues for such groups
+// (gin.ThenBackend), and Setup refuses any other. The barrier groups,
+// notify warps and flush warps run on processes. testdata/golden.txt pins
+// the reports and timelines they produce (TestV2Golden).
 package v2

@@ -116,13 +116,14 @@ type Hybrid struct {
 	nodes [][]uint64
 	gpus  [][]uint64
 	// fwd[r*nch+c]: the records forward warp c of rank r moved, in order.
-	fwd   [][]hFwd
-	cnt   []*workload.GPUArray // per rank: scale-up slot counters, one per peer
-	host  []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
-	nvlEp []uint64             // per rank: NVLink barriers passed
-	live  []int                // per rank: combine groups still running
-	issue []hIssue             // [(dst*nch+c)*S + source node]
-	st    HybridStats
+	fwd    [][]hFwd
+	cnt    []*workload.GPUArray // per rank: scale-up slot counters, one per peer
+	host   []*mem.Region        // per rank: mapped host workspace (counts for the CPU)
+	nvlEp  []uint64             // per rank: NVLink barriers passed
+	live   []int                // per rank: combine groups still running
+	reduce []sim.Duration       // per rank: the source's reduction of the combine records
+	issue  []hIssue             // [(dst*nch+c)*S + source node]
+	st     HybridStats
 }
 
 // Stats returns what the hybrid kernels sent so far.
@@ -217,6 +218,9 @@ func (w *Hybrid) Setup() error {
 	if err != nil {
 		return fmt.Errorf("v2: hybrid: %w", err)
 	}
+	if err := needThen(w.dc); err != nil {
+		return err
+	}
 	// DeepEP registers its whole buffer with NCCL_WIN_STRICT_ORDERING (VA
 	// signals need it).
 	strict := gin.WinStrictOrdering
@@ -236,6 +240,7 @@ func (w *Hybrid) Setup() error {
 	w.recvTokens = make([]int64, R)
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
+	w.reduce = make([]sim.Duration, R)
 	w.issue = make([]hIssue, R*w.nch*w.S)
 	w.st.Fwd, w.st.Back = make([]int64, R*U), make([]int64, R*U)
 	w.st.WriteBytes, w.st.Atomics = make([]int64, R), make([]int64, R)
@@ -307,19 +312,6 @@ func (w *Hybrid) tapNICs() {
 // rail returns world rank r's rail peer on node n.
 func (w *Hybrid) rail(r, n int) int { return n*w.U + r%w.U }
 
-// nvlStore is a TMA store of n bytes from SM sm of rank r into region reg
-// of GPU peer (local index) of its node: through the SM's store bandwidth
-// and over NVLink, or into local HBM when peer is r itself. It returns
-// when the bytes have landed.
-func (w *Hybrid) nvlStore(t *gpu.Group, r, sm, peer int, reg *mem.Region, off uint64, n int) sim.Time {
-	cfg := t.GPU().Config()
-	if peer == w.e.M.Ranks[r].Local {
-		return w.write(t, r, sm, n, cfg.StoreLatency)
-	}
-	out := w.write(t, r, sm, n, t.GPU().NVLink().Config().Latency)
-	return max(out, t.NVLinkWrite(peer, reg, off, nil, sim.Bytes(n)))
-}
-
 // nvlBarrier is nvlink_barrier_wo_local_sync over rank r's node: a
 // system-scope red.add into every scale-up peer's barrier word (its own a
 // device atomic), then a wait for all of them.
@@ -361,32 +353,6 @@ func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	})
 }
 
-// newLanes launches n lanes for warp (a lane per node: puts and tail
-// updates; gpu.Lanes), each taking its own GIN handle on qp where it
-// starts; a job run on the warp itself uses the warp's handle wgn. With
-// jobThen set and a backend that issues for process-free groups, the
-// lanes have no process.
-func (w *Hybrid) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Sharing, n int,
-	job func(th *gpu.Group, gn *gin.Gin, i int),
-	jobThen func(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64),
-	jobDone func(th *gpu.Group, i int, start sim.Time)) *gpu.Lanes {
-	gns := make([]*gin.Gin, n)
-	start := func(th *gpu.Group, i int) { gns[i] = w.dc.GinShared(th, r, qp, sh) }
-	run := func(th *gpu.Group, i int) {
-		gn := wgn
-		if th != warp {
-			gn = gns[i]
-		}
-		job(th, gn, i)
-	}
-	if jobThen == nil || !wgn.CanThen() || w.e.Cfg.NoThen {
-		return gpu.NewLanes(warp, n, start, run, nil, nil)
-	}
-	return gpu.NewLanes(warp, n, start, run, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
-		jobThen(th, gns[i], i, h, arg)
-	}, jobDone)
-}
-
 // seenTail notes, for the critical path, that rank r's forward warp of
 // channel c saw the tail word of source node m change (landed at land, 0
 // if it was not watched).
@@ -401,17 +367,13 @@ func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
 	w.e.NoteLast(r, p)
 }
 
+// Dispatch launches hybrid dispatch on every rank.
 func (w *Hybrid) Dispatch() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Disp, "dispatch")
 	clear(w.issue)
 	for i := range w.fwd {
 		w.fwd[i] = w.fwd[i][:0]
 	}
-	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
-		w.launchDispatch(r)
-	}
+	w.phase(&w.e.Disp, "dispatch", w.tokBytes, w.launchDispatch)
 }
 
 func (w *Hybrid) launchDispatch(r int) {
@@ -420,7 +382,6 @@ func (w *Hybrid) launchDispatch(r int) {
 	w.sync[r] = workload.NewGPUArray(g, "v2h/dispatch-sync", 2)
 	n := uint64(2 + w.sms + 2*w.nch)
 	warps := w.vp.NotifyWarps + 2*w.C
-	_, then := w.dc.Backend().(gin.ThenBackend) // scale-out warps issue GIN ops
 	g.Launch("hdispatch/sm0/barrier", 32*warps, func(t *gpu.Group) {
 		w.nvlBarrier(t, r)
 		w.gridSync(t, r, 0, n)
@@ -433,6 +394,7 @@ func (w *Hybrid) launchDispatch(r int) {
 		w.gridSync(t, r, 0, n)
 		w.gridSync(t, r, 1, n)
 	})
+	k := newKernel(g, "hdispatch", w.sync[r], n, 1)
 	for sm := range w.sms {
 		g.Launch("hdispatch/sm"+strconv.Itoa(sm)+"/notify", 32*w.vp.NotifyWarps, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
@@ -440,329 +402,10 @@ func (w *Hybrid) launchDispatch(r int) {
 			w.gridSync(t, r, 1, n)
 		})
 		for s := range w.C {
-			c := sm*w.C + s
-			if name := "hdispatch/sm" + strconv.Itoa(sm) + "/scaleout" + strconv.Itoa(s); w.useThen() && then {
-				m := newHScaleout(w, r, sm, s, c, n)
-				m.t = g.LaunchHandler(name, 32, m, 0)
-			} else {
-				g.Launch(name, 32, func(t *gpu.Group) {
-					w.gridSync(t, r, 0, n)
-					w.scaleout(t, r, sm, s, c)
-					w.gridSync(t, r, 1, n)
-				})
-			}
-			name := "hdispatch/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s)
-			if w.useThen() {
-				m := newHForward(w, r, sm, s, c, n)
-				m.t = g.LaunchHandler(name, 32, m, 0)
-				continue
-			}
-			g.Launch(name, 32, func(t *gpu.Group) {
-				w.gridSync(t, r, 0, n)
-				w.forward(t, r, sm, s, c)
-				w.gridSync(t, r, 1, n)
-			})
+			k.launch(newHScaleout(w, r, sm, s), "scaleout", s)
+			k.launch(newHForward(w, r, sm, s), "forward", s)
 		}
 	}
-}
-
-// Lane jobs of a scale-out warp.
-const (
-	hPut = iota
-	v2hTail
-	v2hFinish
-)
-
-// hScaleout is the state of a scale-out warp (channel c, warp s of SM
-// sm, of rank r) and its lane jobs: put a record to a node, publish a
-// node's tail (or the finish flag). scaleout runs it on a process; as a
-// sim.Handler (then.go) it is the whole launch closure, grid syncs
-// included, without one.
-type hScaleout struct {
-	drive
-	w               *Hybrid
-	t               *gpu.Group
-	r, sm, s, c     int
-	qp              int
-	sh              gin.Sharing
-	gn              *gin.Gin
-	team            gin.Team
-	lanes           *gpu.Lanes
-	tail, old, slot []int
-	jobs            []int
-	kind, tok       int
-
-	// The state machine's.
-	loaded  sim.Time
-	mask    uint64
-	start   sim.Time
-	ret, pc uint8
-}
-
-func newHScaleout(w *Hybrid, r, sm, s, c int, n uint64) *hScaleout {
-	S := w.S
-	m := &hScaleout{w: w, r: r, sm: sm, s: s, c: c,
-		tail: make([]int, S), old: make([]int, S), slot: make([]int, S), jobs: make([]int, 0, S)}
-	m.qp, m.sh = qpFor(w.sms, w.qps, w.C, sm, s, true)
-	m.team = w.dc.Rail(r)
-	m.setGrid(n)
-	return m
-}
-
-// begin takes the warp's GIN handle and launches its lanes.
-func (m *hScaleout) begin() {
-	m.gn = m.w.dc.GinShared(m.t, m.r, m.qp, m.sh)
-	m.lanes = m.w.newLanes(m.t, m.gn, m.r, m.qp, m.sh, m.w.S, m.job, m.jobThen, m.jobDone)
-}
-
-// putJobs takes a slot of every node of token m.tok's mask and returns the
-// put jobs (its remote nodes).
-func (m *hScaleout) putJobs(mask uint64) int {
-	me := m.r / m.w.U
-	m.jobs = m.jobs[:0]
-	for k := mask; k != 0; k &= k - 1 {
-		n := bits.TrailingZeros64(k)
-		m.slot[n] = m.tail[n]
-		m.tail[n]++
-		if n != me {
-			m.jobs = append(m.jobs, n)
-		}
-	}
-	m.kind = hPut
-	return len(m.jobs)
-}
-
-// tailJobs returns the tail jobs: the nodes whose count has grown by
-// HybridUpdateInterval since their last update.
-func (m *hScaleout) tailJobs() int {
-	m.jobs = m.jobs[:0]
-	for n := range m.w.S {
-		if m.tail[n] >= m.old[n]+m.w.vp.HybridUpdateInterval {
-			m.jobs = append(m.jobs, n)
-		}
-	}
-	m.kind = v2hTail
-	return len(m.jobs)
-}
-
-// finishJobs returns the finish jobs: every node.
-func (m *hScaleout) finishJobs() int {
-	m.jobs = m.jobs[:0]
-	for n := range m.w.S {
-		m.jobs = append(m.jobs, n)
-	}
-	m.kind = v2hFinish
-	return len(m.jobs)
-}
-
-// job runs job i on th (a lane, or the warp) with its handle gn.
-func (m *hScaleout) job(th *gpu.Group, gn *gin.Gin, i int) {
-	w, r, c := m.w, m.r, m.c
-	S, me, rec := w.S, r/w.U, w.rec
-	ph := &w.e.Disp
-	n := m.jobs[i]
-	if m.kind == hPut {
-		gn.Put(m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
-			gin.OptAggregateRequests)
-		ph.RDMABytes += int64(rec)
-		w.st.DPuts++
-		return
-	}
-	// red_add_rel of pack2(finish, tail) − pack2(0, last).
-	v := uint64(m.tail[n]-m.old[n]) << 32
-	if m.kind == v2hFinish {
-		v |= 1
-	}
-	m.old[n] = m.tail[n]
-	if n == me {
-		th.AtomicAdd64(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice)
-		w.st.DLocalTails++
-		return
-	}
-	start := th.Now()
-	gn.Signal(m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
-	w.issue[(w.rail(r, n)*w.nch+c)*S+me] = hIssue{start, th.Now()}
-	ph.Sigs++
-	w.st.DTails++
-}
-
-// jobThen is job for a group without a process: it starts job i and
-// continues at h; the counters move when the operation starts, the issue
-// instants are noted by jobDone when it has.
-func (m *hScaleout) jobThen(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
-	w, r, c := m.w, m.r, m.c
-	me, rec := r/w.U, w.rec
-	ph := &w.e.Disp
-	n := m.jobs[i]
-	if m.kind == hPut {
-		ph.RDMABytes += int64(rec)
-		w.st.DPuts++
-		gn.PutThen(h, arg, m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
-			gin.OptAggregateRequests)
-		return
-	}
-	v := uint64(m.tail[n]-m.old[n]) << 32
-	if m.kind == v2hFinish {
-		v |= 1
-	}
-	m.old[n] = m.tail[n]
-	if n == me {
-		w.st.DLocalTails++
-		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
-		return
-	}
-	ph.Sigs++
-	w.st.DTails++
-	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
-}
-
-// jobDone notes a signal's issue instants once jobThen's operation is done.
-func (m *hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
-	w := m.w
-	if n := m.jobs[i]; m.kind != hPut && n != m.r/w.U {
-		w.issue[(w.rail(m.r, n)*w.nch+m.c)*w.S+m.r/w.U] = hIssue{start, th.Now()}
-	}
-}
-
-// scaleout is the scale-out warp of channel c (warp s of SM sm) of rank r.
-func (w *Hybrid) scaleout(t *gpu.Group, r, sm, s, c int) {
-	st := w.e.Step
-	cfg := t.GPU().Config()
-	ph := &w.e.Disp
-	me, rec := r/w.U, w.rec
-	m := newHScaleout(w, r, sm, s, c, 0)
-	m.t = t
-	m.begin()
-	lanes := m.lanes
-	T, stride := st.Tokens[r], w.nch
-	var loaded sim.Time
-	if c < T {
-		loaded = w.read(t, r, sm, w.payload, cfg.HBMLatency)
-	}
-	for m.tok = c; m.tok < T; m.tok += stride {
-		tok := m.tok
-		// Top-k load and copy, node dedup, slot exchange; then the
-		// token's TMA load must have arrived.
-		t.Load64(w.topk[r].R, 0)
-		t.Cycles(w.vp.RouteCycles)
-		t.Compute(cfg.StoreIssue)
-		mask := w.nodes[r][tok]
-		sleepUntil(t, loaded)
-		done := t.Now()
-		if mask&^(1<<me) != 0 { // send buffer, only if RDMA follows
-			done = max(done, w.write(t, r, sm, rec, cfg.StoreLatency))
-		}
-		if mask&(1<<me) != 0 { // local bypass into the own node's receive buffer
-			done = max(done, w.write(t, r, sm, rec, cfg.StoreLatency))
-		}
-		sleepUntil(t, done) // tma_store_wait
-		if next := tok + stride; next < T {
-			loaded = w.read(t, r, sm, w.payload, cfg.HBMLatency)
-		}
-		ph.Msgs += int64(bits.OnesCount64(mask))
-		lanes.Run(m.putJobs(mask))
-		lanes.Run(m.tailJobs())
-	}
-	lanes.Run(m.finishJobs())
-	lanes.Close()
-}
-
-// forward is the forward warp of channel c (warp s of SM sm) of rank r.
-func (w *Hybrid) forward(t *gpu.Group, r, sm, s, c int) {
-	e := w.e
-	cfg := t.GPU().Config()
-	S, U, me, u, rec := w.S, w.U, r/w.U, r%w.U, w.rec
-	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
-	ws := w.ws.Region(r)
-	const low = 1<<32 - 1
-	old, tail := make([]int, S), make([]int, S)
-	fin := make([]bool, S)
-	cursor := make([]int, S) // per source node: next token of its channel to look at
-	for m := range S {
-		cursor[m] = c
-	}
-	slots := make([]uint64, U)
-	recs := w.fwd[r*w.nch+c]
-	lw := &workload.LandWatch{Sim: e.Sim}
-	cur := c % S
-	var stored sim.Time
-	for {
-		var wip uint32
-		for m := range S {
-			if tail[m] > old[m] || !fin[m] {
-				wip |= 1 << m
-			}
-		}
-		if wip == 0 {
-			break
-		}
-		off := (cur + 1) % S
-		if hi := wip >> off << off; hi != 0 {
-			cur = bits.TrailingZeros32(hi)
-		} else {
-			cur = bits.TrailingZeros32(wip)
-		}
-		if tail[cur] <= old[cur] && !fin[cur] {
-			// Poll every source's tail until this one moved or finished.
-			word := w.tailOff(c, cur)
-			lw.At = 0
-			ws.Watch(word, lw)
-			o := uint64(old[cur])
-			t.WaitWord(ws, word, "v2 hybrid forward tail", func(v uint64) bool { return v>>32 > o || v&low != 0 })
-			ws.Unwatch(word, lw)
-			for m := range S {
-				v := ws.Load64(w.tailOff(c, m))
-				tail[m], fin[m] = int(v>>32), v&low != 0
-			}
-			if cur != me {
-				w.seenTail(t, r, c, cur, qp, lw.At)
-			}
-		}
-		start := old[cur]
-		end := min(tail[cur], start+w.vp.HybridUpdateInterval)
-		old[cur] = end
-		src := w.rail(r, cur)
-		for slot := start; slot < end; slot++ {
-			tok := cursor[cur]
-			for w.nodes[src][tok]&(1<<me) == 0 {
-				tok += w.nch
-			}
-			cursor[cur] = tok + w.nch
-			sleepUntil(t, stored) // tma_store_wait: the TMA buffer is free
-			sleepUntil(t, w.read(t, r, sm, rec, cfg.HBMLatency))
-			// Top-k to scale-up ranks, linked-list index exchange, dedup.
-			t.Cycles(w.vp.RouteCycles)
-			gm := w.gpus[src][tok*S+me]
-			// One slot atomic per GPU, issued by the lanes together: the
-			// warp waits for one device atomic.
-			first := true
-			for m := gm; m != 0; m &= m - 1 {
-				d := bits.TrailingZeros64(m)
-				if first {
-					slots[d] = t.AtomicAdd64(w.cnt[r].R, w.cnt[r].Off(d), 1, gpu.ScopeDevice)
-					first = false
-				} else {
-					slots[d] = w.cnt[r].R.FetchAdd64(w.cnt[r].Off(d), 1, t.Agent())
-				}
-			}
-			for m := gm; m != 0; m &= m - 1 {
-				d := bits.TrailingZeros64(m)
-				stored = max(stored, w.nvlStore(t, r, sm, d, w.dWin.Region(me*U+d), w.suOff(u, slots[d]), rec))
-				w.st.Fwd[r*U+d]++
-			}
-			t.Compute(cfg.StoreIssue) // forward metadata and slot indices
-			recs = append(recs, hFwd{src: int32(src), tok: int32(tok), last: slot == end-1})
-		}
-	}
-	w.fwd[r*w.nch+c] = recs
-	// Linked-list ends into every scale-up peer, then clean the tails.
-	for d := range U {
-		t.Store64(w.ws.Region(me*U+d), w.suTailOff(c, u), uint64(len(recs)))
-	}
-	for m := range S {
-		t.Store64(ws, w.tailOff(c, m), 0)
-	}
-	sleepUntil(t, stored) // the end barrier's tma_store_wait
 }
 
 // notify is one SM's notify warps (hybrid_dispatch.cuh's first role).
@@ -861,6 +504,8 @@ func putLE32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
+// Combine launches hybrid combine on every rank; the last combine warp of
+// each rank runs its reduction.
 func (w *Hybrid) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
@@ -891,15 +536,14 @@ func (w *Hybrid) launchCombine(r int) {
 	for _, v := range st.NodeTokens[r] {
 		back += int64(v)
 	}
-	reduce := e.P.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
+	w.reduce[r] = e.P.ReduceRate.TxTime(sim.Bytes(back * int64(w.crec)))
 	done := func(t *gpu.Group) {
 		if w.live[r]--; w.live[r] == 0 {
-			t.Compute(reduce)
+			t.Compute(w.reduce[r])
 			e.ReceiverDone(r, e.LastOf(r))
 		}
 	}
 	warps := 2 * w.C
-	_, then := w.dc.Backend().(gin.ThenBackend) // forward warps issue GIN ops
 	g.Launch("hcombine/sm0/barrier", 32*warps, func(t *gpu.Group) {
 		w.gridSync(t, r, 0, n)
 		w.nvlBarrier(t, r)
@@ -912,211 +556,11 @@ func (w *Hybrid) launchCombine(r int) {
 		w.gridSync(t, r, 1, n)
 		done(t)
 	})
+	k := newKernel(g, "hcombine", w.sync[r], n, 2)
 	for sm := range w.sms {
 		for s := range w.C {
-			c := sm*w.C + s
-			name := "hcombine/sm" + strconv.Itoa(sm) + "/scaleup" + strconv.Itoa(s)
-			if w.useThen() {
-				m := newHScaleup(w, r, sm, c, n, reduce)
-				m.t = g.LaunchHandler(name, 32, m, 0)
-			} else {
-				g.Launch(name, 32, func(t *gpu.Group) {
-					w.gridSync(t, r, 0, n)
-					w.gridSync(t, r, 1, n)
-					w.scaleup(t, r, sm, c)
-					done(t)
-				})
-			}
-			if name := "hcombine/sm" + strconv.Itoa(sm) + "/forward" + strconv.Itoa(s); w.useThen() && then {
-				m := newHCombFwd(w, r, sm, s, c, n, reduce)
-				m.t = g.LaunchHandler(name, 32, m, 0)
-			} else {
-				g.Launch(name, 32, func(t *gpu.Group) {
-					w.gridSync(t, r, 0, n)
-					w.gridSync(t, r, 1, n)
-					w.combineForward(t, r, sm, s, c)
-					done(t)
-				})
-			}
+			k.launch(newHScaleup(w, r, sm, s), "scaleup", s)
+			k.launch(newHCombFwd(w, r, sm, s), "forward", s)
 		}
-	}
-}
-
-// scaleup is a combine scale-up warp of channel c of rank r: it returns
-// the expert outputs of the records forwarder f (of its node) moved to r
-// in dispatch, one per forwarder per round.
-func (w *Hybrid) scaleup(t *gpu.Group, r, sm, c int) {
-	e := w.e
-	cfg := t.GPU().Config()
-	U, S, me, own := w.U, w.S, r/w.U, r%w.U
-	cursor := make([]int, U) // per forwarder: next record of its channel list
-	sent, old := make([]int, U), make([]int, U)
-	var stored sim.Time
-	dst := c
-	round := 0
-	next := func(f int) bool {
-		recs := w.fwd[(me*U+f)*w.nch+c]
-		for cursor[f] < len(recs) {
-			rc := recs[cursor[f]]
-			if w.gpus[rc.src][int(rc.tok)*S+me]&(1<<own) != 0 {
-				return true
-			}
-			cursor[f]++
-		}
-		return false
-	}
-	update := func(final bool) {
-		round++
-		if !final && round < w.vp.HybridScaleupInterval {
-			return
-		}
-		round = 0
-		sleepUntil(t, stored)
-		t.Fence(gpu.ScopeSystem) // st.release.sys
-		for f := range U {
-			if sent[f] != old[f] {
-				t.Store64(w.ws.Region(me*U+f), w.suTailOff(c, own), uint64(sent[f]))
-				old[f] = sent[f]
-			}
-		}
-	}
-	for {
-		t.Load64(w.topk[r].R, 0) // the next linked-list entry of every forwarder
-		var wip uint64
-		for f := range U {
-			if next(f) {
-				wip |= 1 << f
-			}
-		}
-		if wip == 0 {
-			break
-		}
-		for wip != 0 {
-			st := (dst + 1) % U
-			if hi := wip >> st << st; hi != 0 {
-				dst = bits.TrailingZeros64(hi)
-			} else {
-				dst = bits.TrailingZeros64(wip)
-			}
-			wip &^= 1 << dst
-			i := cursor[dst]
-			sleepUntil(t, stored) // tma_store_wait before reusing the TMA buffer
-			sleepUntil(t, w.read(t, r, sm, 2*e.Hidden, cfg.HBMLatency))
-			t.Cycles(w.vp.RouteCycles) // source metadata, top-k weights
-			stored = w.nvlStore(t, r, sm, dst, w.cw.Region(me*U+dst), w.cSuOff(own, c, i), w.crec)
-			w.st.Back[r*U+dst]++
-			sent[dst]++
-			cursor[dst]++
-		}
-		update(false)
-	}
-	update(true)
-}
-
-// combineForward is a combine forward warp of channel c (warp s of SM sm)
-// of rank r: it reduces and returns the records it forwarded in dispatch.
-func (w *Hybrid) combineForward(t *gpu.Group, r, sm, s, c int) {
-	e := w.e
-	cfg := t.GPU().Config()
-	ph := &e.Comb
-	U, S, me, crec := w.U, w.S, r/w.U, w.crec
-	qp, sh := qpFor(w.sms, w.qps, w.C, sm, s, false)
-	gn := w.dc.GinShared(t, r, qp, sh)
-	team := w.dc.Rail(r)
-	ws := w.ws.Region(r)
-	recs := w.fwd[r*w.nch+c]
-	recv, cached := make([]int, U), make([]int, U)
-	var stored sim.Time
-	pending := -1
-	// flush_last_tma_and_issue_rdma: wait for the previous record's store,
-	// put it to its source's rail peer unless it is on this node.
-	flush := func() {
-		if pending < 0 {
-			return
-		}
-		sleepUntil(t, stored)
-		rc := recs[pending]
-		if src := int(rc.src) / U; src != me {
-			if rc.last {
-				gn.Put(team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, pending), uint64(crec), nil, nil)
-				w.st.CLast++
-			} else {
-				gn.Put(team, src, w.cw, w.cRecvOff(me, int(rc.tok)), w.cw, w.cSendOff(c, pending), uint64(crec), nil, nil,
-					gin.OptAggregateRequests)
-			}
-			ph.RDMABytes += int64(crec)
-			w.st.CPuts++
-		}
-		pending = -1
-	}
-	for i, rc := range recs {
-		gm := w.gpus[rc.src][int(rc.tok)*S+me]
-		ready := func() (int, bool) {
-			for m := gm; m != 0; m &= m - 1 {
-				if j := bits.TrailingZeros64(m); recv[j] >= cached[j] {
-					return j, false
-				}
-			}
-			return 0, true
-		}
-		if _, ok := ready(); !ok {
-			t.Load64(ws, w.suTailOff(c, 0)) // reload every tail (one load per lane)
-			for j := range U {
-				cached[j] = int(ws.Load64(w.suTailOff(c, j)))
-			}
-			for {
-				j, ok := ready()
-				if ok {
-					break
-				}
-				o := uint64(recv[j])
-				t.WaitWord(ws, w.suTailOff(c, j), "v2 hybrid combine scale-up tail", func(v uint64) bool { return v > o })
-				for j := range U {
-					cached[j] = int(ws.Load64(w.suTailOff(c, j)))
-				}
-			}
-		}
-		for m := gm; m != 0; m &= m - 1 {
-			recv[bits.TrailingZeros64(m)]++
-		}
-		// combine_reduce: load every GPU's contribution; before writing
-		// the TMA buffer, release it (the previous record's put).
-		loaded := w.read(t, r, sm, bits.OnesCount64(gm)*crec, cfg.HBMLatency)
-		flush()
-		sleepUntil(t, loaded)
-		t.Cycles(w.vp.RouteCycles) // top-k weight merge
-		stored = w.write(t, r, sm, crec, cfg.StoreLatency)
-		pending = i
-		ph.Msgs++
-	}
-	flush()
-	for j := range U {
-		t.Store64(ws, w.suTailOff(c, j), 0)
-	}
-	gn.Flush()
-	// Finish flags: red_add_rel pack2(1, 0) into every rail peer's tail
-	// word of this channel, then wait for every peer's.
-	t.Parallel(S, func(th *gpu.Group, m int) {
-		if m == me {
-			th.AtomicAdd64(ws, w.tailOff(c, me), 1, gpu.ScopeDevice)
-			return
-		}
-		start := th.Now()
-		w.dc.GinShared(th, r, qp, sh).Signal(team, m, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: 1})
-		w.issue[(w.rail(r, m)*w.nch+c)*S+me] = hIssue{start, th.Now()}
-		ph.Sigs++
-		w.st.CFinish++
-	})
-	lw := &workload.LandWatch{Sim: e.Sim}
-	for m := range S {
-		word := w.tailOff(c, m)
-		lw.At = 0
-		ws.Watch(word, lw)
-		t.WaitWord(ws, word, "v2 hybrid combine finish", func(v uint64) bool { return v == 1 })
-		ws.Unwatch(word, lw)
-		if m != me {
-			w.seenTail(t, r, c, m, qp, lw.At)
-		}
-		t.Store64(ws, word, 0)
 	}
 }

@@ -183,15 +183,12 @@ func TestV2HybridReplay(t *testing.T) {
 // (token, remote node): on the same routing hybrid moves fewer RDMA bytes,
 // and its NICs never talk to another local index.
 func TestV2HybridDedupsByNode(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 32)
 	_, remote, _ := v2Pairs(t, tr)
 	x := v2hExpected(t, tr, 8, 1)
 	require.Less(t, sum64(x.puts), remote, "the routing must have tokens with several GPUs on one remote node")
-	d, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-	require.NoError(t, err)
-	h, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-	require.NoError(t, err)
+	d := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct})
+	h := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Hybrid})
 	assert.Less(t, h.Layers[0].Dispatch.RDMABytes, d.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, h.Layers[0].Combine.RDMABytes, d.Layers[0].Combine.RDMABytes)
 	assert.Equal(t, d.Layers[0].Dispatch.BandwidthBytes, h.Layers[0].Dispatch.BandwidthBytes,
@@ -202,7 +199,6 @@ func TestV2HybridDedupsByNode(t *testing.T) {
 // hybrid across nodes, direct inside one; hybrid cannot be forced on one
 // node.
 func TestV2ModeChoice(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	for _, c := range []struct {
 		ep     int
 		mode   string
@@ -213,15 +209,14 @@ func TestV2ModeChoice(t *testing.T) {
 		{8, replay.ModeV2, replay.ModeV2Direct, false},
 		{16, replay.ModeV2Direct, replay.ModeV2Direct, false},
 	} {
-		rep, err := replay.Run(replaytest.TinyTrace(t, c.ep, 4), spec, replay.Options{Mode: c.mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
-			Backends: replaytest.Backends})
-		require.NoError(t, err)
+		rep := replayOne(t, replaytest.TinyTrace(t, c.ep, 4), replay.Options{Mode: c.mode})
 		assert.Equal(t, c.want, rep.Mode, "EP%d --mode %s", c.ep, c.mode)
 		assert.Equal(t, c.nvlink, rep.NVLink, "EP%d --mode %s", c.ep, c.mode)
 		if c.mode == replay.ModeV2 {
 			assert.Contains(t, rep.Notes[2], "DeepEP's own choice")
 		}
 	}
+	spec, _ := machine.Preset("h100-ib")
 	_, err := replay.Run(replaytest.TinyTrace(t, 8, 4), spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Backends: replaytest.Backends})
 	assert.ErrorContains(t, err, "two or more whole nodes")
 }
@@ -260,61 +255,13 @@ func TestV2HybridNumSMs(t *testing.T) {
 // port and the atomics convoyed at one round trip each (8 tokens took
 // 85 us, 64 tokens 49 us).
 func TestV2HybridFewerTokensNotSlower(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	m, err := traces.ModelByName("kimi-k2")
 	require.NoError(t, err)
 	dispatch := func(tokens int) float64 {
 		tr, err := traces.Generate(traces.GenConfig{Model: m, EP: 16, RanksPerNode: 8, TokensPerRank: tokens, Seed: 3})
 		require.NoError(t, err)
-		rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Hybrid, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-		require.NoError(t, err)
-		return rep.DispatchUS
+		return replayOne(t, tr, replay.Options{Mode: replay.ModeV2Hybrid}).DispatchUS
 	}
 	few, more := dispatch(8), dispatch(64)
 	assert.LessOrEqual(t, few, more, "8 tokens per rank dispatched in %.1f us, 64 in %.1f us", few, more)
-}
-
-// The V2 warps that run as state machines produce exactly the reports and
-// counters of their process versions (replay.Options.noThen), in both modes and
-// on both replaytest.Backends.
-func TestV2WarpsWithoutProcess(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
-	for _, c := range []struct {
-		name    string
-		mode    string
-		ep, tok int
-		backend string
-		nvlink  bool
-	}{
-		{"hybrid-ep16-gdaki", replay.ModeV2Hybrid, 16, 64, replay.BackendGDAKI, true},
-		{"hybrid-ep32-gdaki", replay.ModeV2Hybrid, 32, 48, replay.BackendGDAKI, true},
-		// Several records per channel: forward chunks of more than one
-		// record (puts with AggregateRequests in combine), tokens a
-		// forwarder skips.
-		{"hybrid-ep32-gdaki-long", replay.ModeV2Hybrid, 32, 384, replay.BackendGDAKI, true},
-		{"hybrid-ep16-proxy", replay.ModeV2Hybrid, 16, 24, replay.BackendProxy, true},
-		{"direct-ep16-gdaki", replay.ModeV2Direct, 16, 64, replay.BackendGDAKI, false},
-		{"direct-ep16-nvlink", replay.ModeV2Direct, 16, 64, replay.BackendGDAKI, true},
-		{"direct-ep16-proxy", replay.ModeV2Direct, 16, 24, replay.BackendProxy, false},
-		{"direct-ep8-nvlink", replay.ModeV2Direct, 8, 96, replay.BackendGDAKI, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			tr := replaytest.TinyTrace(t, c.ep, c.tok)
-			run := func(noThen bool) (*replay.Report, v2.HybridStats) {
-				var w *v2.Hybrid
-				obs := func(x replay.Workload) { w, _ = x.(*v2.Hybrid) }
-				rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink, Seed: 1, Layers: 1,
-					Backends: replaytest.Backends, NoThen: noThen})
-				require.NoError(t, err)
-				if w == nil {
-					return rep, v2.HybridStats{}
-				}
-				return rep, w.Stats()
-			}
-			procRep, procSt := run(true)
-			thenRep, thenSt := run(false)
-			assert.Equal(t, procRep, thenRep)
-			assert.Equal(t, procSt, thenSt)
-		})
-	}
 }

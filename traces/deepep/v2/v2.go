@@ -116,14 +116,21 @@ func NumSMs(experts, topK, ranks, nvl, rdma int, nvlGBps float64, p Params, devi
 	// Direct mode is bounded by NVLink traffic (the scale-out branch of
 	// the formula needs num_scaleout_ranks > 1).
 	traffic := float64(nvl) / float64(ranks) * (1 - 1/float64(nvl))
-	n := deviceSMs
-	if traffic > 0 {
-		x := math.Max(nvlGBps/traffic*read/p.SMReadRate.GBps(), nvlGBps/traffic*write/p.SMWriteRate.GBps())
-		n = int(math.Ceil(x * 1.25))
-		n = max(4, n)
-		n = (n + 1) / 2 * 2
+	return smsFor(nvlGBps, traffic, read, write, p, deviceSMs)
+}
+
+// smsFor is the end of get_theoretical_num_sms: the SMs whose TMA read and
+// write bandwidth keep up, with 25% headroom, with a link of gbs GB/s
+// carrying traffic per token when the SMs read and write read and write
+// per token; an even count of at least 4, at most deviceSMs (all of them
+// without traffic).
+func smsFor(gbs, traffic, read, write float64, p Params, deviceSMs int) int {
+	if traffic <= 0 {
+		return deviceSMs
 	}
-	return min(n, deviceSMs)
+	x := math.Max(gbs/traffic*read/p.SMReadRate.GBps(), gbs/traffic*write/p.SMWriteRate.GBps())
+	n := max(4, int(math.Ceil(x*1.25)))
+	return min((n+1)/2*2, deviceSMs)
 }
 
 // NumQPs is get_theoretical_num_qps in direct mode.
@@ -149,14 +156,7 @@ func HybridNumSMs(experts, topK, ranks, scaleout int, rdmaGBps, nvlGBps float64,
 	if rdma/rdmaGBps > nvl/nvlGBps {
 		gbs, traffic = rdmaGBps, rdma
 	}
-	n := deviceSMs
-	if traffic > 0 {
-		x := math.Max(gbs/traffic*read/p.SMReadRate.GBps(), gbs/traffic*write/p.SMWriteRate.GBps())
-		n = int(math.Ceil(x * 1.25))
-		n = max(4, n)
-		n = (n + 1) / 2 * 2
-	}
-	return min(n, deviceSMs)
+	return smsFor(gbs, traffic, read, write, p, deviceSMs)
 }
 
 // HybridNumQPs is get_theoretical_num_qps in hybrid mode: num_sms × 16
@@ -345,6 +345,9 @@ func (w *Direct) Setup() error {
 	if err != nil {
 		return fmt.Errorf("v2: %w", err)
 	}
+	if err := needThen(w.dc); err != nil {
+		return err
+	}
 	T := uint64(st.MaxTokens)
 	if w.dWin, err = comm.WindowRegister("v2/dispatch", sim.Bytes((uint64(R)+1)*T*uint64(w.rec)), 0, false); err != nil {
 		return fmt.Errorf("v2: %w", err)
@@ -390,12 +393,6 @@ func (w *Direct) read(t *gpu.Group, r, sm, n int, lat sim.Duration) sim.Time {
 // write is read for the SM's TMA write bandwidth.
 func (w *Direct) write(t *gpu.Group, r, sm, n int, lat sim.Duration) sim.Time {
 	return w.ports[r][sm].Write(t.Now(), sim.Bytes(n)).Add(lat)
-}
-
-func sleepUntil(t *gpu.Group, at sim.Time) {
-	if d := at.Sub(t.Now()); d > 0 {
-		t.Sleep(d)
-	}
 }
 
 // gridSync is grid sync i of rank r's kernel of n SMs (gpu.GridSync on
@@ -500,22 +497,36 @@ func (w *Direct) distinctRanks(r, tok int, buf []int) []int {
 	return buf
 }
 
-// dispatch launches dispatch_impl on every rank.
-func (w *Direct) Dispatch() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Disp, "dispatch")
-	for r := range st.EP {
-		e.Disp.BWBytes[r] = w.bwTokens(r) * w.tokBytes
-		w.launchDispatch(r)
+// Dispatch launches dispatch_impl on every rank.
+func (w *Direct) Dispatch() { w.phase(&w.e.Disp, "dispatch", w.tokBytes, w.launchDispatch) }
+
+// phase begins phase ph and launches its kernel on every rank r, whose
+// bandwidth bytes (DeepEP's count) are bwTokens(r) × perToken.
+func (w *Direct) phase(ph *workload.Phase, name string, perToken int64, launch func(r int)) {
+	w.e.BeginOne(ph, name)
+	for r := range w.e.Step.EP {
+		ph.BWBytes[r] = w.bwTokens(r) * perToken
+		launch(r)
 	}
+}
+
+// launchBarrier launches SM 0's barrier threads of rank r's kernel: the
+// prologue barrier (le tags it), the end barrier's grid syncs (n groups,
+// then the flush warps), the end barrier (le+1), then done.
+func (w *Direct) launchBarrier(g *gpu.GPU, r int, kernel string, threads int, n uint64, le int, done func(t *gpu.Group)) {
+	g.Launch(kernel+"/barrier", threads, func(t *gpu.Group) {
+		w.barrier(t, r, le)
+		w.gridSync(t, r, 0, n)
+		w.gridSync(t, r, 1, n)
+		w.gridSync(t, r, 2, uint64(w.qps)+1)
+		w.barrier(t, r, le+1)
+		done(t)
+	})
 }
 
 func (w *Direct) launchDispatch(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	cfg := g.Config()
-	ph := &e.Disp
-	R, T, rec := st.EP, st.MaxTokens, w.rec
 	w.sync[r] = workload.NewGPUArray(g, "v2/dispatch-sync", 3)
 	// Tokens of dispatch warp (sm, wi): wi*sms + sm, stride dw*sms.
 	type warp struct {
@@ -537,12 +548,7 @@ func (w *Direct) launchDispatch(r int) {
 	n := uint64(1 + w.sms + len(warps) + w.qps)
 
 	// SM 0's barrier threads: prologue barrier, end barrier, done.
-	g.Launch("dispatch/barrier", 32*(w.vp.NotifyWarps+w.dw), func(t *gpu.Group) {
-		w.barrier(t, r, 0)
-		w.gridSync(t, r, 0, n)
-		w.gridSync(t, r, 1, n)
-		w.gridSync(t, r, 2, uint64(w.qps)+1)
-		w.barrier(t, r, 1)
+	w.launchBarrier(g, r, "dispatch", 32*(w.vp.NotifyWarps+w.dw), n, 0, func(*gpu.Group) {
 		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "dispatch", n, n)
@@ -553,80 +559,9 @@ func (w *Direct) launchDispatch(r int) {
 			w.gridSync(t, r, 1, n)
 		})
 	}
-	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
+	k := newKernel(g, "dispatch", w.sync[r], n, 1)
 	for _, wp := range warps {
-		qp, sharing := qpFor(w.sms, w.qps, w.dw, wp.sm, wp.wi, true)
-		name := "dispatch/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
-		if then && w.useThen() {
-			m := newDispWarp(w, r, wp.sm, qp, sharing, n, wp.toks)
-			m.t = g.LaunchHandler(name, 32, m, 0)
-			continue
-		}
-		g.Launch(name, 32, func(t *gpu.Group) {
-			w.gridSync(t, r, 0, n)
-			var dsts, lsa, remote []int
-			var slots []uint64
-			var stored sim.Time // every TMA store of the warp has landed
-			for _, tok := range wp.toks {
-				// prepare_token: TMA load of the token, top-k load,
-				// dedup, one slot atomic per distinct destination rank.
-				sleepUntil(t, stored)
-				loaded := w.read(t, r, wp.sm, rec, cfg.HBMLatency)
-				t.Load64(w.topk[r].R, 0)
-				t.Cycles(w.vp.RouteCycles)
-				dsts = w.distinctRanks(r, tok, dsts)
-				slots = append(slots[:0], make([]uint64, len(dsts))...)
-				t.Parallel(len(dsts), func(th *gpu.Group, i int) {
-					slots[i] = th.AtomicAdd64(w.slot[r].R, w.slot[r].Off(dsts[i]), 1, gpu.ScopeDevice)
-				})
-				sleepUntil(t, loaded)
-				ph.Msgs += int64(len(dsts))
-				// TMA store into the send buffer (RDMA source).
-				var sent sim.Time
-				if !w.nvlScale {
-					sent = w.write(t, r, wp.sm, rec, cfg.StoreLatency)
-					stored = max(stored, sent)
-				}
-				// TMA stores for the local rank and NVLink peers.
-				lsa, remote = lsa[:0], remote[:0]
-				for i, d := range dsts {
-					if d == r || w.nvl(r, d) {
-						lsa = append(lsa, i)
-					} else {
-						remote = append(remote, i)
-					}
-				}
-				t.Parallel(len(lsa), func(th *gpu.Group, j int) {
-					i := lsa[j]
-					d := dsts[i]
-					off := (uint64(r)*uint64(T) + slots[i]) * uint64(rec)
-					var at sim.Time
-					if d == r {
-						at = w.write(th, r, wp.sm, rec, cfg.StoreLatency)
-					} else {
-						at = th.NVLinkWrite(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(rec))
-					}
-					stored = max(stored, at)
-				})
-				if len(remote) == 0 {
-					continue
-				}
-				// tma_store_wait<1>: the send buffer copy is complete;
-				// then each lane puts the record to its rank.
-				sleepUntil(t, sent)
-				t.Parallel(len(remote), func(th *gpu.Group, j int) {
-					i := remote[j]
-					d := dsts[i]
-					off := (uint64(r)*uint64(T) + slots[i]) * uint64(rec)
-					gn := w.dc.GinShared(th, r, qp, sharing)
-					gn.Put(w.dc.World(r), d, w.dWin, off, w.dWin, (uint64(R)*uint64(T)+uint64(tok))*uint64(rec),
-						uint64(rec), nil, nil)
-					ph.RDMABytes += int64(rec)
-				})
-			}
-			sleepUntil(t, stored)
-			w.gridSync(t, r, 1, n)
-		})
+		k.launch(newDispWarp(w, r, wp.sm, wp.wi, wp.toks), "w", wp.wi)
 	}
 }
 
@@ -731,22 +666,13 @@ func le64(b []byte) uint64 {
 // token tok of rank src, reduced over the c experts of this rank it chose.
 type combRecord struct{ src, tok, c int }
 
-// combine launches combine_impl on every rank, then each rank's reduction.
-func (w *Direct) Combine() {
-	e, st := w.e, w.e.Step
-	e.BeginOne(&e.Comb, "combine")
-	for r := range st.EP {
-		e.Comb.BWBytes[r] = w.bwTokens(r) * w.combBytes
-		w.launchCombine(r)
-	}
-}
+// Combine launches combine_impl on every rank, then each rank's reduction.
+func (w *Direct) Combine() { w.phase(&w.e.Comb, "combine", w.combBytes, w.launchCombine) }
 
 func (w *Direct) launchCombine(r int) {
 	e, st := w.e, w.e.Step
 	g := e.M.GPUs[r]
-	cfg := g.Config()
-	ph := &e.Comb
-	R, T, crec := st.EP, st.MaxTokens, w.crec
+	R, crec := st.EP, w.crec
 	w.sync[r] = workload.NewGPUArray(g, "v2/combine-sync", 3)
 	// The records rank r received in dispatch, in receive-buffer order
 	// (source rank, then token).
@@ -788,51 +714,13 @@ func (w *Direct) launchCombine(r int) {
 		back += int64(st.RankTokens[r][d])
 	}
 	reduce := sim.Bytes(back * int64(crec))
-	g.Launch("combine/barrier", 32*w.cw, func(t *gpu.Group) {
-		w.barrier(t, r, 2)
-		w.gridSync(t, r, 0, n)
-		w.gridSync(t, r, 1, n)
-		w.gridSync(t, r, 2, uint64(w.qps)+1)
-		w.barrier(t, r, 3)
+	w.launchBarrier(g, r, "combine", 32*w.cw, n, 2, func(t *gpu.Group) {
 		t.Compute(e.P.ReduceRate.TxTime(reduce))
 		e.ReceiverDone(r, e.LastOf(r))
 	})
 	w.flushers(g, r, "combine", n, n)
-	_, then := w.dc.Backend().(gin.ThenBackend) // the warps put over GIN
+	k := newKernel(g, "combine", w.sync[r], n, 1)
 	for _, wp := range warps {
-		qp, sharing := qpFor(w.sms, w.qps, w.cw, wp.sm, wp.wi, false)
-		name := "combine/sm" + strconv.Itoa(wp.sm) + "/w" + strconv.Itoa(wp.wi)
-		if then && w.useThen() {
-			m := newCombWarp(w, r, wp.sm, qp, sharing, n, wp.recs)
-			m.t = g.LaunchHandler(name, 32, m, 0)
-			continue
-		}
-		g.Launch(name, 32, func(t *gpu.Group) {
-			w.gridSync(t, r, 0, n)
-			var stored sim.Time
-			for _, rc := range wp.recs {
-				// Wait for the TMA buffer, load (or locally reduce) the
-				// rank's expert outputs of the token.
-				sleepUntil(t, stored)
-				sleepUntil(t, w.read(t, r, wp.sm, rc.c*2*e.Hidden, cfg.HBMLatency))
-				ph.Msgs++
-				off := (uint64(r)*uint64(T) + uint64(rc.tok)) * uint64(crec)
-				switch {
-				case rc.src == r:
-					stored = w.write(t, r, wp.sm, crec, cfg.StoreLatency)
-				case w.nvl(r, rc.src):
-					stored = t.NVLinkWrite(e.M.Ranks[rc.src].Local, w.cWin.Region(rc.src), off, nil, sim.Bytes(crec))
-				default:
-					send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
-					stored = w.write(t, r, wp.sm, crec, cfg.StoreLatency)
-					sleepUntil(t, stored)
-					w.dc.GinShared(t, r, qp, sharing).Put(w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
-						uint64(crec), nil, nil)
-					ph.RDMABytes += int64(crec)
-				}
-			}
-			sleepUntil(t, stored)
-			w.gridSync(t, r, 1, n)
-		})
+		k.launch(newCombWarp(w, r, wp.sm, wp.wi, wp.recs), "w", wp.wi)
 	}
 }

@@ -45,6 +45,20 @@ func v2Pairs(t *testing.T, tr *traces.Trace) (all, remote, selections int64) {
 	return all, remote, selections
 }
 
+// replayOne replays the first step of tr on h100-ib with o (GDAKI when o
+// names no backend; seed 1, replaytest.Backends).
+func replayOne(t *testing.T, tr *traces.Trace, o replay.Options) *replay.Report {
+	t.Helper()
+	spec, _ := machine.Preset("h100-ib")
+	if o.Backend == "" {
+		o.Backend = replay.BackendGDAKI
+	}
+	o.Seed, o.Layers, o.Backends = 1, 1, replaytest.Backends
+	rep, err := replay.Run(tr, spec, o)
+	require.NoError(t, err)
+	return rep
+}
+
 func TestV2Replay(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	for _, backend := range []string{replay.BackendGDAKI, replay.BackendProxy} {
@@ -98,37 +112,29 @@ func TestV2Replay(t *testing.T) {
 // TestV2DedupSavesRDMA: tokens that pick several experts on one rank are
 // sent once to that rank by V2 and once per expert by V1 LL.
 func TestV2DedupSavesRDMA(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 32)
 	all, _, sel := v2Pairs(t, tr)
 	require.Less(t, all, sel, "the routing must have tokens with several experts on one rank")
-	v2, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-	require.NoError(t, err)
-	ll, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeLL, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-	require.NoError(t, err)
+	v2 := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct})
+	ll := replayOne(t, tr, replay.Options{Mode: replay.ModeLL})
 	assert.Less(t, v2.Layers[0].Dispatch.RDMABytes, ll.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, v2.Layers[0].Combine.RDMABytes, ll.Layers[0].Combine.RDMABytes)
 	assert.Less(t, v2.Layers[0].Dispatch.Messages, ll.Layers[0].Dispatch.Messages)
 }
 
 func TestV2NVLink(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 8)
 	_, remote, _ := v2Pairs(t, tr)
-	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: replay.BackendGDAKI, NVLink: true, Seed: 1, Layers: 1,
-		Backends: replaytest.Backends})
-	require.NoError(t, err)
+	rep := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct, NVLink: true})
 	rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
 	assert.Less(t, rep.Layers[0].Dispatch.RDMABytes, remote*rec, "same-node records go over NVLink")
 	assert.Greater(t, rep.Layers[0].Dispatch.RDMABytes, int64(0))
 }
 
 func TestNCCLEPStillLL(t *testing.T) {
-	spec, _ := machine.Preset("h100-ib")
 	tr := replaytest.TinyTrace(t, 16, 4)
 	_, _, sel := v2Pairs(t, tr)
-	rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeNCCLEP, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1, Backends: replaytest.Backends})
-	require.NoError(t, err)
+	rep := replayOne(t, tr, replay.Options{Mode: replay.ModeNCCLEP})
 	l := rep.Layers[0]
 	assert.Equal(t, sel, l.Dispatch.Messages, "one message per selection, no dedup")
 	assert.Equal(t, int64(16*tr.Slots()), l.Dispatch.Signals)
@@ -174,5 +180,28 @@ func TestV2QP(t *testing.T) {
 		q, s := v2.QPFor(c.sms, c.qps, c.ch, c.sm, c.chIdx, c.notify)
 		assert.Equal(t, c.want, q, "%+v", c)
 		assert.Equal(t, c.sharing, s, "%+v", c)
+	}
+}
+
+// processOnly is a backend that issues only for groups with a process
+// (it hides IssueThen and FlushThen).
+type processOnly struct{ gin.Backend }
+
+// The V2 warps have no process: both modes refuse a backend that cannot
+// issue for them, naming it, instead of failing mid-run.
+func TestV2NeedsThenBackend(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	bk := func() map[gin.Type]gin.Backend {
+		m := replaytest.Backends()
+		for k, b := range m {
+			m[k] = processOnly{b}
+		}
+		return m
+	}
+	for _, mode := range []string{replay.ModeV2Direct, replay.ModeV2Hybrid} {
+		_, err := replay.Run(replaytest.TinyTrace(t, 16, 4), spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: 1, Layers: 1,
+			Backends: bk})
+		require.Error(t, err, mode)
+		assert.Contains(t, err.Error(), "GIN backend gdaki issues only for a group with a process", mode)
 	}
 }
