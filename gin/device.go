@@ -47,10 +47,13 @@ type Gin struct {
 	op       Op
 	lastOp   obs.OpID // the last op this handle issued (observer only)
 	call     *Call    // the last call reported to a hook (allocated by the first)
-	// PutThen's backend and continuation.
+	// PutThen's and FlushThen's backend, continuation and step (the
+	// program counter of thenStep and flushStep, as every process-free
+	// machine keeps one).
 	tb   ThenBackend
 	kh   sim.Handler
 	karg uint64
+	kpc  uint8
 }
 
 // Gin returns the handle of world rank rank's coop t on context ctx, in the
@@ -305,8 +308,8 @@ func (g *Gin) issueThen(h sim.Handler, arg uint64) {
 	}
 	g.op.Ctx, g.op.Sharing = g.ctx, g.sharing
 	g.stamp()
-	g.kh, g.karg, g.tb = h, arg, tb
-	g.t.SyncThen((*thenStep)(g), thenIssue)
+	g.kh, g.karg, g.tb, g.kpc = h, arg, tb, thenIssue
+	g.t.SyncThen((*thenStep)(g), 0)
 }
 
 // CanThen reports whether the handle's backend can issue for a group
@@ -321,19 +324,21 @@ func (g *Gin) CanThen() bool {
 type thenStep Gin
 
 const (
-	thenIssue = iota
+	thenIssue uint8 = iota
 	thenSync
 	thenDone
 )
 
 // Handle implements sim.Handler.
-func (st *thenStep) Handle(s *sim.Sim, step uint64) {
+func (st *thenStep) Handle(s *sim.Sim, _ uint64) {
 	g := (*Gin)(st)
-	switch step {
+	switch g.kpc {
 	case thenIssue:
-		g.tb.IssueThen(g.t, g.dc, g.rank, &g.op, st, thenSync)
+		g.kpc = thenSync
+		g.tb.IssueThen(g.t, g.dc, g.rank, &g.op, st, 0)
 	case thenSync:
-		g.t.SyncThen(st, thenDone)
+		g.kpc = thenDone
+		g.t.SyncThen(st, 0)
 	default:
 		h := g.kh
 		g.kh, g.tb = nil, nil
@@ -480,8 +485,8 @@ func (g *Gin) FlushThen(h sim.Handler, arg uint64) {
 	if !ok {
 		panic(fmt.Sprintf("gin: flush on backend %s, which flushes only for a group with a process (check CanThen)", g.dc.backend.Name()))
 	}
-	g.kh, g.karg, g.tb = h, arg, tb
-	g.t.SyncThen((*flushStep)(g), flushPeers)
+	g.kh, g.karg, g.tb, g.kpc = h, arg, tb, flushPeers
+	g.t.SyncThen((*flushStep)(g), 0)
 }
 
 // flushStep is FlushThen's front end: coop.Sync, the per-peer flushes,
@@ -489,19 +494,21 @@ func (g *Gin) FlushThen(h sim.Handler, arg uint64) {
 type flushStep Gin
 
 const (
-	flushPeers = iota
+	flushPeers uint8 = iota
 	flushSync
 	flushDone
 )
 
 // Handle implements sim.Handler.
-func (st *flushStep) Handle(s *sim.Sim, step uint64) {
+func (st *flushStep) Handle(s *sim.Sim, _ uint64) {
 	g := (*Gin)(st)
-	switch step {
+	switch g.kpc {
 	case flushPeers:
-		g.t.ParallelThen(len(g.dc.peers(g.rank)), st.peer, st, flushSync)
+		g.kpc = flushSync
+		g.t.ParallelThen(len(g.dc.peers(g.rank)), st.peer, st, 0)
 	case flushSync:
-		g.t.SyncThen(st, flushDone)
+		g.kpc = flushDone
+		g.t.SyncThen(st, 0)
 	default:
 		h := g.kh
 		g.kh, g.tb = nil, nil

@@ -46,7 +46,8 @@ func NewLanes(warp *Group, n int, start, job func(th *Group, i int),
 		for i := range n {
 			m := &laneMachine{l: l, i: i}
 			l.ms[i] = m
-			m.t = g.LaunchHandler(warp.Name()+"/lane"+strconv.Itoa(i), 1, m, laneStart)
+			m.pc = laneStart
+			m.t = g.LaunchHandler(warp.Name()+"/lane"+strconv.Itoa(i), 1, m, 0)
 			l.lanes = append(l.lanes, m.t)
 		}
 		return l
@@ -138,10 +139,11 @@ type laneMachine struct {
 	i      int
 	parked bool
 	start  sim.Time
+	pc     uint8 // the event due: laneStart, laneWake or laneDone
 }
 
 const (
-	laneStart = iota
+	laneStart uint8 = iota
 	laneWake
 	laneDone
 )
@@ -153,13 +155,14 @@ func (m *laneMachine) wake() {
 	}
 	m.parked = false
 	s := m.t.GPU().Sim()
-	s.Post(s.Now(), m, laneWake)
+	m.pc = laneWake
+	s.Post(s.Now(), m, 0)
 }
 
 // Handle implements sim.Handler.
-func (m *laneMachine) Handle(s *sim.Sim, arg uint64) {
+func (m *laneMachine) Handle(s *sim.Sim, _ uint64) {
 	l := m.l
-	switch arg {
+	switch m.pc {
 	case laneStart:
 		if l.start != nil {
 			l.start(m.t, m.i)
@@ -180,7 +183,8 @@ func (m *laneMachine) Handle(s *sim.Sim, arg uint64) {
 	switch {
 	case l.todo[m.i]:
 		m.start = s.Now()
-		l.jobThen(m.t, m.i, m, laneDone)
+		m.pc = laneDone
+		l.jobThen(m.t, m.i, m, 0)
 	case l.quit:
 		m.t.End()
 	default:

@@ -78,7 +78,8 @@ type machine interface {
 func (k *kernel) launch(m machine, role string, i int) {
 	b := m.base()
 	b.grid = gridSync{words: k.words, reached: k.reached, last: k.pre - 1, h: m}
-	b.t = k.g.LaunchHandler(k.name+"/sm"+strconv.Itoa(b.sm)+"/"+role+strconv.Itoa(i), 32, &b.grid, gsArrive)
+	b.grid.pc = gsArrive
+	b.t = k.g.LaunchHandler(k.name+"/sm"+strconv.Itoa(b.sm)+"/"+role+strconv.Itoa(i), 32, &b.grid, 0)
 	b.grid.t = b.t
 }
 
@@ -123,11 +124,12 @@ type gridSync struct {
 	i, last int
 	end     bool
 	h       sim.Handler
+	pc      uint8
 }
 
 // Steps of a gridSync.
 const (
-	gsArrive = iota // arrive at sync point i
+	gsArrive uint8 = iota // arrive at sync point i
 	gsWait          // arrived: wait for the others
 	gsNext          // every group arrived: the next point, or done
 )
@@ -136,26 +138,30 @@ const (
 // warp's TMA stores have landed), runs grid sync i and ends the group.
 func (g *gridSync) drainEnd(stored sim.Time, i int) {
 	g.i, g.last, g.end = i, i, true
+	g.pc = gsArrive
 	if d := stored.Sub(g.t.Now()); d > 0 {
-		g.t.SleepThen(d, g, gsArrive)
+		g.t.SleepThen(d, g, 0)
 		return
 	}
-	g.Handle(nil, gsArrive)
+	g.Handle(nil, 0)
 }
 
 // Handle implements sim.Handler.
-func (g *gridSync) Handle(_ *sim.Sim, step uint64) {
+func (g *gridSync) Handle(_ *sim.Sim, _ uint64) {
 	t, w := g.t, g.words
-	switch step {
+	switch g.pc {
 	case gsArrive:
-		t.GridArriveThen(w.R, w.Off(g.i), g, gsWait)
+		g.pc = gsWait
+		t.GridArriveThen(w.R, w.Off(g.i), g, 0)
 	case gsWait:
-		t.GridWaitThen(w.R, w.Off(g.i), g.reached, g, gsNext)
+		g.pc = gsNext
+		t.GridWaitThen(w.R, w.Off(g.i), g.reached, g, 0)
 	case gsNext:
 		switch {
 		case g.i < g.last:
 			g.i++
-			g.Handle(nil, gsArrive)
+			g.pc = gsArrive
+			g.Handle(nil, 0)
 		case g.end:
 			t.End()
 		default:
