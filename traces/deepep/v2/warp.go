@@ -130,8 +130,8 @@ type gridSync struct {
 // Steps of a gridSync.
 const (
 	gsArrive uint8 = iota // arrive at sync point i
-	gsWait          // arrived: wait for the others
-	gsNext          // every group arrived: the next point, or done
+	gsWait                // arrived: wait for the others
+	gsNext                // every group arrived: the next point, or done
 )
 
 // drainEnd ends the warp: it sleeps until stored (tma_store_wait: the
