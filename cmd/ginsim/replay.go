@@ -38,7 +38,7 @@ type replayFlags struct {
 	timeline, pcap, plot   string
 	pcapRanks              []int
 	pcapSnapLen            int
-	check                  bool
+	check, timelineDetail  bool
 	timelineUtil           string
 	loss, corrupt          string
 	faults                 []string
@@ -94,6 +94,7 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
 	fl.StringVar(&f.timelineUtil, "timeline-util", "", "with --timeline, sample every resource's utilisation each `INTERVAL` (1us, 500ns) and draw the busy ones as counter tracks")
+	fl.BoolVar(&f.timelineDetail, "timeline-detail", false, "with --timeline, add per-warp tracks (each device group's GIN activity and blocking waits) and per-QP tracks (send queue busy, outstanding WQEs) under every rank")
 	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
@@ -179,6 +180,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		utilEvery = sim.Duration(d)
 	}
+	if f.timelineDetail && f.timeline == "" {
+		return Usagef("--timeline-detail draws into the timeline: add --timeline FILE")
+	}
 	if f.check && f.mode == replay.ModeHT {
 		return Usagef("--check: %v", replay.ErrCheckHT)
 	}
@@ -229,7 +233,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed,
 		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
-		UtilEvery: utilEvery}
+		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile

@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/deepep/ht"
 	"github.com/ginsim/ginsim/traces/deepep/ll"
@@ -96,6 +97,10 @@ type Options struct {
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
+	// TimelineDetail, with Timeline, adds per-warp and per-QP tracks
+	// built from each step's obs events (see detail); off, the timeline
+	// is what it was without it.
+	TimelineDetail bool
 	// UtilEvery, with Timeline, samples every resource's utilisation at
 	// this interval and draws the busy ones as counter tracks (0: none).
 	// The report does not change (its event count leaves the samples out).
@@ -108,6 +113,9 @@ type Options struct {
 	// or v2-hybrid.
 	kernel string
 }
+
+// detail reports whether the timeline gets per-warp and per-QP tracks.
+func (o *Options) detail() bool { return o.Timeline != nil && o.TimelineDetail }
 
 // V2Kernels returns the DeepEP V2 kernels ElasticBuffer runs on a cluster
 // of nodes nodes with hybrid mode allowed (its default): the hybrid ones
@@ -164,6 +172,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Check && o.Mode == ModeHT {
 		return fmt.Errorf("replay: %w", ErrCheckHT)
+	}
+	if o.TimelineDetail && o.Timeline == nil {
+		return fmt.Errorf("replay: timeline detail draws into the timeline: set Options.Timeline")
 	}
 	if o.Check && o.Backends == nil {
 		return fmt.Errorf("replay: the semantic check needs Options.Backends (it observes each backend)")
@@ -261,10 +272,14 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	}
 	var base sim.Time
 	var disp, comb []span
+	var lay *detailLayout
+	if opt.detail() {
+		lay = newDetailLayout()
+	}
 	for _, o := range outs {
 		disp, comb = append(disp, o.spans[0]), append(comb, o.spans[1])
 		if opt.Timeline != nil {
-			o.tl.write(opt.Timeline, base)
+			o.tl.write(opt.Timeline, base, lay)
 		}
 		base += o.end + sim.Time(10*sim.Microsecond)
 		rep.Layers = append(rep.Layers, o.lr)
@@ -385,9 +400,18 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	snap := &snapshotter{m: m}
+	var bus *obs.Bus
 	var chk *stepChecker
+	var det *detail
+	if opt.Check || opt.detail() {
+		bus = newStepBus(m)
+	}
 	if opt.Check {
-		chk = newStepChecker(m)
+		chk = newStepChecker(bus)
+	}
+	if opt.detail() {
+		det = newDetail(m, st.EP)
+		bus.Subscribe(det)
 	}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
@@ -401,13 +425,13 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
 				snap.proxy = append(snap.proxy, pb)
 			}
-			if chk != nil {
-				chk.backends(cfg.Backends)
+			if bus != nil {
+				observeBackends(bus, cfg.Backends)
 			}
 		}
 		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
-		if err == nil && chk != nil {
-			c.SetObserver(chk.bus)
+		if err == nil && bus != nil {
+			c.SetObserver(bus)
 		}
 		return c, err
 	}
@@ -486,6 +510,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		if util != nil {
 			o.tl.util = util.tracks()
 		}
+		if det != nil {
+			o.tl.detail = det.tracks(s.Now())
+		}
 	}
 	return o, nil
 }
@@ -542,10 +569,13 @@ type stepTimeline struct {
 	disp, comb      workload.Phase
 	// util are the resources' utilisation tracks (Options.UtilEvery).
 	util []utilTrack
+	// detail are the per-warp and per-QP tracks (Options.TimelineDetail).
+	detail []detailTrack
 }
 
-// write draws the step, base later than its own clock.
-func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
+// write draws the step, base later than its own clock; lay places the
+// detail tracks (nil: no detail).
+func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time, lay *detailLayout) {
 	stepName := "iter " + strconv.Itoa(st.iter) + " layer " + strconv.Itoa(st.layer)
 	if base == 0 {
 		for r := range st.ep {
@@ -586,5 +616,8 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 		seg("in flight", p.IssueEnd, p.Landed)
 		seg("visibility", p.Landed, p.Seen)
 		seg("receiver work", p.Seen, p.Done)
+	}
+	if lay != nil {
+		writeDetail(tw, lay, st.detail, stepName, base)
 	}
 }
