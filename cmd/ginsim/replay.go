@@ -36,6 +36,7 @@ type replayFlags struct {
 	seed                   uint64
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
+	plotBreakdown          string
 	pcapRanks              []int
 	pcapSnapLen            int
 	check, timelineDetail  bool
@@ -72,6 +73,7 @@ Output files are written only when the run succeeds.`,
 		Example: `  ginsim replay
   ginsim replay trace.jsonl.gz --cluster h800-cx7 --backend proxy --json
   ginsim replay --layers 1 --timeline tl.json --plot recv.svg
+  ginsim replay --layers 1 --plot-breakdown breakdown.svg
   ginsim replay trace.jsonl.gz --mode v2-direct
   ginsim replay --seeds 8 --backend proxy`,
 		Args: cobra.MaximumNArgs(1),
@@ -98,6 +100,7 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
+	fl.StringVar(&f.plotBreakdown, "plot-breakdown", "", "write a stacked bar chart (`FILE`.png or .svg) of the critical-path breakdown of each phase, as in the report's \"breakdown\"")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
 	fl.StringVar(&f.corrupt, "corrupt", "", "corrupt packets on every link with probability `P` (the receiver's ICRC check drops them)")
@@ -189,19 +192,20 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
-	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "") {
-		return Usagef("--seeds %d: --timeline, --pcap and --plot draw one run; drop them or --seeds", f.seeds)
+	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "" || f.plotBreakdown != "") {
+		return Usagef("--seeds %d: --timeline, --pcap, --plot and --plot-breakdown draw one run; drop them or --seeds", f.seeds)
 	}
 	jobs := f.jobs
 	if jobs == 0 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
-	var plotFmt string
-	if f.plot != "" {
-		plotFmt = strings.TrimPrefix(strings.ToLower(filepath.Ext(f.plot)), ".")
-		if plotFmt != "png" && plotFmt != "svg" {
-			return Usagef("--plot %q: the file name must end in .png or .svg", f.plot)
-		}
+	plotFmt, err := plotFormat("--plot", f.plot)
+	if err != nil {
+		return err
+	}
+	breakdownFmt, err := plotFormat("--plot-breakdown", f.plotBreakdown)
+	if err != nil {
+		return err
 	}
 	spec, err := resolveCluster(f.cluster)
 	if err != nil {
@@ -299,18 +303,27 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return fmt.Errorf("pcap: %w", err)
 		}
 	}
-	if f.plot != "" {
-		wt, err := rep.Plot(plotFmt)
+	for _, pl := range []struct {
+		path string
+		draw func() (io.WriterTo, error)
+	}{
+		{f.plot, func() (io.WriterTo, error) { return rep.Plot(plotFmt) }},
+		{f.plotBreakdown, func() (io.WriterTo, error) { return rep.PlotBreakdown(breakdownFmt) }},
+	} {
+		if pl.path == "" {
+			continue
+		}
+		wt, err := pl.draw()
 		if err != nil {
 			return err
 		}
-		o, err := newPendingFile(f.plot)
+		o, err := newPendingFile(pl.path)
 		if err != nil {
 			return err
 		}
 		outs = append(outs, o)
 		if _, err := wt.WriteTo(o.f); err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return fmt.Errorf("plot %s: %w", pl.path, err)
 		}
 	}
 	if c := rep.Check; c != nil && c.Violations > 0 {
@@ -326,6 +339,19 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 	}
 	return writeReplay(cmd.OutOrStdout(), rep, f.json)
+}
+
+// plotFormat returns the format (png, svg) of a plot file flag's value
+// ("" for none), from its extension.
+func plotFormat(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	f := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	if f != "png" && f != "svg" {
+		return "", Usagef("%s %q: the file name must end in .png or .svg", flag, path)
+	}
+	return f, nil
 }
 
 func writeReplay(w io.Writer, rep *replay.Report, json bool) error {
