@@ -32,7 +32,7 @@ type replayFlags struct {
 	cluster, backend, mode string
 	nvlink, json, quiet    bool
 	rdmaOnly               bool
-	sms                    int
+	sms, qps               int
 	seed                   uint64
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
@@ -87,6 +87,7 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.rdmaOnly, "rdma-only", false, "--mode ncclep: send intra-node traffic over RDMA too, as NCCL EP's ep_bench --disable-nvlink")
 	fl.IntVar(&f.sms, "sms", 0, "the library's SM count instead of its default: V1 HT num_sms (even; default 24 as DeepEP's test_internode.py), V2 num_sms (default get_theoretical_num_sms), NCCL EP max_num_sms (default the device's); not --mode ll")
 	fl.IntVar(&f.sms, "num-sms", 0, "alias of --sms")
+	fl.IntVar(&f.qps, "num-qps-per-rank", 0, "num_qps_per_rank of DeepEP's Buffer and NCCL EP's ep_bench, --mode ll and ncclep: one GIN context per local expert (0: the libraries' default, num_experts / num_ranks, the one value modelled)")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.IntVar(&f.seeds, "seeds", 1, "replay with N seeds (--seed, --seed+1, ...) and report each run's means and their spread")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
@@ -169,6 +170,12 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.sms > 0 && f.mode == replay.ModeHT && f.sms%2 != 0 {
 		return Usagef("--sms %d: DeepEP V1 HT's num_sms must be even (a channel is two SMs)", f.sms)
 	}
+	if f.qps < 0 {
+		return Usagef("--num-qps-per-rank %d must not be negative (0: the library's default)", f.qps)
+	}
+	if f.qps > 0 && !replay.TakesQPs(f.mode, f.backend) {
+		return Usagef("--num-qps-per-rank: %s", replay.NoQPs(f.mode, f.backend))
+	}
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
@@ -235,7 +242,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed,
+	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, QPsPerRank: f.qps, Seed: f.seed,
 		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
 		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
@@ -282,7 +289,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds > 1 {
 		sw, err := replay.RunSeeds(tr, spec, opt, f.seeds)
 		if err != nil {
-			return err
+			return usageIfQPs(err)
 		}
 		if f.json {
 			return sw.WriteJSON(cmd.OutOrStdout())
@@ -291,7 +298,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	rep, err := replay.Run(tr, spec, opt)
 	if err != nil {
-		return err
+		return usageIfQPs(err)
 	}
 	if opt.Timeline != nil {
 		if err := opt.Timeline.Close(); err != nil {
@@ -339,6 +346,15 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 	}
 	return writeReplay(cmd.OutOrStdout(), rep, f.json)
+}
+
+// usageIfQPs makes a --num-qps-per-rank the trace's experts refuse a
+// usage error (exit 2).
+func usageIfQPs(err error) error {
+	if errors.Is(err, replay.ErrQPsPerRank) {
+		return &UsageError{Err: fmt.Errorf("--num-qps-per-rank: %w", err)}
+	}
+	return err
 }
 
 // plotFormat returns the format (png, svg) of a plot file flag's value

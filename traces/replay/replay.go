@@ -65,8 +65,13 @@ type Options struct {
 	// SMs is the library's SM count in place of its default (0: the
 	// default): V1 HT's num_sms (Params.HTSMs), V2's num_sms, NCCL EP's
 	// max_num_sms. V1 LL has none (its grid follows the experts).
-	SMs  int
-	Seed uint64
+	SMs int
+	// QPsPerRank is num_qps_per_rank (DeepEP's Buffer, NCCL EP's
+	// ep_bench) for the modes that take it, ll and ncclep (0: the
+	// default, num_experts / num_ranks). Their model runs one GIN
+	// context per local expert, so the default is the one value it runs.
+	QPsPerRank int
+	Seed       uint64
 	// Layers caps the number of (iteration, layer) steps replayed (0: all).
 	Layers int
 	// TraceName and ClusterName label the report.
@@ -127,6 +132,33 @@ func V2Kernels(nodes int) string {
 	return ModeV2Direct
 }
 
+// TakesQPs reports whether a mode and backend take num_qps_per_rank.
+func TakesQPs(mode, backend string) bool {
+	return (mode == ModeLL || mode == ModeNCCLEP) && backend != BackendNCCL
+}
+
+// NoQPs says why a mode or backend takes no num_qps_per_rank.
+func NoQPs(mode, backend string) string {
+	switch {
+	case backend == BackendNCCL:
+		return "backend nccl replays NCCL's all-to-all-v, which has no num_qps_per_rank"
+	case mode == ModeHT:
+		return "--mode ht runs one GIN context per channel (num_sms / 2, --num-sms)"
+	default:
+		return "--mode " + mode + " sizes its QPs itself (get_theoretical_num_qps, from num_sms)"
+	}
+}
+
+// ErrQPsPerRank is the error of a num_qps_per_rank the model does not run.
+var ErrQPsPerRank = errors.New("num_qps_per_rank not modelled")
+
+// qpsError says why a num_qps_per_rank other than num_experts / num_ranks
+// is refused.
+func qpsError(want, local int) error {
+	return fmt.Errorf("replay: qps-per-rank %d: the model runs one GIN context per local expert, num_experts / num_ranks = %d "+
+		"(DeepEP's test_low_latency.py and NCCL EP's ep_bench default); sharing a QP between experts: %w", want, local, ErrQPsPerRank)
+}
+
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
 
@@ -169,6 +201,12 @@ func (o *Options) Validate() error {
 	}
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
+	}
+	if o.QPsPerRank < 0 {
+		return fmt.Errorf("replay: qps-per-rank %d must not be negative", o.QPsPerRank)
+	}
+	if o.QPsPerRank > 0 && !TakesQPs(o.Mode, o.Backend) {
+		return fmt.Errorf("replay: qps-per-rank: %s", NoQPs(o.Mode, o.Backend))
 	}
 	if o.Check && o.Mode == ModeHT {
 		return fmt.Errorf("replay: %w", ErrCheckHT)
@@ -234,6 +272,10 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+
 			"DeepEP runs its direct kernels inside one NVLink domain", ModeV2Hybrid, tr.EP(), spec.GPUsPerNode)
 	}
+	local := tr.Slots() / tr.EP()
+	if opt.QPsPerRank > 0 && opt.QPsPerRank != local {
+		return nil, qpsError(opt.QPsPerRank, local)
+	}
 	steps := Steps(tr, opt.Layers)
 	if len(steps) == 0 {
 		return nil, fmt.Errorf("replay: trace %s has no route records to replay", opt.TraceName)
@@ -247,6 +289,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.kernel, Backend: opt.Backend,
 		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, RDMAOnly: opt.RDMAOnly, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
 		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
+	if TakesQPs(opt.Mode, opt.Backend) {
+		rep.QPsPerRank = local
+	}
 	switch {
 	case opt.Mode == ModeHT:
 		rep.BandwidthDefinition = "DeepEP HT (RDMA, as its README tables): unique (token, node) pairs incl. the local node × " +
