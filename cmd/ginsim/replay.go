@@ -289,7 +289,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds > 1 {
 		sw, err := replay.RunSeeds(tr, spec, opt, f.seeds)
 		if err != nil {
-			return usageIfQPs(err)
+			return usageIf(err)
 		}
 		if f.json {
 			return sw.WriteJSON(cmd.OutOrStdout())
@@ -298,7 +298,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	rep, err := replay.Run(tr, spec, opt)
 	if err != nil {
-		return usageIfQPs(err)
+		return usageIf(err)
 	}
 	if opt.Timeline != nil {
 		if err := opt.Timeline.Close(); err != nil {
@@ -348,11 +348,15 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	return writeReplay(cmd.OutOrStdout(), rep, f.json)
 }
 
-// usageIfQPs makes a --num-qps-per-rank the trace's experts refuse a
-// usage error (exit 2).
-func usageIfQPs(err error) error {
-	if errors.Is(err, replay.ErrQPsPerRank) {
+// usageIf makes the replay errors that bad input causes usage errors
+// (exit 2): a --num-qps-per-rank the trace's experts refuse, a trace of
+// counts records for a mode that needs routes.
+func usageIf(err error) error {
+	switch {
+	case errors.Is(err, replay.ErrQPsPerRank):
 		return &UsageError{Err: fmt.Errorf("--num-qps-per-rank: %w", err)}
+	case errors.Is(err, replay.ErrNeedsRoutes):
+		return &UsageError{Err: err}
 	}
 	return err
 }

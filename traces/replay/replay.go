@@ -280,6 +280,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	if len(steps) == 0 {
 		return nil, fmt.Errorf("replay: trace %s has no route records to replay", opt.TraceName)
 	}
+	if err := checkCounts(tr, steps, &opt); err != nil {
+		return nil, err
+	}
 	hidden := h.Model.Hidden
 	if m, err := traces.ModelByName(h.Model.Name); err == nil && m.Hidden == hidden {
 		hidden = m.DeepEPHidden()
@@ -426,7 +429,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 
 // runStep builds a machine for one step and runs dispatch then combine.
 func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options) (stepOut, error) {
-	st, err := workload.NewStep(tr, iter, layer)
+	st, err := newStep(tr, iter, layer)
 	if err != nil {
 		return stepOut{}, err
 	}
