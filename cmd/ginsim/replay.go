@@ -199,6 +199,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
+	if f.pcapSnapLen > 0 && f.pcap == "" {
+		return Usagef("--pcap-snaplen cuts the frames of a capture: add --pcap FILE")
+	}
 	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "" || f.plotBreakdown != "") {
 		return Usagef("--seeds %d: --timeline, --pcap, --plot and --plot-breakdown draw one run; drop them or --seeds", f.seeds)
 	}
