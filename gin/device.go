@@ -659,7 +659,7 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	}
 	d := g.dc.wait(g, what, id, least, bits, o, r, off)
 	k := ownKey{g.t, g.ctx, id, false}
-	since := g.t.Now()
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.SignalSeen, "signal", since, r, off, v)
@@ -780,7 +780,7 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	r, off := g.counterWord(id)
 	d := g.dc.wait(g, "counter", id, least, cb, 0, r, off)
 	k := ownKey{g.t, g.ctx, id, true}
-	since := g.t.Now()
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.Completed, "counter", since, r, off, v)
@@ -847,7 +847,7 @@ func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64
 	g.record(Call{Op: CallWaitVASignal, Dst: w, DstOff: off, Value: least, Bits: bits})
 	r := w.regions[g.rank]
 	d := g.dc.wait(g, "va signal "+w.name, int(off), least, bits, 0, r, off)
-	since := g.t.Now()
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
 	g.seen(obs.SignalSeen, "va signal", since, r, off, v)
 	d.active = false

@@ -95,8 +95,8 @@ const (
 	Completed
 	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
 	// whose atomic last changed the word (Where: region, Addr: offset).
-	// Then is when the wait began (the call; a group launched waiting,
-	// gpu.GPU.LaunchWaiting, waited before its body called it).
+	// Then is when the wait began: the call, or the launch of a group
+	// launched waiting on the word (gpu.GPU.LaunchWaiting).
 	SignalSeen
 	// LSAStored: an LSA (NVLink) store of Bytes at Addr of region Where was
 	// issued by rank Index; Then is when it is visible at the peer. It has
