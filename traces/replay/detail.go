@@ -22,7 +22,8 @@ import (
 //     obs.SignalSeen's and Completed's Then, to the return), GDAKI CQ polls
 //     (obs.Poll to Consumed of that CQE) and proxy credit waits (obs.
 //     CreditWait to the GFD's Posted). A group launched waiting (gpu.GPU.
-//     LaunchWaiting) shows from when its body ran.
+//     LaunchWaiting) shows its wait from its launch. Words a kernel polls
+//     without a GIN call (HT's handlers) show no wait.
 //   - a QP's track has a "busy" slice while the NIC holds WQEs of it that
 //     it has fetched and not yet retired (obs.Fetched to Acked), and a
 //     counter track of that number. A step ends when its last receiver is
