@@ -136,6 +136,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 	g := b.g
 	dc := g.dc
 	t := g.t
+	since := t.Now()
 	ctxs := []int{g.ctx}
 	if b.all {
 		ctxs = make([]int, dc.nReq) // ginContextCount: the request (M5)
@@ -198,7 +199,7 @@ func (b *GinBarrier) sync(ord MemoryOrder, fence FenceLevel) {
 	if !dc.c.prof.BarrierPerPeerSlots {
 		fence = 0 // 2.28: Relaxed only
 	}
-	g.completed("barrier", uint32(fence), all)
+	g.completed("barrier", since, uint32(fence), all)
 	t.Sync()
 }
 

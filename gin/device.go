@@ -463,12 +463,13 @@ func (g *Gin) flush() {
 	}
 	peers := g.dc.peers(g.rank)
 	b, dc, rank, ctx := g.dc.backend, g.dc, g.rank, g.ctx
+	since := g.t.Now()
 	g.t.Sync()
 	g.t.Parallel(len(peers), func(th *gpu.Group, i int) {
 		r := b.FlushAsync(th, dc, rank, ctx, peers[i])
 		b.Wait(th, dc, rank, r)
 	})
-	g.seen(obs.Completed, "flush", nil, 0, 0)
+	g.seen(obs.Completed, "flush", since, nil, 0, 0)
 	g.t.Sync()
 }
 
@@ -553,9 +554,10 @@ func (g *Gin) Wait(r Request) {
 		return
 	}
 	g.record(Call{Op: CallWait, Req: r})
+	since := g.t.Now()
 	g.t.Sync()
 	g.dc.backend.Wait(g.t, g.dc, g.rank, r)
-	g.completed("wait", 0, uint64(r.Peer))
+	g.completed("wait", since, 0, uint64(r.Peer))
 	g.t.Sync()
 }
 
@@ -664,9 +666,10 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	}
 	d := g.dc.wait(g, what, id, least, bits, o, r, off)
 	k := ownKey{g.t, g.ctx, id, false}
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
-	g.seen(obs.SignalSeen, "signal", r, off, v)
+	g.seen(obs.SignalSeen, "signal", since, r, off, v)
 	d.active = false
 	g.t.Sync()
 	return (v - o) & mask(bits)
@@ -784,9 +787,10 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	r, off := g.counterWord(id)
 	d := g.dc.wait(g, "counter", id, least, cb, 0, r, off)
 	k := ownKey{g.t, g.ctx, id, true}
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
-	g.seen(obs.Completed, "counter", r, off, v)
+	g.seen(obs.Completed, "counter", since, r, off, v)
 	d.active = false
 	g.t.Sync()
 	return v & mask(bits)
@@ -850,8 +854,9 @@ func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64
 	g.record(Call{Op: CallWaitVASignal, Dst: w, DstOff: off, Value: least, Bits: bits})
 	r := w.regions[g.rank]
 	d := g.dc.wait(g, "va signal "+w.name, int(off), least, bits, 0, r, off)
+	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
-	g.seen(obs.SignalSeen, "va signal", r, off, v)
+	g.seen(obs.SignalSeen, "va signal", since, r, off, v)
 	d.active = false
 	g.t.Sync()
 	return v & mask(bits)

@@ -1,6 +1,7 @@
 package gin
 
 import (
+	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/sim/obs"
 )
@@ -77,28 +78,29 @@ func (g *Gin) read(what string, r *mem.Region, off, n, v uint64) {
 }
 
 // completed reports a flushAsync wait (what "wait", v the peer) or a
-// barrier (what "barrier", code its fence, v 1 for all contexts).
-func (g *Gin) completed(what string, code uint32, v uint64) {
+// barrier (what "barrier", code its fence, v 1 for all contexts) that
+// began at since.
+func (g *Gin) completed(what string, since sim.Time, code uint32, v uint64) {
 	if g.dc.c.obs != nil && !g.internal {
 		g.dc.c.obs.Emit(obs.Event{Kind: obs.Completed, At: g.t.Now(), Op: g.lastOp, Who: g.t.Agent(), Note: what,
-			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx), Addr: g.dc.domain()})
+			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx), Addr: g.dc.domain(), Then: since})
 	}
 }
 
-// seen reports that a wait on the word at off of r returned with v: kind
-// SignalSeen (Note "signal", "va signal") or Completed (Note "counter",
-// "flush"),
-// stamped with the op that last changed the word (op: the handle's last
-// op for a flush).
-func (g *Gin) seen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
+// seen reports that a wait on the word at off of r, begun at since,
+// returned with v: kind SignalSeen (Note "signal", "va signal") or
+// Completed (Note "counter", "flush"), stamped with the op that last
+// changed the word (op: the handle's last op for a flush).
+func (g *Gin) seen(k obs.Kind, what string, since sim.Time, r *mem.Region, off, v uint64) {
 	if g.dc.c.obs != nil && !g.internal {
-		g.emitSeen(k, what, r, off, v)
+		g.emitSeen(k, what, since, r, off, v)
 	}
 }
 
-func (g *Gin) emitSeen(k obs.Kind, what string, r *mem.Region, off, v uint64) {
+func (g *Gin) emitSeen(k obs.Kind, what string, since sim.Time, r *mem.Region, off, v uint64) {
 	b := g.dc.c.obs
-	e := obs.Event{Kind: k, At: g.t.Now(), Who: g.t.Agent(), Note: what, Addr: off, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)}
+	e := obs.Event{Kind: k, At: g.t.Now(), Who: g.t.Agent(), Note: what, Addr: off, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx),
+		Then: since}
 	if r != nil {
 		e.Op, e.Where = b.LastOp(r.Name(), off), r.Name()
 	} else {

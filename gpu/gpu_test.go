@@ -241,7 +241,8 @@ func TestRedOnPeer(t *testing.T) {
 // A LaunchWaiting group starts its body at the poll that sees the word, in
 // the same event, so it finishes exactly when a launched group spinning
 // in WaitWord does — for several increments before the predicate holds,
-// and for a predicate true at launch — and accounts the same poll time.
+// and for a predicate true at launch — and accounts the same poll time;
+// both say the wait began at the launch (WaitSince).
 func TestLaunchWaitingMatchesWaitWord(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -254,7 +255,7 @@ func TestLaunchWaitingMatchesWaitWord(t *testing.T) {
 		{"already true", nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var ends [2]sim.Time
+			var ends, since [2]sim.Time
 			var polls [2]sim.Duration
 			var order [2][]string
 			for k := range 2 {
@@ -263,6 +264,7 @@ func TestLaunchWaitingMatchesWaitWord(t *testing.T) {
 				r := g.Alloc("ctr", 64, false)
 				pred := func(v uint64) bool { return v >= c.target }
 				body := func(tg *Group) {
+					since[k] = tg.WaitSince(r, 0)
 					tg.WaitWord(r, 0, "ctr", pred)
 					order[k] = append(order[k], "waiter")
 					tg.Compute(50 * sim.Nanosecond)
@@ -290,6 +292,8 @@ func TestLaunchWaitingMatchesWaitWord(t *testing.T) {
 			}
 			require.Equal(t, ends[0], ends[1])
 			require.Equal(t, polls[0], polls[1])
+			require.Equal(t, since[0], since[1])
+			require.Zero(t, since[1], "the wait began at the launch")
 			require.Equal(t, order[0], order[1])
 			require.NotZero(t, ends[0])
 		})

@@ -562,6 +562,17 @@ func (t *Group) Waiting() (WaitInfo, bool) {
 	return WaitInfo{Region: t.wr, Off: t.woff, Reason: t.why, Since: t.wsince}, true
 }
 
+// WaitSince returns when the group began waiting for the word at off of
+// r, for an observer of the wait it is about to make: the launch of a
+// group launched waiting on that word (LaunchWaiting) whose body now
+// repeats the wait, else now.
+func (t *Group) WaitSince(r *mem.Region, off uint64) sim.Time {
+	if t.creditR == r && t.creditOff == off && t.creditAt == t.Now() {
+		return t.wsince
+	}
+	return t.Now()
+}
+
 // WaitWord spin-polls the 8-byte word at off of r until pred(value) holds
 // and returns the value seen. Polls are issued every period (PollInterval
 // for local HBM, one read round trip for host or peer memory) from the

@@ -32,13 +32,14 @@ type replayFlags struct {
 	cluster, backend, mode string
 	nvlink, json, quiet    bool
 	rdmaOnly               bool
-	sms                    int
+	sms, qps               int
 	seed                   uint64
 	layers, jobs, seeds    int
 	timeline, pcap, plot   string
+	plotBreakdown          string
 	pcapRanks              []int
 	pcapSnapLen            int
-	check                  bool
+	check, timelineDetail  bool
 	timelineUtil           string
 	loss, corrupt          string
 	faults                 []string
@@ -72,6 +73,7 @@ Output files are written only when the run succeeds.`,
 		Example: `  ginsim replay
   ginsim replay trace.jsonl.gz --cluster h800-cx7 --backend proxy --json
   ginsim replay --layers 1 --timeline tl.json --plot recv.svg
+  ginsim replay --layers 1 --plot-breakdown breakdown.svg
   ginsim replay trace.jsonl.gz --mode v2-direct
   ginsim replay --seeds 8 --backend proxy`,
 		Args: cobra.MaximumNArgs(1),
@@ -85,6 +87,7 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.rdmaOnly, "rdma-only", false, "--mode ncclep: send intra-node traffic over RDMA too, as NCCL EP's ep_bench --disable-nvlink")
 	fl.IntVar(&f.sms, "sms", 0, "the library's SM count instead of its default: V1 HT num_sms (even; default 24 as DeepEP's test_internode.py), V2 num_sms (default get_theoretical_num_sms), NCCL EP max_num_sms (default the device's); not --mode ll")
 	fl.IntVar(&f.sms, "num-sms", 0, "alias of --sms")
+	fl.IntVar(&f.qps, "num-qps-per-rank", 0, "num_qps_per_rank of DeepEP's Buffer and NCCL EP's ep_bench, --mode ll and ncclep: one GIN context per local expert (0: the libraries' default, num_experts / num_ranks, the one value modelled)")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.IntVar(&f.seeds, "seeds", 1, "replay with N seeds (--seed, --seed+1, ...) and report each run's means and their spread")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
@@ -94,9 +97,11 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
 	fl.StringVar(&f.timelineUtil, "timeline-util", "", "with --timeline, sample every resource's utilisation each `INTERVAL` (1us, 500ns) and draw the busy ones as counter tracks")
+	fl.BoolVar(&f.timelineDetail, "timeline-detail", false, "with --timeline, add per-warp tracks (each device group's GIN activity and blocking waits) and per-QP tracks (send queue busy, outstanding WQEs) under every rank")
 	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
+	fl.StringVar(&f.plotBreakdown, "plot-breakdown", "", "write a stacked bar chart (`FILE`.png or .svg) of the critical-path breakdown of each phase, as in the report's \"breakdown\"")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringVar(&f.loss, "loss", "", "lose packets on every link with probability `P` (0.001 or 0.1%; faults.loss of the cluster YAML)")
 	fl.StringVar(&f.corrupt, "corrupt", "", "corrupt packets on every link with probability `P` (the receiver's ICRC check drops them)")
@@ -165,6 +170,12 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.sms > 0 && f.mode == replay.ModeHT && f.sms%2 != 0 {
 		return Usagef("--sms %d: DeepEP V1 HT's num_sms must be even (a channel is two SMs)", f.sms)
 	}
+	if f.qps < 0 {
+		return Usagef("--num-qps-per-rank %d must not be negative (0: the library's default)", f.qps)
+	}
+	if f.qps > 0 && !replay.TakesQPs(f.mode, f.backend) {
+		return Usagef("--num-qps-per-rank: %s", replay.NoQPs(f.mode, f.backend))
+	}
 	if f.seeds < 1 {
 		return Usagef("--seeds %d: want at least 1", f.seeds)
 	}
@@ -179,25 +190,32 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		utilEvery = sim.Duration(d)
 	}
+	if f.timelineDetail && f.timeline == "" {
+		return Usagef("--timeline-detail draws into the timeline: add --timeline FILE")
+	}
 	if f.check && f.mode == replay.ModeHT {
 		return Usagef("--check: %v", replay.ErrCheckHT)
 	}
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
-	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "") {
-		return Usagef("--seeds %d: --timeline, --pcap and --plot draw one run; drop them or --seeds", f.seeds)
+	if f.pcapSnapLen > 0 && f.pcap == "" {
+		return Usagef("--pcap-snaplen cuts the frames of a capture: add --pcap FILE")
+	}
+	if f.seeds > 1 && (f.timeline != "" || f.pcap != "" || f.plot != "" || f.plotBreakdown != "") {
+		return Usagef("--seeds %d: --timeline, --pcap, --plot and --plot-breakdown draw one run; drop them or --seeds", f.seeds)
 	}
 	jobs := f.jobs
 	if jobs == 0 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
-	var plotFmt string
-	if f.plot != "" {
-		plotFmt = strings.TrimPrefix(strings.ToLower(filepath.Ext(f.plot)), ".")
-		if plotFmt != "png" && plotFmt != "svg" {
-			return Usagef("--plot %q: the file name must end in .png or .svg", f.plot)
-		}
+	plotFmt, err := plotFormat("--plot", f.plot)
+	if err != nil {
+		return err
+	}
+	breakdownFmt, err := plotFormat("--plot-breakdown", f.plotBreakdown)
+	if err != nil {
+		return err
 	}
 	spec, err := resolveCluster(f.cluster)
 	if err != nil {
@@ -227,9 +245,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, Seed: f.seed,
+	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, QPsPerRank: f.qps, Seed: f.seed,
 		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
-		UtilEvery: utilEvery}
+		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
 	// Output files go to temporaries renamed on success.
 	var outs []*pendingFile
@@ -274,7 +292,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.seeds > 1 {
 		sw, err := replay.RunSeeds(tr, spec, opt, f.seeds)
 		if err != nil {
-			return err
+			return usageIf(err)
 		}
 		if f.json {
 			return sw.WriteJSON(cmd.OutOrStdout())
@@ -283,7 +301,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	rep, err := replay.Run(tr, spec, opt)
 	if err != nil {
-		return err
+		return usageIf(err)
 	}
 	if opt.Timeline != nil {
 		if err := opt.Timeline.Close(); err != nil {
@@ -295,18 +313,27 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return fmt.Errorf("pcap: %w", err)
 		}
 	}
-	if f.plot != "" {
-		wt, err := rep.Plot(plotFmt)
+	for _, pl := range []struct {
+		path string
+		draw func() (io.WriterTo, error)
+	}{
+		{f.plot, func() (io.WriterTo, error) { return rep.Plot(plotFmt) }},
+		{f.plotBreakdown, func() (io.WriterTo, error) { return rep.PlotBreakdown(breakdownFmt) }},
+	} {
+		if pl.path == "" {
+			continue
+		}
+		wt, err := pl.draw()
 		if err != nil {
 			return err
 		}
-		o, err := newPendingFile(f.plot)
+		o, err := newPendingFile(pl.path)
 		if err != nil {
 			return err
 		}
 		outs = append(outs, o)
 		if _, err := wt.WriteTo(o.f); err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return fmt.Errorf("plot %s: %w", pl.path, err)
 		}
 	}
 	if c := rep.Check; c != nil && c.Violations > 0 {
@@ -322,6 +349,32 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 	}
 	return writeReplay(cmd.OutOrStdout(), rep, f.json)
+}
+
+// usageIf makes the replay errors that bad input causes usage errors
+// (exit 2): a --num-qps-per-rank the trace's experts refuse, a trace of
+// counts records for a mode that needs routes.
+func usageIf(err error) error {
+	switch {
+	case errors.Is(err, replay.ErrQPsPerRank):
+		return &UsageError{Err: fmt.Errorf("--num-qps-per-rank: %w", err)}
+	case errors.Is(err, replay.ErrNeedsRoutes):
+		return &UsageError{Err: err}
+	}
+	return err
+}
+
+// plotFormat returns the format (png, svg) of a plot file flag's value
+// ("" for none), from its extension.
+func plotFormat(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	f := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	if f != "png" && f != "svg" {
+		return "", Usagef("%s %q: the file name must end in .png or .svg", flag, path)
+	}
+	return f, nil
 }
 
 func writeReplay(w io.Writer, rep *replay.Report, json bool) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/internal/atomicfile"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/importer"
+	"github.com/ginsim/ginsim/traces/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -35,6 +36,7 @@ func newTraceGenCmd() *cobra.Command {
 		model, routing, out, precision string
 		cfg                            traces.GenConfig
 		inspectOnly                    bool
+		countsFor                      string
 	)
 	c := &cobra.Command{
 		Use:   "gen --model NAME --ep N --num-tokens N -o FILE",
@@ -61,7 +63,10 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 			if err != nil {
 				return &UsageError{Err: fmt.Errorf("--model: %w", err)}
 			}
-			if err := checkGenFlags(&cfg, inspectOnly); err != nil {
+			if inspectOnly && countsFor == "" {
+				countsFor = countsInspect
+			}
+			if err := checkGenFlags(&cfg, countsFor); err != nil {
 				return err
 			}
 			if _, err := traces.ParseRouting(routing); err != nil {
@@ -98,8 +103,10 @@ The output is gzip-compressed when FILE ends in .gz; "-o -" writes to stdout.`,
 	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	f.Float64Var(&cfg.MaskFraction, "mask", 0, "fraction of selections masked to -1")
 	f.BoolVar(&cfg.Weights, "weights", false, "emit top-k weights")
-	f.BoolVar(&cfg.Counts, "counts", false, "emit per-expert counts records instead of exact routes (no replay mode reads them: needs --inspect-only)")
-	f.BoolVar(&inspectOnly, "inspect-only", false, "allow --counts: the trace is for 'ginsim trace inspect', not replay")
+	f.BoolVar(&cfg.Counts, "counts", false, "emit per-expert counts records instead of exact routes (with --for: only replay --backend nccl and trace inspect read them)")
+	f.StringVar(&countsFor, "for", "", "with --counts, what will read the trace: nccl (replay --backend nccl) or inspect (trace inspect); ll, ncclep, ht and v2 are refused, as they need route records")
+	f.BoolVar(&inspectOnly, "inspect-only", false, "--for inspect")
+	_ = f.MarkHidden("inspect-only")
 	f.StringVar(&precision, "precision", "fp8", "dispatch dtype: fp8 or bf16")
 	f.IntVar(&cfg.RedundantExperts, "redundant-experts", 0, "extra expert replica slots (needs --placement eplb)")
 	f.StringVar(&cfg.Placement, "placement", traces.PlacementContiguous, "expert placement: contiguous, or eplb (per layer, replicate and pack experts by this trace's load; writes placement records)")
@@ -129,16 +136,37 @@ func addAliases(c *cobra.Command, name string, aliases ...string) {
 	}
 }
 
-// countsModes lists the replay modes that read counts records. None does
-// today: traces/moe builds every step from route records (LL and NCCL EP
-// send per token in token order, HT chunks tokens per node, V2 dedups per
-// token and rank). The NCCL all-to-all-v (--backend nccl) needs only the
-// per-(source, expert) counts, so it is the first candidate.
-var countsModes []string
+// countsInspect is the --for of a trace meant for 'ginsim trace inspect'.
+const countsInspect = "inspect"
+
+// checkCountsFor says whether a trace of counts records suits its reader
+// (--for): replay --backend nccl (the all-to-all-v, whose sizes are the
+// per-(source, expert) counts) and trace inspect read counts; the GIN
+// kernels (ll, ncclep, ht, v2) send per token in token order, chunk tokens
+// per node or dedup them per rank, so they need route records.
+func checkCountsFor(counts bool, reader string) error {
+	readers := replay.BackendNCCL + " (replay --backend nccl) or " + countsInspect + " (trace inspect)"
+	switch {
+	case reader == countsInspect, reader == replay.BackendNCCL:
+		return nil
+	case reader == "":
+		if counts {
+			return Usagef("--counts: say what reads the trace with --for: %s; ll, ncclep, ht and v2 need route records (see docs/trace-format.md)", readers)
+		}
+		return nil
+	case slicesContains(replay.Modes, reader):
+		if counts {
+			return Usagef("--counts --for %s: replay --mode %s needs each token's experts (route records), which counts records do not keep; "+
+				"drop --counts, or use --for %s", reader, reader, readers)
+		}
+		return nil
+	}
+	return Usagef("--for %q: want %s, %s or a replay mode (%v)", reader, replay.BackendNCCL, countsInspect, replay.Modes)
+}
 
 // checkGenFlags rejects, as usage errors, values that GenConfig would read
 // as "default" or that make a trace nothing can replay.
-func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
+func checkGenFlags(cfg *traces.GenConfig, countsFor string) error {
 	switch {
 	case cfg.EP < 1:
 		return Usagef("--ep %d: want at least 1 rank", cfg.EP)
@@ -162,11 +190,8 @@ func checkGenFlags(cfg *traces.GenConfig, inspectOnly bool) error {
 		return Usagef("--redundant-experts %d must not be negative", cfg.RedundantExperts)
 	case cfg.RedundantExperts > 0 && cfg.Placement != traces.PlacementEPLB:
 		return Usagef("--redundant-experts %d: add --placement eplb, which decides what to replicate and where", cfg.RedundantExperts)
-	case cfg.Counts && !inspectOnly && len(countsModes) == 0:
-		return Usagef("--counts: no replay mode reads counts records (ll, ncclep, ht and v2 need each token's experts; " +
-			"see docs/trace-format.md); add --inspect-only to write a trace for 'ginsim trace inspect'")
 	}
-	return nil
+	return checkCountsFor(cfg.Counts, countsFor)
 }
 
 func modelNames() string {

@@ -44,6 +44,9 @@ func TestTraceExitStatuses(t *testing.T) {
 		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--layers", "0", "-o", out}, exitUsage},
 		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "-o", out}, exitUsage},
 		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "--inspect-only", "-o", out}, exitOK},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "--for", "nccl", "-o", out}, exitOK},
+		{[]string{"trace", "gen", "--model", "deepseek-v3", "--ep", "16", "--tokens", "8", "--counts", "--for", "v2", "-o", out}, exitUsage},
+		{[]string{"replay", out, "--mode", "v2"}, exitUsage},
 	} {
 		var o, e stringWriter
 		if code := run(tc.args, &o, &e); code != tc.want {

@@ -90,10 +90,13 @@ const (
 	// word), a flush ("flush"), a flushAsync's wait ("wait", Value the
 	// peer) or a GIN barrier ("barrier", Code its fence bits, Value 1 when
 	// it fenced every context) returned; for the last three Addr is the
-	// device communicator as in Issued.
+	// device communicator as in Issued. Then is when the wait (or the
+	// barrier) began.
 	Completed
 	// SignalSeen: a waiter's signal wait returned with Value; Op is the op
 	// whose atomic last changed the word (Where: region, Addr: offset).
+	// Then is when the wait began: the call, or the launch of a group
+	// launched waiting on the word (gpu.GPU.LaunchWaiting).
 	SignalSeen
 	// LSAStored: an LSA (NVLink) store of Bytes at Addr of region Where was
 	// issued by rank Index; Then is when it is visible at the peer. It has

@@ -23,27 +23,33 @@ type CheckReport struct {
 // stepChecker is a step's checker on its machine's bus, as gin/check's
 // package doc wires one: every NIC, every backend of every communicator
 // the step creates and each communicator's front end; not the fabric
-// (its hop events are costly and the checker does not need them).
+// (its hop events are costly and neither the checker nor the timeline
+// detail needs them).
 type stepChecker struct {
 	bus *obs.Bus
 	chk *check.Checker
 }
 
-func newStepChecker(m *machine.Machine) *stepChecker {
+func newStepChecker(bus *obs.Bus) *stepChecker {
+	return &stepChecker{bus: bus, chk: check.Attach(bus)}
+}
+
+// newStepBus returns a bus that every NIC of m emits into.
+func newStepBus(m *machine.Machine) *obs.Bus {
 	bus := obs.NewBus()
-	sc := &stepChecker{bus: bus, chk: check.Attach(bus)}
 	for _, n := range m.NICs {
 		n.SetObserver(bus)
 	}
-	return sc
+	return bus
 }
 
-// backends hands the bus to each backend of a new communicator that emits.
-func (sc *stepChecker) backends(bs map[gin.Type]gin.Backend) {
+// observeBackends hands bus to each backend of a new communicator that
+// emits.
+func observeBackends(bus *obs.Bus, bs map[gin.Type]gin.Backend) {
 	ts := slices.Sorted(maps.Keys(bs))
 	for _, t := range ts {
 		if o, ok := bs[t].(check.Observable); ok {
-			o.SetObserver(sc.bus)
+			o.SetObserver(bus)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/deepep/ht"
 	"github.com/ginsim/ginsim/traces/deepep/ll"
@@ -64,8 +65,13 @@ type Options struct {
 	// SMs is the library's SM count in place of its default (0: the
 	// default): V1 HT's num_sms (Params.HTSMs), V2's num_sms, NCCL EP's
 	// max_num_sms. V1 LL has none (its grid follows the experts).
-	SMs  int
-	Seed uint64
+	SMs int
+	// QPsPerRank is num_qps_per_rank (DeepEP's Buffer, NCCL EP's
+	// ep_bench) for the modes that take it, ll and ncclep (0: the
+	// default, num_experts / num_ranks). Their model runs one GIN
+	// context per local expert, so the default is the one value it runs.
+	QPsPerRank int
+	Seed       uint64
 	// Layers caps the number of (iteration, layer) steps replayed (0: all).
 	Layers int
 	// TraceName and ClusterName label the report.
@@ -96,6 +102,10 @@ type Options struct {
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
+	// TimelineDetail, with Timeline, adds per-warp and per-QP tracks
+	// built from each step's obs events (see detail); off, the timeline
+	// is what it was without it.
+	TimelineDetail bool
 	// UtilEvery, with Timeline, samples every resource's utilisation at
 	// this interval and draws the busy ones as counter tracks (0: none).
 	// The report does not change (its event count leaves the samples out).
@@ -109,6 +119,9 @@ type Options struct {
 	kernel string
 }
 
+// detail reports whether the timeline gets per-warp and per-QP tracks.
+func (o *Options) detail() bool { return o.Timeline != nil && o.TimelineDetail }
+
 // V2Kernels returns the DeepEP V2 kernels ElasticBuffer runs on a cluster
 // of nodes nodes with hybrid mode allowed (its default): the hybrid ones
 // when the EP group spans more than one NVLink domain, else direct.
@@ -117,6 +130,33 @@ func V2Kernels(nodes int) string {
 		return ModeV2Hybrid
 	}
 	return ModeV2Direct
+}
+
+// TakesQPs reports whether a mode and backend take num_qps_per_rank.
+func TakesQPs(mode, backend string) bool {
+	return (mode == ModeLL || mode == ModeNCCLEP) && backend != BackendNCCL
+}
+
+// NoQPs says why a mode or backend takes no num_qps_per_rank.
+func NoQPs(mode, backend string) string {
+	switch {
+	case backend == BackendNCCL:
+		return "backend nccl replays NCCL's all-to-all-v, which has no num_qps_per_rank"
+	case mode == ModeHT:
+		return "--mode ht runs one GIN context per channel (num_sms / 2, --num-sms)"
+	default:
+		return "--mode " + mode + " sizes its QPs itself (get_theoretical_num_qps, from num_sms)"
+	}
+}
+
+// ErrQPsPerRank is the error of a num_qps_per_rank the model does not run.
+var ErrQPsPerRank = errors.New("num_qps_per_rank not modelled")
+
+// qpsError says why a num_qps_per_rank other than num_experts / num_ranks
+// is refused.
+func qpsError(want, local int) error {
+	return fmt.Errorf("replay: qps-per-rank %d: the model runs one GIN context per local expert, num_experts / num_ranks = %d "+
+		"(DeepEP's test_low_latency.py and NCCL EP's ep_bench default); sharing a QP between experts: %w", want, local, ErrQPsPerRank)
 }
 
 // isV2 reports whether mode runs DeepEP V2 kernels.
@@ -162,8 +202,17 @@ func (o *Options) Validate() error {
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
 	}
+	if o.QPsPerRank < 0 {
+		return fmt.Errorf("replay: qps-per-rank %d must not be negative", o.QPsPerRank)
+	}
+	if o.QPsPerRank > 0 && !TakesQPs(o.Mode, o.Backend) {
+		return fmt.Errorf("replay: qps-per-rank: %s", NoQPs(o.Mode, o.Backend))
+	}
 	if o.Check && o.Mode == ModeHT {
 		return fmt.Errorf("replay: %w", ErrCheckHT)
+	}
+	if o.TimelineDetail && o.Timeline == nil {
+		return fmt.Errorf("replay: timeline detail draws into the timeline: set Options.Timeline")
 	}
 	if o.Check && o.Backends == nil {
 		return fmt.Errorf("replay: the semantic check needs Options.Backends (it observes each backend)")
@@ -223,9 +272,16 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+
 			"DeepEP runs its direct kernels inside one NVLink domain", ModeV2Hybrid, tr.EP(), spec.GPUsPerNode)
 	}
+	local := tr.Slots() / tr.EP()
+	if opt.QPsPerRank > 0 && opt.QPsPerRank != local {
+		return nil, qpsError(opt.QPsPerRank, local)
+	}
 	steps := Steps(tr, opt.Layers)
 	if len(steps) == 0 {
 		return nil, fmt.Errorf("replay: trace %s has no route records to replay", opt.TraceName)
+	}
+	if err := checkCounts(tr, steps, &opt); err != nil {
+		return nil, err
 	}
 	hidden := h.Model.Hidden
 	if m, err := traces.ModelByName(h.Model.Name); err == nil && m.Hidden == hidden {
@@ -236,6 +292,9 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	rep := &Report{Trace: opt.TraceName, Cluster: spec.Name, Mode: opt.kernel, Backend: opt.Backend,
 		NVLink: opt.NVLink || opt.kernel == ModeV2Hybrid, RDMAOnly: opt.RDMAOnly, Seed: opt.Seed, EP: tr.EP(), Nodes: nodes,
 		Model: h.Model.Name, Hidden: hidden, TopK: h.Model.TopK, Experts: tr.Slots(), Tokens: h.MaxTokensPerRank}
+	if TakesQPs(opt.Mode, opt.Backend) {
+		rep.QPsPerRank = local
+	}
 	switch {
 	case opt.Mode == ModeHT:
 		rep.BandwidthDefinition = "DeepEP HT (RDMA, as its README tables): unique (token, node) pairs incl. the local node × " +
@@ -261,10 +320,14 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 	}
 	var base sim.Time
 	var disp, comb []span
+	var lay *detailLayout
+	if opt.detail() {
+		lay = newDetailLayout()
+	}
 	for _, o := range outs {
 		disp, comb = append(disp, o.spans[0]), append(comb, o.spans[1])
 		if opt.Timeline != nil {
-			o.tl.write(opt.Timeline, base)
+			o.tl.write(opt.Timeline, base, lay)
 		}
 		base += o.end + sim.Time(10*sim.Microsecond)
 		rep.Layers = append(rep.Layers, o.lr)
@@ -366,7 +429,7 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 
 // runStep builds a machine for one step and runs dispatch then combine.
 func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int, opt *Options) (stepOut, error) {
-	st, err := workload.NewStep(tr, iter, layer)
+	st, err := newStep(tr, iter, layer)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -385,9 +448,18 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	snap := &snapshotter{m: m}
+	var bus *obs.Bus
 	var chk *stepChecker
+	var det *detail
+	if opt.Check || opt.detail() {
+		bus = newStepBus(m)
+	}
 	if opt.Check {
-		chk = newStepChecker(m)
+		chk = newStepChecker(bus)
+	}
+	if opt.detail() {
+		det = newDetail(m, st.EP)
+		bus.Subscribe(det)
 	}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
@@ -401,13 +473,13 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
 				snap.proxy = append(snap.proxy, pb)
 			}
-			if chk != nil {
-				chk.backends(cfg.Backends)
+			if bus != nil {
+				observeBackends(bus, cfg.Backends)
 			}
 		}
 		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
-		if err == nil && chk != nil {
-			c.SetObserver(chk.bus)
+		if err == nil && bus != nil {
+			c.SetObserver(bus)
 		}
 		return c, err
 	}
@@ -486,6 +558,9 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		if util != nil {
 			o.tl.util = util.tracks()
 		}
+		if det != nil {
+			o.tl.detail = det.tracks(s.Now())
+		}
 	}
 	return o, nil
 }
@@ -542,10 +617,13 @@ type stepTimeline struct {
 	disp, comb      workload.Phase
 	// util are the resources' utilisation tracks (Options.UtilEvery).
 	util []utilTrack
+	// detail are the per-warp and per-QP tracks (Options.TimelineDetail).
+	detail []detailTrack
 }
 
-// write draws the step, base later than its own clock.
-func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
+// write draws the step, base later than its own clock; lay places the
+// detail tracks (nil: no detail).
+func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time, lay *detailLayout) {
 	stepName := "iter " + strconv.Itoa(st.iter) + " layer " + strconv.Itoa(st.layer)
 	if base == 0 {
 		for r := range st.ep {
@@ -586,5 +664,8 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time) {
 		seg("in flight", p.IssueEnd, p.Landed)
 		seg("visibility", p.Landed, p.Seen)
 		seg("receiver work", p.Seen, p.Done)
+	}
+	if lay != nil {
+		writeDetail(tw, lay, st.detail, stepName, base)
 	}
 }

@@ -36,6 +36,11 @@ type Report struct {
 	Experts int    `json:"experts"`
 	Tokens  int    `json:"tokens_per_rank"`
 
+	// QPsPerRank is num_qps_per_rank of the modes that take it (ll,
+	// ncclep): one GIN context per local expert, the libraries' default
+	// (absent: the mode sizes its own QPs).
+	QPsPerRank int `json:"qps_per_rank,omitempty"`
+
 	// Means over layers.
 	DispatchUS   float64 `json:"dispatch_us"`
 	CombineUS    float64 `json:"combine_us"`
@@ -202,7 +207,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case r.kernelSMs > 0:
 		sms = fmt.Sprintf("  %d SMs (library default)", r.kernelSMs)
 	}
-	fmt.Fprintf(w, "mode %s  backend %s  %s%s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, sms, r.Tokens, r.Seed)
+	qps := ""
+	if r.QPsPerRank > 0 {
+		qps = fmt.Sprintf("  %d QPs/rank (num_experts / num_ranks, the library's default)", r.QPsPerRank)
+	}
+	fmt.Fprintf(w, "mode %s  backend %s  %s%s%s  %d tokens/rank  seed %d\n\n", r.Mode, r.Backend, nv, sms, qps, r.Tokens, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "iter\tlayer\tdispatch us\tdispatch GB/s\tcombine us\tcombine GB/s\tmsgs\tRDMA MB\t")
 	for _, l := range r.Layers {

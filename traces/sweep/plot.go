@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/ginsim/ginsim/internal/plotfit"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -34,6 +35,24 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 	if opt.Format != "png" && opt.Format != "svg" {
 		return nil, fmt.Errorf("sweep: plot format %q (want png or svg)", opt.Format)
 	}
+	p, _, _, err := plotOf(t, opt)
+	if err != nil {
+		return nil, err
+	}
+	wt, err := p.WriterTo(plotSize[0], plotSize[1], opt.Format)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: plot: %w", err)
+	}
+	return wt, nil
+}
+
+// plotSize is Plot's size.
+var plotSize = [2]vg.Length{7 * vg.Inch, 4.5 * vg.Inch}
+
+// plotOf builds Plot's plot; it returns the legend's entries and the data
+// as plotfit marks.
+func plotOf(t *Table, opt PlotOptions) (*plot.Plot, []string, []plotfit.Mark, error) {
+	fail := func(err error) (*plot.Plot, []string, []plotfit.Mark, error) { return nil, nil, nil, err }
 	col := func(name, what string) (int, error) {
 		if name == "" {
 			return -1, nil
@@ -45,18 +64,18 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 	}
 	xc, err := col(opt.X, "x")
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	yc, err := col(opt.Y, "y")
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if xc < 0 || yc < 0 {
-		return nil, fmt.Errorf("sweep: plot: --x and --y are needed")
+		return fail(fmt.Errorf("sweep: plot: --x and --y are needed"))
 	}
 	bc, err := col(opt.By, "by")
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	ec := t.Column("error")
 	type key struct{ x, by string }
@@ -68,7 +87,7 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 		}
 		y, err := strconv.ParseFloat(r[yc], 64)
 		if err != nil {
-			return nil, fmt.Errorf("sweep: plot: row %d: %s %q is not a number", i+1, opt.Y, r[yc])
+			return fail(fmt.Errorf("sweep: plot: row %d: %s %q is not a number", i+1, opt.Y, r[yc]))
 		}
 		k := key{x: r[xc]}
 		if bc >= 0 {
@@ -84,7 +103,7 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 		cnt[k]++
 	}
 	if len(xs) == 0 {
-		return nil, fmt.Errorf("sweep: plot: no successful rows to draw")
+		return fail(fmt.Errorf("sweep: plot: no successful rows to draw"))
 	}
 	numericSort(xs)
 	numericSort(bys)
@@ -105,6 +124,8 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 	p.NominalX(xs...)
 	p.Legend.Top = true
 	p.Legend.Left = true
+	var legend []string
+	var marks []plotfit.Mark
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, b := range bys {
 		var pts plotter.XYs
@@ -125,7 +146,7 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 		}
 		l, s, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return nil, fmt.Errorf("sweep: plot: %w", err)
+			return fail(fmt.Errorf("sweep: plot: %w", err))
 		}
 		l.Color, s.Color = plotutil.Color(i), plotutil.Color(i)
 		l.Width = vg.Points(1.5)
@@ -134,31 +155,40 @@ func Plot(t *Table, opt PlotOptions) (io.WriterTo, error) {
 		p.Add(l, s)
 		if opt.By != "" {
 			p.Legend.Add(opt.By+" "+b, l, s)
+			legend = append(legend, opt.By+" "+b)
+		}
+		for j, q := range pts {
+			marks = append(marks, plotfit.Mark{Kind: plotfit.Point, X: q.X, Y: q.Y})
+			if j > 0 {
+				marks = append(marks, plotfit.Mark{Kind: plotfit.Segment, X: pts[j-1].X, Y: pts[j-1].Y, X2: q.X, Y2: q.Y})
+			}
 		}
 	}
 	if math.IsInf(lo, 1) {
-		return nil, fmt.Errorf("sweep: plot: nothing to draw (log scale leaves out values <= 0)")
+		return fail(fmt.Errorf("sweep: plot: nothing to draw (log scale leaves out values <= 0)"))
 	}
-	// Room above the highest point for the legend, and a margin below.
+	p.Legend.Padding = vg.Points(2)
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	// A margin below the lowest point; above the highest, a band of its
+	// own for the legend (and a margin).
+	lh := plotfit.LegendHeight(p, len(legend))
+	data := plotSize[1] - vg.Points(90) // less the title and the x axis, generously
 	if opt.LogY {
-		p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi/lo, 0.1+0.08*float64(len(bys)))*1.5
+		p.Y.Min = lo / 1.5
+		top := math.Log10(hi * 1.5)
+		p.Y.Max = math.Pow(10, plotfit.Headroom(math.Log10(p.Y.Min), top, lh, data))
 	} else {
 		span := max(hi-lo, math.Abs(hi)*0.1, 1e-9)
 		p.Y.Min = max(0, lo-0.05*span)
 		if lo < 0 {
 			p.Y.Min = lo - 0.05*span
 		}
-		p.Y.Max = hi + span*(0.1+0.09*float64(len(bys)))
+		p.Y.Max = plotfit.Headroom(p.Y.Min, hi+0.05*span, lh, data)
 	}
 	p.X.Min, p.X.Max = -0.3, float64(len(xs)-1)+0.3
+	p.X.Tick.Marker = plotfit.SparseNominal(p, xs, plotSize[0]-vg.Points(100))
 	p.Add(plotter.NewGrid())
-	p.Legend.Padding = vg.Points(2)
-	p.Legend.ThumbnailWidth = vg.Points(20)
-	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, opt.Format)
-	if err != nil {
-		return nil, fmt.Errorf("sweep: plot: %w", err)
-	}
-	return wt, nil
+	return p, legend, marks, nil
 }
 
 // numericSort sorts values numerically when all are numbers, else keeps

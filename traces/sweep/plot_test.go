@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/ginsim/ginsim/internal/plotfit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,4 +62,35 @@ func TestNumericSort(t *testing.T) {
 	w := []string{"proxy", "gdaki", "8"}
 	numericSort(w)
 	assert.Equal(t, []string{"proxy", "gdaki", "8"}, w, "order of appearance when not all are numbers")
+}
+
+// Sweep plots read well (internal/plotfit): no legend over the lines, no
+// tick labels over one another, nothing clipped; with many series, many
+// x values, long names and a log scale.
+func TestPlotsReadWell(t *testing.T) {
+	var csv strings.Builder
+	csv.WriteString("cluster,backend,dispatch_us\n")
+	for i := range 30 {
+		for j, b := range []string{"gdaki", "proxy", "nccl", "gdaki-nvlink", "proxy-nvlink"} {
+			fmt.Fprintf(&csv, "h100-ib-%02d-nodes,%s,%d\n", i, b, 40+i*3+j*7+(i%4)*9)
+		}
+	}
+	tb, err := ReadCSV(strings.NewReader(csv.String()), "many.csv")
+	require.NoError(t, err)
+	small, err := ReadCSV(strings.NewReader(plotCSV), "p.csv")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		tb   *Table
+		opt  PlotOptions
+	}{
+		{"by backend", small, PlotOptions{X: "ep", Y: "dispatch_us", By: "backend"}},
+		{"one line, log", small, PlotOptions{X: "backend", Y: "dispatch_us", LogY: true}},
+		{"many", tb, PlotOptions{X: "cluster", Y: "dispatch_us", By: "backend"}},
+		{"many, log", tb, PlotOptions{X: "cluster", Y: "dispatch_us", By: "backend", LogY: true}},
+	} {
+		p, legend, marks, err := plotOf(c.tb, c.opt)
+		require.NoError(t, err, c.name)
+		assert.Empty(t, plotfit.Check(p, plotSize[0], plotSize[1], legend, marks), c.name)
+	}
 }
