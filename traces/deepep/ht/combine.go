@@ -120,9 +120,7 @@ type combSender struct {
 	fctl       *mem.Region
 	tail, head []int
 	ready      []bool
-	aw         gpu.WaitAny
-	regs       []*mem.Region
-	offs       []uint64
+	heads      anyWord // the head words of the lanes with records left
 	cur        int
 	k, n, j    int // lanes visited this round; the chunk's records, sent
 	copy       nvlCopy
@@ -132,7 +130,6 @@ type combSender struct {
 const (
 	csLoop   = iota // records left?
 	csReady         // a lane with records and room?
-	csWoke          // a head word changed
 	csHeads         // reload the heads
 	csChunk         // a chunk into the next ready lane
 	csRec           // the next record of the chunk
@@ -147,7 +144,7 @@ func newCombSender(w *Workload, r, c, f int) *combSender {
 	m := &combSender{w: w, ctl: w.ctl[r][c], c: c, f: f, l: l, left: make([]int, N),
 		base: uint64((c*G + l) * w.cc.NVLRecv), fctl: w.ctl[fr][c],
 		tail: make([]int, N), head: make([]int, N), ready: make([]bool, N),
-		regs: make([]*mem.Region, 0, N), offs: make([]uint64, 0, N), cur: c % N}
+		heads: newAnyWord(N, w.poll, w.l2Lat), cur: c % N}
 	for s := range N {
 		m.left[s] = w.nvlCount(f, c, me, l, s)
 		m.total += m.left[s]
@@ -158,7 +155,7 @@ func newCombSender(w *Workload, r, c, f int) *combSender {
 
 func (m *combSender) bind(t *gpu.Group) {
 	m.t, m.copy.t = t, t
-	m.aw = gpu.NewWaitAny(t)
+	m.heads.bind(t)
 }
 
 // Handle implements sim.Handler.
@@ -185,25 +182,20 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				m.pc = csChunk
 				continue
 			}
-			m.regs, m.offs = m.regs[:0], m.offs[:0]
+			m.heads.reset()
 			moved := false
 			for s := range N {
 				if m.left[s] > 0 {
-					m.regs, m.offs = append(m.regs, ctl), append(m.offs, w.ctlCHead(f, s))
+					m.heads.add(ctl, w.ctlCHead(f, s))
 					moved = moved || int(ctl.Load64(w.ctlCHead(f, s))) != m.head[s]
 				}
 			}
+			m.pc = csHeads
 			if moved {
-				m.pc = csHeads
 				t.ComputeThen(w.l2Lat, m, 0)
 				return
 			}
-			m.pc = csWoke
-			m.aw.WaitThen(m.regs, m.offs, w.poll, m, 0)
-			return
-		case csWoke:
-			m.pc = csHeads
-			m.aw.WaitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
+			m.heads.wait(m)
 			return
 		case csHeads:
 			for s := range N {

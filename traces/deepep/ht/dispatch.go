@@ -338,9 +338,7 @@ type dispForwarder struct {
 	total            int
 	base             uint64 // our part of p's ring
 	peerCtl          *mem.Region
-	aw               gpu.WaitAny
-	regs             []*mem.Region
-	offs             []uint64
+	tails            anyWord // the tail signals of the nodes with records left
 	nvlTail, nvlHead int
 	src              int
 	path             workload.SigPath
@@ -362,7 +360,6 @@ const (
 	fwdPick            // try the next source node
 	fwdTailRead        // its tail signal is read
 	fwdCheck           // records to forward?
-	fwdWoke            // a tail signal changed
 	fwdChunk           // forward a chunk of the source node
 	fwdScan            // the next record of the chunk
 	fwdCopy            // copy it
@@ -380,7 +377,8 @@ func newDispForwarder(w *Workload, r, c, p int) *dispForwarder {
 	peer := w.rank(me, p)
 	m := &dispForwarder{w: w, ch: &w.dch[r*w.C+c], ctl: w.ctl[r][c], r: r, c: c, p: p, me: me, l: l,
 		seqs: make([][]int32, N), left: make([]int, N), head: make([]int, N), tail: make([]int, N),
-		base: uint64((c*G+l)*w.dc.NVLRecv) * w.recD, peerCtl: w.ctl[peer][c], regs: make([]*mem.Region, 0, N), offs: make([]uint64, 0, N), src: (2 * c) % N}
+		base: uint64((c*G+l)*w.dc.NVLRecv) * w.recD, peerCtl: w.ctl[peer][c], tails: newAnyWord(N, w.poll, w.l2Lat),
+		src: (2 * c) % N}
 	for s := range N {
 		m.seqs[s] = w.seqOf(w.rank(s, l), c, me)
 		m.left[s] = len(m.seqs[s])
@@ -393,7 +391,7 @@ func newDispForwarder(w *Workload, r, c, p int) *dispForwarder {
 
 func (m *dispForwarder) bind(t *gpu.Group) {
 	m.t, m.copy.t = t, t
-	m.aw = gpu.NewWaitAny(t)
+	m.tails.bind(t)
 }
 
 // Handle implements sim.Handler.
@@ -427,15 +425,15 @@ func (m *dispForwarder) Handle(*sim.Sim, uint64) {
 			m.pc = fwdPick
 		case fwdPick:
 			if m.k == N {
-				m.regs, m.offs = m.regs[:0], m.offs[:0]
+				m.tails.reset()
 				for s := range N {
 					if m.left[s] > 0 {
 						reg, off, _ := w.sigWord(m.r, m.c, s, false)
-						m.regs, m.offs = append(m.regs, reg), append(m.offs, off)
+						m.tails.add(reg, off)
 					}
 				}
-				m.pc = fwdWoke
-				m.aw.WaitThen(m.regs, m.offs, w.poll, m, 0)
+				m.pc = fwdFind
+				m.tails.wait(m)
 				return
 			}
 			m.k++
@@ -464,10 +462,6 @@ func (m *dispForwarder) Handle(*sim.Sim, uint64) {
 			if m.tail[m.src] > m.head[m.src] {
 				m.pc = fwdChunk
 			}
-		case fwdWoke:
-			m.pc = fwdFind
-			m.aw.WaitDoneThen(m.regs, m.offs, w.l2Lat, m, 0)
-			return
 		case fwdChunk:
 			m.s = m.src
 			m.srcRank = w.rank(m.s, m.l)

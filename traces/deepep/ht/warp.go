@@ -355,3 +355,44 @@ func (w *Workload) launchCredits(g *gpu.GPU, name, why string, r, c, id int, ch 
 		dc: w.credComms[c/workload.CtxsPerComm]}
 	launch(g, name, 32, newLazyCoord(w, ctl, off, why, w.N, cr))
 }
+
+// anyWord is a warp's wait until any of several words changes
+// (gpu.WaitAny for a group without a process): its lanes poll one word
+// each every per, and once one moved the warp pays lat. The owner lists
+// the words with add after reset; wait waits and continues at h.
+type anyWord struct {
+	aw       gpu.WaitAny
+	regs     []*mem.Region
+	offs     []uint64
+	per, lat sim.Duration
+	h        sim.Handler
+	woke     bool
+}
+
+func newAnyWord(n int, per, lat sim.Duration) anyWord {
+	return anyWord{regs: make([]*mem.Region, 0, n), offs: make([]uint64, 0, n), per: per, lat: lat}
+}
+
+func (a *anyWord) bind(t *gpu.Group) { a.aw = gpu.NewWaitAny(t) }
+
+func (a *anyWord) reset() { a.regs, a.offs = a.regs[:0], a.offs[:0] }
+
+func (a *anyWord) add(reg *mem.Region, off uint64) {
+	a.regs, a.offs = append(a.regs, reg), append(a.offs, off)
+}
+
+// wait waits until one of the words changes, then continues at h.
+func (a *anyWord) wait(h sim.Handler) {
+	a.h, a.woke = h, false
+	a.aw.WaitThen(a.regs, a.offs, a.per, a, 0)
+}
+
+// Handle implements sim.Handler.
+func (a *anyWord) Handle(s *sim.Sim, _ uint64) {
+	if !a.woke {
+		a.woke = true
+		a.aw.WaitDoneThen(a.regs, a.offs, a.lat, a, 0)
+		return
+	}
+	a.h.Handle(s, 0)
+}
