@@ -5,7 +5,8 @@
 // records over NVLink into per-peer rings and return head credits; combine
 // reduces in the forwarder and sends one record per (token, source node).
 //
-// Every warp exists twice: as a process (the reference, Config.NoThen) and
-// as a Then state machine (then.go) that the backends issue without a
-// process.
+// Every warp is written once, as a state machine over its group's Then
+// operations that runs without a process (warp.go): the dispatch warps in
+// dispatch.go, the combine warps in combine.go, each with its program as
+// pseudo-code in its doc comment. testdata/golden.txt pins their runs.
 package ht

@@ -2,8 +2,13 @@ package ht_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"flag"
+	"fmt"
 	"math"
 	"math/bits"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"github.com/ginsim/ginsim/traces/deepep/ht"
 	"github.com/ginsim/ginsim/traces/replay"
 	"github.com/ginsim/ginsim/traces/replay/replaytest"
+	"github.com/ginsim/ginsim/traces/timeline"
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
@@ -277,16 +283,22 @@ func TestReplayHTCombineSubRings(t *testing.T) {
 	require.ErrorContains(t, err, "per source node")
 }
 
-// The HT warps that have state machines (htFwd, ...) run without
-// processes: the report and the kernels' counts are exactly those of the
-// same warps on processes, over GDAKI and the proxy, on two and four
+var update = flag.Bool("update", false, "rewrite testdata/golden.txt with the actual digests")
+
+// TestHTGolden pins every HT warp's behaviour: the sha256 of the report
+// JSON, the Perfetto timeline and the kernels' counts of each case are
+// those in testdata/golden.txt, over GDAKI and the proxy, on two and four
 // nodes, and with rings small enough that every wait (credits, NVLink
-// space, sub-ring heads) happens.
-func TestHTWarpsWithoutProcess(t *testing.T) {
+// space, sub-ring heads) happens. The digests were first written while
+// every warp still also existed as a process closure and the two forms
+// gave the same runs; regenerate with -update only for an intended change,
+// and say why in the commit.
+func TestHTGolden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	small := workload.DefaultParams()
 	small.HTDispatch = workload.HTChunks{NVLSend: 2, NVLRecv: 4, RDMASend: 4, RDMARecv: 8}
 	small.HTCombine = workload.HTChunks{NVLSend: 1, NVLRecv: 2, RDMASend: 2, RDMARecv: 4}
+	var got strings.Builder
 	for _, c := range []struct {
 		name    string
 		ep, tok int
@@ -299,25 +311,32 @@ func TestHTWarpsWithoutProcess(t *testing.T) {
 		{"ep16-small-rings", 16, 128, replay.BackendGDAKI, small},
 		{"ep16-small-rings-proxy", 16, 96, replay.BackendProxy, small},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			tr := replaytest.HTTrace(t, c.ep, c.tok)
-			run := func(noThen bool) (*replay.Report, ht.Stats) {
-				var rep *replay.Report
-				w := observeHT(t, func(obs func(replay.Workload)) {
-					var err error
-					rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1, Params: &c.p,
-						Backends: replaytest.Backends, NoThen: noThen})
-					require.NoError(t, err)
-				})
-				return rep, w.Stats()
-			}
-			procRep, procSt := run(true)
-			thenRep, thenSt := run(false)
-			assert.Equal(t, procRep, thenRep)
-			assert.Equal(t, procSt, thenSt)
-			if c.name == "ep16-small-rings" {
-				assert.Positive(t, procSt.CreditWaits, "small rings wait for credits")
-			}
+		tr := replaytest.HTTrace(t, c.ep, c.tok)
+		var tl bytes.Buffer
+		tw := timeline.NewWriter(&tl)
+		var rep *replay.Report
+		w := observeHT(t, func(obs func(replay.Workload)) {
+			var err error
+			rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1,
+				Params: &c.p, Backends: replaytest.Backends, Timeline: tw})
+			require.NoError(t, err, c.name)
 		})
+		require.NoError(t, tw.Close())
+		var js bytes.Buffer
+		require.NoError(t, rep.WriteJSON(&js))
+		st := w.Stats()
+		if c.name == "ep16-small-rings" {
+			assert.Positive(t, st.CreditWaits, "small rings wait for credits")
+		}
+		fmt.Fprintf(&got, "%s report %x\n", c.name, sha256.Sum256(js.Bytes()))
+		fmt.Fprintf(&got, "%s timeline %x\n", c.name, sha256.Sum256(tl.Bytes()))
+		fmt.Fprintf(&got, "%s stats %x\n", c.name, sha256.Sum256(fmt.Appendf(nil, "%+v", st)))
 	}
+	const golden = "testdata/golden.txt"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got.String()), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got.String(), "HT runs differ from %s (go test -run TestHTGolden -update rewrites it)", golden)
 }
