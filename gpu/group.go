@@ -340,6 +340,12 @@ func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Ti
 // write is Write without the sleep: it returns the landing time and the
 // issue cost.
 func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.Time, sim.Duration) {
+	return t.writeAt(r, off, src, n, 0)
+}
+
+// writeAt is write whose issue takes at least least: a copy's loads pace
+// its stores.
+func (t *Group) writeAt(r *mem.Region, off uint64, src []byte, n sim.Bytes, least sim.Duration) (sim.Time, sim.Duration) {
 	g := t.g
 	now := t.Now()
 	where := g.where(r)
@@ -347,7 +353,7 @@ func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.T
 	if where == peer {
 		rate = min(rate, g.cfg.PeerStoreBytesPerCycle)
 	}
-	issue := g.Cycles(int64((n + rate - 1) / rate))
+	issue := max(g.Cycles(int64((n+rate-1)/rate)), least)
 	var landed sim.Time
 	switch where {
 	case local:

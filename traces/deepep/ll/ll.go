@@ -278,13 +278,28 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	switch {
 	case dst == r:
 		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
-	case w.nvl(r, dst):
-		t.NVLinkWriteThen(e.M.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
+	case w.nvl(r, dst): // dispatch: UNROLLED_WARP_COPY; combine: the TMA pipeline, straight to the peer
+		t.CopyThen(recv.Region(dst), off, nil, sim.Bytes(n), w.nvlCopyRate(ph), h, 0)
 	default:
 		gn, dc := gc.get(w, t, r, le)
 		ph.RDMABytes += int64(n)
 		gn.PutThen(h, 0, dc.World(r), dst, recv, off, send, src, n, nil, nil, w.opts()...)
 	}
+}
+
+// nvlCopyRate is the rate of a sender's copy into an NVLink peer. A
+// dispatch warp copies its message with UNROLLED_WARP_COPY (DeepEP; NCCL
+// EP's cast-and-write loop is taken as the same). A combine sender stands
+// for a warp group whose sub-warps run TMA pipelines straight into the
+// peer (DeepEP and NCCL EP, processAndSendToken): 32/groups sub-warps of
+// one pipeline each, and the groups on one SM share its TMA throughput.
+func (w *Workload) nvlCopyRate(ph *workload.Phase) sim.BitRate {
+	gc := w.e.M.Profile.GPU
+	if ph == &w.e.Disp {
+		return gc.WarpCopyRate
+	}
+	g := sim.BitRate(w.groups)
+	return min(gc.WarpTMARate*(32/g), gc.TMARatePerSM/g)
 }
 
 // llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
@@ -531,6 +546,9 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.pc = cbSend
+			if w.nvl(r, dst) { // the TMA pipeline copies to the peer itself (sendThen)
+				continue
+			}
 			t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
 			return
 		case cbSend:
