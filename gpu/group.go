@@ -379,6 +379,18 @@ func (t *Group) writeAt(r *mem.Region, off uint64, src []byte, n sim.Bytes, leas
 	return landed, max(issue, g.cfg.StoreIssue)
 }
 
+// Copy is a warp's copy of n bytes from local memory (src: its content,
+// nil if unknown) to off of r, at most rate (the copy idiom's:
+// Config.WarpCopyRate for an unrolled load/store loop, WarpTMARate for a
+// TMA pipeline): the group is busy for the copy or the stores' issue,
+// whichever is longer, and the bytes land as Write's, no earlier than the
+// copy's end plus the path. It returns the landing time.
+func (t *Group) Copy(r *mem.Region, off uint64, src []byte, n sim.Bytes, rate sim.BitRate) sim.Time {
+	landed, d := t.writeAt(r, off, src, n, rate.TxTime(n))
+	t.work(d)
+	return landed
+}
+
 // NVLinkWrite stores n bytes of src at off of r, a region of GPU peerLocal
 // of the same node, over NVLink (an LSA store through ncclGetLsaPointer).
 // It returns the landing time.

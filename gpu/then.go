@@ -100,12 +100,7 @@ func (t *Group) WriteThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h 
 	return landed
 }
 
-// CopyThen is a warp's copy of n bytes from local memory (src: its
-// content, nil if unknown) to off of r, at most rate (the copy idiom's:
-// Config.WarpCopyRate for an unrolled load/store loop, WarpTMARate for a
-// TMA pipeline): the group is busy for the copy or the stores' issue,
-// whichever is longer, and the bytes land as Write's, no earlier than the
-// copy's end plus the path. It returns the landing time.
+// CopyThen is Copy.
 func (t *Group) CopyThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, rate sim.BitRate, h sim.Handler, arg uint64) sim.Time {
 	landed, d := t.writeAt(r, off, src, n, rate.TxTime(n))
 	t.workThen(d, h, arg)

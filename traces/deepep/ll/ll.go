@@ -187,9 +187,9 @@ func (w *Workload) launchDispatch(r int) {
 					case dst == r:
 						// NVSHMEM and GIN ports copy to the local rank
 						// with SM loads/stores (no loopback QP).
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.msg)))
+						t.Compute(w.copyRate(ph).TxTime(sim.Bytes(w.msg)))
 					case w.nvl(r, dst):
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.dRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg))
+						t.Copy(w.dRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.msg), w.copyRate(ph))
 					default:
 						gn, dc := gc.get(w, t, r, le)
 						gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], off, w.dSend[le/workload.CtxsPerComm],
@@ -231,7 +231,7 @@ func (w *Workload) launchDispatch(r int) {
 			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
 				func(t *gpu.Group, path workload.SigPath) {
-					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
+					t.Compute(w.recvCopyRate().TxTime(sim.Bytes(uint64(n) * w.msg)))
 					e.ReceiverDone(r, path)
 				})
 		}
@@ -274,12 +274,11 @@ var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 // itself, an NVLink store to a GPU of its node with --nvlink, else a put.
 func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
 	off, src, n uint64, ph *workload.Phase) {
-	e := w.e
 	switch {
 	case dst == r:
-		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
+		t.ComputeThen(w.copyRate(ph).TxTime(sim.Bytes(n)), h, 0)
 	case w.nvl(r, dst): // dispatch: UNROLLED_WARP_COPY; combine: the TMA pipeline, straight to the peer
-		t.CopyThen(recv.Region(dst), off, nil, sim.Bytes(n), w.nvlCopyRate(ph), h, 0)
+		t.CopyThen(recv.Region(dst), off, nil, sim.Bytes(n), w.copyRate(ph), h, 0)
 	default:
 		gn, dc := gc.get(w, t, r, le)
 		ph.RDMABytes += int64(n)
@@ -287,19 +286,29 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 	}
 }
 
-// nvlCopyRate is the rate of a sender's copy into an NVLink peer. A
-// dispatch warp copies its message with UNROLLED_WARP_COPY (DeepEP; NCCL
-// EP's cast-and-write loop is taken as the same). A combine sender stands
-// for a warp group whose sub-warps run TMA pipelines straight into the
-// peer (DeepEP and NCCL EP, processAndSendToken): 32/groups sub-warps of
-// one pipeline each, and the groups on one SM share its TMA throughput.
-func (w *Workload) nvlCopyRate(ph *workload.Phase) sim.BitRate {
+// copyRate is the rate of a sender's copy of a message into its own GPU
+// or an NVLink peer, or into the staging buffer of a put. A dispatch warp
+// copies its message with UNROLLED_WARP_COPY (DeepEP; NCCL EP's
+// cast-and-write loop is taken as the same). A combine sender stands for
+// a warp group whose sub-warps run TMA pipelines (DeepEP and NCCL EP,
+// processAndSendToken): 32/groups sub-warps of one pipeline each, and the
+// groups on one SM share its TMA throughput.
+func (w *Workload) copyRate(ph *workload.Phase) sim.BitRate {
 	gc := w.e.M.Profile.GPU
 	if ph == &w.e.Disp {
 		return gc.WarpCopyRate
 	}
 	g := sim.BitRate(w.groups)
 	return min(gc.WarpTMARate*(32/g), gc.TMARatePerSM/g)
+}
+
+// recvCopyRate is a dispatch receiver warp group's copy out of the
+// receive buffer: its 32/groups sub-warps' UNROLLED_WARP_COPY, the SM's
+// throughput shared by the groups on it.
+func (w *Workload) recvCopyRate() sim.BitRate {
+	gc := w.e.M.Profile.GPU
+	g := sim.BitRate(w.groups)
+	return min(gc.WarpCopyRate*(32/g), gc.CopyRatePerSM/g)
 }
 
 // llSender is a dispatch sender warp (SM s, warp i: top-k slot i of
@@ -459,16 +468,16 @@ func (w *Workload) launchCombine(r int) {
 			g.Launch(name, 32, func(t *gpu.Group) {
 				var gc ginCache
 				for j, tok := range toks {
-					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb))) // expert output to staging
 					off, src := w.combineAt(r, le, dst, j, int(tok))
 					if dst == r {
-						t.Compute(e.P.CopyRate.TxTime(sim.Bytes(w.comb)))
+						t.Compute(w.copyRate(ph).TxTime(sim.Bytes(w.comb)))
 						continue
 					}
 					if w.nvl(r, dst) {
-						t.NVLinkWrite(e.M.Ranks[dst].Local, w.cRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb))
+						t.Copy(w.cRecv[le/workload.CtxsPerComm].Region(dst), off, nil, sim.Bytes(w.comb), w.copyRate(ph))
 						continue
 					}
+					t.Compute(w.copyRate(ph).TxTime(sim.Bytes(w.comb))) // expert output to staging
 					gn, dc := gc.get(w, t, r, le)
 					gn.Put(dc.World(r), dst, w.cRecv[le/workload.CtxsPerComm], off, w.cSend[le/workload.CtxsPerComm], src, w.comb,
 						nil, nil, w.opts()...)
@@ -546,10 +555,10 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.pc = cbSend
-			if w.nvl(r, dst) { // the TMA pipeline copies to the peer itself (sendThen)
+			if dst == r || w.nvl(r, dst) { // the TMA pipeline copies straight there (sendThen)
 				continue
 			}
-			t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
+			t.ComputeThen(w.copyRate(&e.Comb).TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
 			return
 		case cbSend:
 			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
