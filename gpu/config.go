@@ -145,6 +145,37 @@ type Config struct {
 	// burst (about 21 ns per KiB), so 8 SMs fill one direction of
 	// NVLink 4.
 	PeerStoreBytesPerCycle sim.Bytes
+	// WarpCopyRate is one warp's rate copying a message it does not hold
+	// in registers with DeepEP's UNROLLED_WARP_COPY(8, ...) (each lane
+	// loads 8 x 16 B with ld.global.nc, then stores them; 4 KiB in flight
+	// per pass, so the rate is bound by the load latency, not by the store
+	// path): measured 892-901 ns per 7408-B message (8.3 GB/s) on an H200
+	// with the source in L2, as a send buffer the warps just wrote, and
+	// 1468-1537 ns (4.8-5.0 GB/s) from HBM (validate/gpumicro/warpcopy.cu,
+	// lsu_local_warp_l2_msg and lsu_local_warp_msg; the store's target,
+	// local or a peer, does not change a warp's store issue, as
+	// warp_write_kib and peer_warp_write_kib measured the same 61.7 ns per
+	// KiB).
+	WarpCopyRate sim.BitRate
+	// CopyRatePerSM is what one SM's warps copy together that way, HBM to
+	// HBM: 8 CTAs of 32 warps measured 338.2 GB/s on an H200 (42.3 GB/s
+	// per SM; 8 warps per SM: 29.7 GB/s; warpcopy.cu
+	// lsu_local_sms8_w32_msg, lsu_local_sms8_w8_msg). DeepEP's and NCCL
+	// EP's low-latency kernels run 30-32 warps per SM.
+	CopyRatePerSM sim.BitRate
+	// WarpTMARate is one warp's rate copying a message from local HBM
+	// through the TMA pipeline of DeepEP's and NCCL EP's low-latency
+	// combine (three 2-KiB shared-memory stages, one bulk load prefetched,
+	// cp.async.bulk.wait_group.read before a stage is reused): measured
+	// 2064-2179 ns per 14336-B message (6.6-6.9 GB/s) on an H200
+	// (warpcopy.cu tma_local_warp_msg; 1855 ns with the source in L2).
+	WarpTMARate sim.BitRate
+	// TMARatePerSM is what one SM's warps copy together through such TMA
+	// pipelines, HBM to HBM: 8 CTAs of 32 warps measured 239.3 GB/s on an
+	// H200 (29.9 GB/s per SM), 8 of 8 warps 231.5 GB/s (28.9 GB/s per SM;
+	// warpcopy.cu tma_local_sms8_w32_msg, tma_local_sms8_w8_msg), so
+	// above four warps the SM, not the warp, bounds the copy.
+	TMARatePerSM sim.BitRate
 }
 
 // DefaultConfig returns an H100 SXM5 configuration.
@@ -171,6 +202,10 @@ func DefaultConfig() Config {
 		WTStoreIssue:           15 * sim.Nanosecond,
 		SMStoreBytesPerCycle:   32,
 		PeerStoreBytesPerCycle: 25,
+		WarpCopyRate:           66_400 * sim.Mbps, // 8.3 GB/s
+		CopyRatePerSM:          sim.GBps(42),
+		WarpTMARate:            52_800 * sim.Mbps, // 6.6 GB/s
+		TMARatePerSM:           sim.GBps(30),
 	}
 }
 
@@ -185,6 +220,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gpu: PollInterval %v must be positive", c.PollInterval)
 	case c.WTStoreBytes <= 0 || c.SMStoreBytesPerCycle <= 0 || c.PeerStoreBytesPerCycle <= 0:
 		return fmt.Errorf("gpu: store widths must be positive")
+	case c.WarpCopyRate <= 0 || c.CopyRatePerSM <= 0 || c.WarpTMARate <= 0 || c.TMARatePerSM <= 0:
+		return fmt.Errorf("gpu: warp copy rates must be positive")
 	case c.StoreLatency < 0 || c.StoreIssue < 0 || c.L2Latency < 0 || c.HBMLatency < 0 ||
 		c.FenceBlock < 0 || c.FenceGPU < 0 || c.FenceSys < 0 || c.AtomicThread < 0 ||
 		c.AtomicBlock < 0 || c.AtomicGPU < 0 || c.CoopSyncWarp < 0 || c.CoopSyncCTA < 0 || c.MMIOIssue < 0 ||

@@ -340,6 +340,12 @@ func (t *Group) Write(r *mem.Region, off uint64, src []byte, n sim.Bytes) sim.Ti
 // write is Write without the sleep: it returns the landing time and the
 // issue cost.
 func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.Time, sim.Duration) {
+	return t.writeAt(r, off, src, n, 0)
+}
+
+// writeAt is write whose issue takes at least least: a copy's loads pace
+// its stores.
+func (t *Group) writeAt(r *mem.Region, off uint64, src []byte, n sim.Bytes, least sim.Duration) (sim.Time, sim.Duration) {
 	g := t.g
 	now := t.Now()
 	where := g.where(r)
@@ -347,7 +353,7 @@ func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.T
 	if where == peer {
 		rate = min(rate, g.cfg.PeerStoreBytesPerCycle)
 	}
-	issue := g.Cycles(int64((n + rate - 1) / rate))
+	issue := max(g.Cycles(int64((n+rate-1)/rate)), least)
 	var landed sim.Time
 	switch where {
 	case local:
@@ -371,6 +377,18 @@ func (t *Group) write(r *mem.Region, off uint64, src []byte, n sim.Bytes) (sim.T
 	g.later(landed, pending{r: r, off: off, n: uint64(n), op: pendWrite, data: src, has: src != nil, agent: t.agent})
 	t.noteposted(landed)
 	return landed, max(issue, g.cfg.StoreIssue)
+}
+
+// Copy is a warp's copy of n bytes from local memory (src: its content,
+// nil if unknown) to off of r, at most rate (the copy idiom's:
+// Config.WarpCopyRate for an unrolled load/store loop, WarpTMARate for a
+// TMA pipeline): the group is busy for the copy or the stores' issue,
+// whichever is longer, and the bytes land as Write's, no earlier than the
+// copy's end plus the path. It returns the landing time.
+func (t *Group) Copy(r *mem.Region, off uint64, src []byte, n sim.Bytes, rate sim.BitRate) sim.Time {
+	landed, d := t.writeAt(r, off, src, n, rate.TxTime(n))
+	t.work(d)
+	return landed
 }
 
 // NVLinkWrite stores n bytes of src at off of r, a region of GPU peerLocal

@@ -100,6 +100,13 @@ func (t *Group) WriteThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h 
 	return landed
 }
 
+// CopyThen is Copy.
+func (t *Group) CopyThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, rate sim.BitRate, h sim.Handler, arg uint64) sim.Time {
+	landed, d := t.writeAt(r, off, src, n, rate.TxTime(n))
+	t.workThen(d, h, arg)
+	return landed
+}
+
 // WriteWTThen is WriteWT.
 func (t *Group) WriteWTThen(r *mem.Region, off uint64, src []byte, n sim.Bytes, h sim.Handler, arg uint64) sim.Time {
 	last, issued := t.writeWT(r, off, src, n)

@@ -233,3 +233,44 @@ func TestFinishedGroupsAreNotKept(t *testing.T) {
 	next := g.Launch("q", 1, func(*Group) {})
 	require.Equal(t, 4001%g.Config().SMs, next.sm, "SMs are assigned over every group made")
 }
+
+// CopyThen paces a warp's stores by its copy rate: the group is busy for
+// the copy, and the bytes land no earlier than its end plus the NVLink
+// path; at a rate above the stores' it is WriteThen.
+func TestCopyThenPacesByRate(t *testing.T) {
+	const n = sim.Bytes(7408)
+	run := func(copyRate sim.BitRate) (busy sim.Duration, landed sim.Time) {
+		nd := newNode(t, 2)
+		g := nd.gpus[0]
+		peer := nd.gpus[1].Alloc("peer", n, true)
+		var grp *Group
+		var h sim.HandlerFunc
+		step := 0
+		h = func(*sim.Sim, uint64) {
+			if step++; step == 1 {
+				if copyRate == 0 {
+					landed = grp.WriteThen(peer, 0, nil, n, h, 0)
+				} else {
+					landed = grp.CopyThen(peer, 0, nil, n, copyRate, h, 0)
+				}
+				return
+			}
+			busy = grp.Busy()
+			grp.End()
+		}
+		grp = g.LaunchHandler("c", 32, h, 0)
+		for nd.s.Step() {
+		}
+		return busy, landed
+	}
+	wBusy, wLanded := run(0)
+	rate := DefaultConfig().WarpCopyRate
+	cBusy, cLanded := run(rate)
+	require.Equal(t, rate.TxTime(n), cBusy, "busy for the copy")
+	require.Greater(t, cBusy, wBusy, "the copy is slower than the stores")
+	require.GreaterOrEqual(t, cLanded, sim.Time(0).Add(rate.TxTime(n)), "lands after the copy")
+	require.Greater(t, cLanded, wLanded)
+	fBusy, fLanded := run(sim.GBps(10_000))
+	require.Equal(t, wBusy, fBusy, "a fast copy is the stores' issue")
+	require.Equal(t, wLanded, fLanded)
+}

@@ -47,7 +47,7 @@ A study is YAML:
   list:   [{nics_per_gpu: 2, link_rate: 200Gb/s}, ...]         # points, crossed with grid
 
 Keys are replay settings (trace, model, ep, tokens, routing, layers,
-trace_seed, cluster, mode, backend, nvlink, seed, ib_timeout) or cluster
+trace_seed, cluster, mode, backend, nvlink, rdma_only, sms, seed, ib_timeout) or cluster
 fields by their YAML path (nics_per_gpu, link_rate, topology.kind,
 faults.loss.host, faults.straggler.factor, ...; loss and corrupt set both
 link classes). Built-in studies: ` + strings.Join(sweep.Examples(), ", ") + `.

@@ -102,12 +102,12 @@ func clusterMap(s machine.Spec) map[string]any {
 
 // settingColumns are the CSV's settings columns.
 var settingColumns = []string{"trace", "model", "ep", "tokens", "routing", "layers", "trace_seed", "cluster", "mode",
-	"backend", "nvlink", "seed", "ib_timeout"}
+	"backend", "nvlink", "rdma_only", "sms", "seed", "ib_timeout"}
 
 func (s *Settings) values() []string {
 	return []string{s.Trace, s.Model, strconv.Itoa(s.EP), strconv.Itoa(s.Tokens), s.Routing, strconv.Itoa(s.Layers),
 		strconv.FormatUint(s.TraceSeed, 10), s.Cluster, s.Mode, s.Backend, strconv.FormatBool(s.NVLink),
-		strconv.FormatUint(s.Seed, 10), strconv.Itoa(int(s.IBTimeout))}
+		strconv.FormatBool(s.RDMAOnly), strconv.Itoa(s.SMs), strconv.FormatUint(s.Seed, 10), strconv.Itoa(int(s.IBTimeout))}
 }
 
 // WriteJSONL writes rows, one JSON object a line.

@@ -294,7 +294,7 @@ func runPoint(st *Study, p *Point, tr *traces.Trace, version string) Row {
 		row.Error = err.Error()
 		return row
 	}
-	rep, err := replay.Run(tr, p.Cluster, replay.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, Seed: s.Seed,
+	rep, err := replay.Run(tr, p.Cluster, replay.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, RDMAOnly: s.RDMAOnly, SMs: s.SMs, Seed: s.Seed,
 		Layers: s.Layers, Jobs: 1, TraceName: name, ClusterName: p.Cluster.Name, Backends: backends})
 	if err != nil {
 		row.Error = err.Error()

@@ -82,6 +82,28 @@ func TestRunJobsAndResume(t *testing.T) {
 
 // Shards partition the points; merged, they give the unsharded rows, and
 // Merge rejects a missing shard, a repeated one and a foreign row.
+// rdma_only and sms reach replay: NCCL EP on one node sends over NVLink
+// by default and through the NICs, slower, with rdma_only; an SM count
+// above the device's is replay's error, in the row.
+func TestRunPassesRDMAOnlyAndSMs(t *testing.T) {
+	st, err := Parse([]byte("base: {model: deepseek-v3, ep: 8, tokens: 4, mode: ncclep}\nlist:\n  - {rdma_only: false}\n"+
+		"  - {rdma_only: true}\n  - {sms: 1000}\n"), "r.yaml")
+	require.NoError(t, err)
+	prefix := filepath.Join(t.TempDir(), "r")
+	_, err = Run(st, Options{Prefix: prefix, Jobs: 1, Version: "test"})
+	require.NoError(t, err)
+	rows, err := ReadJSONL(strings.NewReader(read(t, prefix+".jsonl")), "r.jsonl")
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	require.NotNil(t, rows[0].Metrics)
+	require.NotNil(t, rows[1].Metrics)
+	assert.Greater(t, rows[1].Metrics.DispatchUS, rows[0].Metrics.DispatchUS, "every put through a NIC")
+	assert.True(t, rows[1].Settings.RDMAOnly)
+	assert.Contains(t, rows[2].Error, "max_num_sms 1000")
+	csv := read(t, prefix+".csv")
+	assert.Contains(t, csv, ",nvlink,rdma_only,sms,seed,")
+}
+
 func TestShardsMerge(t *testing.T) {
 	st, err := Parse([]byte(runStudy), "run.yaml")
 	require.NoError(t, err)

@@ -56,6 +56,11 @@ type Settings struct {
 	Mode      string `json:"mode"`
 	Backend   string `json:"backend"`
 	NVLink    bool   `json:"nvlink"`
+	// RDMAOnly and SMs are replay's --rdma-only and --sms (0: the
+	// library's default SM count); omitted when unset, so that a point
+	// that sets neither keeps its ID.
+	RDMAOnly  bool   `json:"rdma_only,omitempty"`
+	SMs       int    `json:"sms,omitempty"`
 	Seed      uint64 `json:"seed"`
 	IBTimeout uint8  `json:"ib_timeout"`
 }
@@ -63,7 +68,7 @@ type Settings struct {
 // settingKeys are the axis keys that are replay settings; every other key
 // is a cluster field path.
 var settingKeys = []string{"trace", "model", "ep", "tokens", "routing", "layers", "trace_seed", "cluster", "mode",
-	"backend", "nvlink", "seed", "ib_timeout"}
+	"backend", "nvlink", "rdma_only", "sms", "seed", "ib_timeout"}
 
 // defaults are the settings of a point that sets nothing.
 func defaults() Settings {
@@ -374,13 +379,19 @@ func resolve(as []assignment, file string, clusters map[string]machine.Spec, bad
 			if s.Backend, err = str(); err == nil && !slices.Contains(replay.Backends, s.Backend) {
 				err = bad(v, a.key, "%q: want one of %v", s.Backend, replay.Backends)
 			}
-		case "nvlink":
+		case "nvlink", "rdma_only":
+			b := &s.NVLink
+			if a.key == "rdma_only" {
+				b = &s.RDMAOnly
+			}
 			var x string
 			if x, err = str(); err == nil {
-				if s.NVLink, err = strconv.ParseBool(x); err != nil {
+				if *b, err = strconv.ParseBool(x); err != nil {
 					err = bad(v, a.key, "%q: want true or false", x)
 				}
 			}
+		case "sms":
+			s.SMs, err = num(0, 1<<16)
 		default:
 			path := strings.TrimPrefix(a.key, "cluster.")
 			fields = append(fields, Field{Path: path, Value: v})

@@ -53,6 +53,23 @@ func TestParseExpands(t *testing.T) {
 	assert.NotEqual(t, st.Points[3].ID, other.Points[3].ID)
 }
 
+// sms and rdma_only are replay settings; a point that sets neither (or
+// sets them to their defaults) keeps the ID it had before they existed.
+func TestParseSMsAndRDMAOnly(t *testing.T) {
+	st, err := Parse([]byte("base: {mode: ncclep, ep: 8}\ngrid:\n  rdma_only: [false, true]\n  sms: [0, 16]\n"), "s.yaml")
+	require.NoError(t, err)
+	require.Len(t, st.Points, 4)
+	assert.Equal(t, []string{"rdma_only", "sms"}, st.Axes)
+	p := st.Points[3].Settings
+	assert.True(t, p.RDMAOnly)
+	assert.Equal(t, 16, p.SMs)
+	plain, err := Parse([]byte("base: {mode: ncclep, ep: 8}\n"), "s.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, plain.Points[0].ID, st.Points[0].ID, "defaults leave the id as it was")
+	assert.NotEqual(t, st.Points[0].ID, st.Points[1].ID)
+	assert.NotEqual(t, st.Points[0].ID, st.Points[2].ID)
+}
+
 func TestParseFaultAxes(t *testing.T) {
 	st, err := Parse([]byte("grid:\n  loss: [0, 0.1%]\n  faults.straggler.rank: [3]\n  faults.straggler.factor: [2]\n"), "f.yaml")
 	require.NoError(t, err)
@@ -83,6 +100,8 @@ func TestParseErrors(t *testing.T) {
 		{"base: [1\n", `s.yaml:1: did not find expected ',' or ']'`},
 		{"- 1\n", `s.yaml:1:1: want a mapping with name, base, grid and/or list`},
 		{"", `s.yaml: empty file`},
+		{"grid:\n  sms: [8, -2]\n", `s.yaml:2:12: field "sms": "-2": want a whole number in [0, 65536]`},
+		{"grid:\n  rdma_only: [maybe]\n", `s.yaml:2:15: field "rdma_only": "maybe": want true or false`},
 	} {
 		_, err := Parse([]byte(c.yaml), "s.yaml")
 		require.Error(t, err, c.yaml)

@@ -14,12 +14,6 @@ type Params struct {
 	// per thread at ~10 cycles each for H=7168 → ~300 cycles; BF16 sends
 	// skip the cast but still stage.
 	CastCycles int64
-	// CopyRate is one receiving warp group's copy bandwidth out of the
-	// receive buffer into the packed output (LL dispatch recv) or into
-	// staging (LL combine send): DeepEP's analytic model uses 200 GB/s
-	// read and 50 GB/s write per SM; a warp group is a third to a half of
-	// an SM, so ~60 GB/s.
-	CopyRate sim.BitRate
 	// ReduceRate is the whole grid's read bandwidth while reducing the k
 	// combine contributions per token after the flags: HBM3 at ~3 TB/s
 	// peak, ~2 TB/s achieved by a memory-bound kernel.
@@ -66,7 +60,6 @@ type HTChunks struct {
 func DefaultParams() Params {
 	return Params{
 		CastCycles: 300,
-		CopyRate:   sim.GBps(60),
 		ReduceRate: sim.GBps(2000),
 
 		HTSMs:        24,

@@ -185,7 +185,7 @@ func (w *Workload) launchDispatch(r int) {
 			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
 				func(t *gpu.Group, path workload.SigPath) {
-					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
+					t.Compute(w.recvCopyRate().TxTime(sim.Bytes(uint64(n) * w.msg)))
 					e.ReceiverDone(r, path)
 				})
 		}
@@ -228,17 +228,41 @@ var aggregate = []gin.OptFlags{gin.OptAggregateRequests}
 // itself, an NVLink store to a GPU of its node with --nvlink, else a put.
 func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, dst int, recv, send *gin.Window,
 	off, src, n uint64, ph *workload.Phase) {
-	e := w.e
 	switch {
 	case dst == r: // NVSHMEM and GIN ports copy with SM loads/stores (no loopback QP)
-		t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(n)), h, 0)
-	case w.nvl(r, dst):
-		t.NVLinkWriteThen(e.M.Ranks[dst].Local, recv.Region(dst), off, nil, sim.Bytes(n), h, 0)
+		t.ComputeThen(w.copyRate(ph).TxTime(sim.Bytes(n)), h, 0)
+	case w.nvl(r, dst): // dispatch: UNROLLED_WARP_COPY; combine: the TMA pipeline, straight to the peer
+		t.CopyThen(recv.Region(dst), off, nil, sim.Bytes(n), w.copyRate(ph), h, 0)
 	default:
 		gn, dc := gc.get(w, t, r, le)
 		ph.RDMABytes += int64(n)
 		gn.PutThen(h, 0, dc.World(r), dst, recv, off, send, src, n, nil, nil, w.opts()...)
 	}
+}
+
+// copyRate is the rate of a sender's copy of a message into its own GPU
+// or an NVLink peer, or into the staging buffer of a put. A dispatch warp
+// copies its message with UNROLLED_WARP_COPY (DeepEP; NCCL EP's
+// cast-and-write loop is taken as the same). A combine sender stands for
+// a warp group whose sub-warps run TMA pipelines (DeepEP and NCCL EP,
+// processAndSendToken): 32/groups sub-warps of one pipeline each, and the
+// groups on one SM share its TMA throughput.
+func (w *Workload) copyRate(ph *workload.Phase) sim.BitRate {
+	gc := w.e.M.Profile.GPU
+	if ph == &w.e.Disp {
+		return gc.WarpCopyRate
+	}
+	g := sim.BitRate(w.groups)
+	return min(gc.WarpTMARate*(32/g), gc.TMARatePerSM/g)
+}
+
+// recvCopyRate is a dispatch receiver warp group's copy out of the
+// receive buffer: its 32/groups sub-warps' UNROLLED_WARP_COPY, the SM's
+// throughput shared by the groups on it.
+func (w *Workload) recvCopyRate() sim.BitRate {
+	gc := w.e.M.Profile.GPU
+	g := sim.BitRate(w.groups)
+	return min(gc.WarpCopyRate*(32/g), gc.CopyRatePerSM/g)
 }
 
 // llSender is dispatch sender warp i of SM s, a state machine over the
@@ -504,7 +528,7 @@ func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 // process). Its program, with the step that starts each operation:
 //
 //	for j, tok := range toks {                    // cbNext
-//		copy(expert output of tok -> staging)      // cbStage: CopyRate × 2H
+//		copy(expert output of tok -> staging)      // cbStage: copyRate × 2H (RDMA peers only)
 //		send(staging j -> dst's slot of tok)       // cbSend: sendThen
 //	}
 //	signal(dst, EP+r, 1)                          // cbFlag: the flag
@@ -543,7 +567,10 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.pc = cbSend
-			t.ComputeThen(e.P.CopyRate.TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
+			if dst == r || w.nvl(r, dst) { // the TMA pipeline copies straight there (sendThen)
+				continue
+			}
+			t.ComputeThen(w.copyRate(&e.Comb).TxTime(sim.Bytes(w.comb)), m, 0) // expert output to staging
 			return
 		case cbSend:
 			off, src := w.combineAt(r, le, dst, m.j, int(m.toks[m.j]))
