@@ -96,9 +96,6 @@ type Options struct {
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
-	// NoThen runs every device program on a process, even where the
-	// backend can issue without one (tests compare the two).
-	NoThen bool
 	// Observe, when set (tests only), is called with every step's
 	// workload after its setup.
 	Observe func(Workload)
@@ -445,7 +442,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if opt.SMs > 0 && opt.kernel == ModeHT {
 		p.HTSMs = opt.SMs
 	}
-	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink, NoThen: opt.NoThen}
+	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
 	snap := &snapshotter{m: m}
 	var bus *obs.Bus

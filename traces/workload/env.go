@@ -71,9 +71,6 @@ type Config struct {
 	// NVLink sends intra-node traffic over NVLink instead of RDMA
 	// loopback.
 	NVLink bool
-	// NoThen runs every device program on a process, even where the
-	// backend can issue without one (tests compare the two).
-	NoThen bool
 }
 
 // wireTimes are the tap instants of one atomic (signal) packet.
