@@ -176,6 +176,55 @@ type wordWatcher struct{ f func() }
 
 func (w *wordWatcher) WordChanged(*mem.Region, uint64) { w.f() }
 
+// run is one size's simulation; the first failure stops it.
+type run struct {
+	s   *sim.Sim
+	err error
+}
+
+func (r *run) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.s.Stop()
+}
+
+// wait runs the simulation to its end and returns the kernel's error or
+// the first failure.
+func (r *run) wait() error {
+	if err := r.s.Run(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// watchCQ calls f whenever the NIC writes a CQE into sd's CQ.
+func (sd *side) watchCQ(f func()) {
+	w := &wordWatcher{f}
+	for i := range sd.cq.Depth() {
+		r, off := sd.cq.WordFor(uint64(i))
+		r.Watch(off, w)
+	}
+}
+
+// reap polls sd's CQ until it is empty and returns how many completions
+// it took, or the first that did not succeed.
+func (sd *side) reap(buf []nic.CQE, what string) (int, error) {
+	n := 0
+	for {
+		k := sd.cq.Poll(buf)
+		if k == 0 {
+			return n, nil
+		}
+		for _, c := range buf[:k] {
+			if c.Status != nic.StatusSuccess {
+				return n, fmt.Errorf("perftest: %s WR %d: %v", what, c.WRID, c.Status)
+			}
+		}
+		n += k
+	}
+}
+
 // WriteLat runs the ib_write_lat ping-pong for each size: node 0 writes
 // size bytes into node 1's buffer; node 1 spins on the last byte and, on
 // seeing it, writes back; latency is half the round trip, averaged.
@@ -191,13 +240,7 @@ func WriteLat(o Options) ([]Row, error) {
 			return nil, err
 		}
 		iters := o.iters(size)
-		var runErr error
-		fail := func(err error) {
-			if runErr == nil {
-				runErr = err
-			}
-			p.s.Stop()
-		}
+		rn := &run{s: p.s}
 		word := (uint64(size) - 1) &^ 7
 		count := [2]int{}
 		var start, end sim.Time
@@ -214,7 +257,7 @@ func WriteLat(o Options) ([]Row, error) {
 				wr.Signaled = true
 			}
 			count[i]++
-			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, fail) })
+			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, rn.fail) })
 		}
 		for i := range 2 {
 			i := i
@@ -234,11 +277,8 @@ func WriteLat(o Options) ([]Row, error) {
 		}
 		start = p.s.Now()
 		send(0)
-		if err := p.s.Run(); err != nil {
+		if err := rn.wait(); err != nil {
 			return nil, err
-		}
-		if runErr != nil {
-			return nil, runErr
 		}
 		if end == 0 {
 			return nil, fmt.Errorf("perftest: write_lat size %d did not finish (QP %v)", size, p.sd[0].qp.State())
@@ -267,13 +307,7 @@ func WriteBW(o Options) ([]Row, error) {
 		}
 		iters := o.iters(size)
 		sd := p.sd[0]
-		var runErr error
-		fail := func(err error) {
-			if runErr == nil {
-				runErr = err
-			}
-			p.s.Stop()
-		}
+		rn := &run{s: p.s}
 		posted, done := 0, 0
 		inflight := 0 // posted by the CPU, doorbell not yet at the NIC, or not completed
 		var end sim.Time
@@ -289,31 +323,24 @@ func WriteBW(o Options) ([]Row, error) {
 			}
 			posted += k
 			inflight += k
-			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post(wrs, fail) })
+			p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post(wrs, rn.fail) })
 		}
 		var cqes [256]nic.CQE
 		pollPending := false
-		w := &wordWatcher{func() {
+		sd.watchCQ(func() {
 			if pollPending {
 				return
 			}
 			pollPending = true
 			p.s.At(p.s.Now().Add(o.PollCost), func() {
 				pollPending = false
-				for {
-					k := sd.cq.Poll(cqes[:])
-					if k == 0 {
-						break
-					}
-					for _, c := range cqes[:k] {
-						if c.Status != nic.StatusSuccess {
-							fail(fmt.Errorf("perftest: write_bw WR %d: %v", c.WRID, c.Status))
-							return
-						}
-					}
-					done += k
-					inflight -= k
+				k, err := sd.reap(cqes[:], "write_bw")
+				if err != nil {
+					rn.fail(err)
+					return
 				}
+				done += k
+				inflight -= k
 				if done >= iters {
 					end = p.s.Now()
 					p.s.Stop()
@@ -321,17 +348,10 @@ func WriteBW(o Options) ([]Row, error) {
 				}
 				postMore()
 			})
-		}}
-		for i := range sd.cq.Depth() {
-			r, off := sd.cq.WordFor(uint64(i))
-			r.Watch(off, w)
-		}
+		})
 		postMore()
-		if err := p.s.Run(); err != nil {
+		if err := rn.wait(); err != nil {
 			return nil, err
-		}
-		if runErr != nil {
-			return nil, runErr
 		}
 		if end == 0 {
 			return nil, fmt.Errorf("perftest: write_bw size %d did not finish (QP %v, %d/%d done)", size, sd.qp.State(), done, iters)
@@ -356,30 +376,22 @@ func AtomicLat(o Options) ([]Row, error) {
 	}
 	iters := o.iters(8)
 	sd := p.sd[0]
-	var runErr error
-	fail := func(err error) {
-		if runErr == nil {
-			runErr = err
-		}
-		p.s.Stop()
-	}
+	rn := &run{s: p.s}
 	posted, done := 0, 0
 	var end sim.Time
 	post := func() {
 		wr := nic.WR{ID: uint64(posted), Op: nic.WRFetchAdd, Signaled: true, Local: nic.SGE{MR: sd.mr, Len: 8},
 			RemoteVA: sd.remote.VA, RKey: sd.remote.RKey, CompareAdd: 1}
 		posted++
-		p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, fail) })
+		p.s.At(p.s.Now().Add(o.PostCost), func() { sd.post([]nic.WR{wr}, rn.fail) })
 	}
 	var cqes [4]nic.CQE
-	w := &wordWatcher{func() {
+	sd.watchCQ(func() {
 		p.s.At(p.s.Now().Add(o.PollCost), func() {
-			k := sd.cq.Poll(cqes[:])
-			for _, c := range cqes[:k] {
-				if c.Status != nic.StatusSuccess {
-					fail(fmt.Errorf("perftest: atomic_lat WR %d: %v", c.WRID, c.Status))
-					return
-				}
+			k, err := sd.reap(cqes[:], "atomic_lat")
+			if err != nil {
+				rn.fail(err)
+				return
 			}
 			done += k
 			if k == 0 || done < posted {
@@ -392,17 +404,10 @@ func AtomicLat(o Options) ([]Row, error) {
 			}
 			post()
 		})
-	}}
-	for i := range sd.cq.Depth() {
-		r, off := sd.cq.WordFor(uint64(i))
-		r.Watch(off, w)
-	}
+	})
 	post()
-	if err := p.s.Run(); err != nil {
+	if err := rn.wait(); err != nil {
 		return nil, err
-	}
-	if runErr != nil {
-		return nil, runErr
 	}
 	if end == 0 {
 		return nil, fmt.Errorf("perftest: atomic_lat did not finish (QP %v, %d/%d done)", sd.qp.State(), done, iters)
