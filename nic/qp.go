@@ -461,9 +461,21 @@ func (qp *QP) issueFetches() {
 		where := qp.cfg.SQWhere
 		arrive = max(n.bus.Read(now, n.dev, where, sim.Bytes(k)*n.cfg.WQEBytes), qp.fetchLast)
 		qp.fetchLast = arrive
+		if n.obs != nil {
+			qp.emitFetch(now, arrive, k)
+		}
 		qp.fetchIss += k
 		qp.fetchQ = append(qp.fetchQ, qp.fetchIss)
 		n.s.Post(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
+	}
+}
+
+// emitFetch reports the fetch read of the k WQEs from qp.fetchIss, one
+// obs.DMARead per WQE (each carries its own op).
+func (qp *QP) emitFetch(at, arrive sim.Time, k uint64) {
+	for i := qp.fetchIss; i < qp.fetchIss+k; i++ {
+		qp.n.obs.Emit(obs.Event{Kind: obs.DMARead, At: at, Then: arrive, Op: qp.sq[i%qp.sqDepth].wr.OpID, Who: qp.name,
+			Note: "wqe", QP: qp.qpn, Index: i})
 	}
 }
 

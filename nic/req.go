@@ -301,6 +301,10 @@ func (qp *QP) pumpReads(now sim.Time) {
 			off := uint64(qp.rp) * uint64(qp.mtu)
 			ln := min(uint64(qp.mtu), wr.Local.Len-off)
 			t = n.bus.Read(now, n.dev, wr.Local.MR.Where, sim.Bytes(ln))
+			if n.obs != nil {
+				n.obs.Emit(obs.Event{Kind: obs.DMARead, At: now, Then: t, Op: wr.OpID, Who: qp.name, Note: "payload",
+					QP: qp.qpn, Index: qp.rw, PSN: qp.rp, Bytes: ln})
+			}
 		}
 		qp.rdy[qp.rseq%P] = t
 		qp.rseq++

@@ -47,6 +47,13 @@ const (
 	// had read and decoded it (proxy.Post's Taken; the Doorbell that
 	// follows is at its Posted).
 	Pickup
+	// DMARead: the NIC read over its PCIe link for WQE Index of QP QP:
+	// At it issued the read, Then the data arrived (the PCIe links'
+	// queueing, their bandwidth cap, included). Note says what: "wqe"
+	// (the descriptor fetch; a batch reports each of its WQEs) or
+	// "payload" (one packet's payload, Bytes long, PSN its packet's
+	// sequence within the WQE).
+	DMARead
 	// Fetched: the NIC has WQE Index of QP QP through its WQE pipeline;
 	// Then is when it is ready to transmit (nic).
 	Fetched
@@ -110,7 +117,7 @@ const (
 
 var kindNames = [...]string{
 	None: "none", Issued: "issued", Fence: "fence", Reserved: "reserved", Poll: "poll", CreditWait: "credit_wait",
-	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", Fetched: "fetched", Sent: "sent", Hop: "hop",
+	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", DMARead: "dma_read", Fetched: "fetched", Sent: "sent", Hop: "hop",
 	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
 	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
 	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read",

@@ -122,6 +122,12 @@ func TestTableFromRecordedStream(t *testing.T) {
 			if (r.Phases[Proxy] == 0) != (backend == "gdaki") {
 				t.Errorf("proxy phase %v on %s", r.Phases[Proxy], backend)
 			}
+			// The NIC's PCIe reads are their own phases: the 8-byte payload
+			// is read from GPU memory on both backends, the WQE from the
+			// SQ (GPU memory for GDAKI, host memory for the proxy).
+			if r.Phases[Fetch] <= 0 || r.Phases[Payload] <= 0 {
+				t.Errorf("fetch %v, payload %v: the NIC's PCIe reads are missing", r.Phases[Fetch], r.Phases[Payload])
+			}
 			if r.Local <= 0 {
 				t.Errorf("no local completion (CQE) observed")
 			}
