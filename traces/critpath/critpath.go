@@ -53,6 +53,8 @@ type Row struct {
 	Local sim.Duration
 	// Seen reports whether a waiter's SignalSeen ended the path.
 	Seen bool
+	// Proxy reports a proxy GFD (Descriptor is then its PCIe crossing).
+	Proxy bool
 	// Rank is the issuing rank, Peer the target rank (Issued's Index and
 	// Value).
 	Rank, Peer int
@@ -325,7 +327,7 @@ func (o *op) finish() (Row, bool) {
 			r.Phases[x.ph], r.Phases[NIC] = d, r.Phases[NIC]-d
 		}
 	}
-	r.End, r.Seen = end, seen
+	r.End, r.Seen, r.Proxy = end, seen, o.proxy
 	r.NIC, r.DstEP, r.Ports = p.nic, p.dstEP, p.ports
 	if o.local != 0 {
 		r.Local = o.local.Sub(r.Start)

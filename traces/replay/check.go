@@ -2,12 +2,8 @@ package replay
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
-	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/check"
-	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim/obs"
 )
 
@@ -20,32 +16,25 @@ type CheckReport struct {
 	First string `json:"first_violation,omitempty"`
 }
 
-// stepChecker is a step's checker on its machine's bus, as gin/check's
+// stepChecker is a step's checker on the step's bus, as gin/check's
 // package doc wires one: every NIC, every backend of every communicator
-// the step creates and each communicator's front end; not the fabric
-// (its hop events are costly and the checker does not need them).
+// the step creates and each communicator's front end; not the fabric's
+// packet events nor the NICs' DMA reads (costly, and the checker needs
+// neither).
 type stepChecker struct {
-	bus *obs.Bus
 	chk *check.Checker
 }
 
-func newStepChecker(m *machine.Machine) *stepChecker {
-	bus := obs.NewBus()
-	sc := &stepChecker{bus: bus, chk: check.Attach(bus)}
-	for _, n := range m.NICs {
-		n.SetObserver(bus)
-	}
-	return sc
-}
-
-// backends hands the bus to each backend of a new communicator that emits.
-func (sc *stepChecker) backends(bs map[gin.Type]gin.Backend) {
-	ts := slices.Sorted(maps.Keys(bs))
-	for _, t := range ts {
-		if o, ok := bs[t].(check.Observable); ok {
-			o.SetObserver(sc.bus)
+func newStepChecker(bus *obs.Bus) *stepChecker {
+	sc := &stepChecker{chk: check.New()}
+	bus.Subscribe(obs.Func(func(e obs.Event) {
+		switch e.Kind {
+		case obs.Hop, obs.Dropped, obs.Received, obs.DMARead:
+			return
 		}
-	}
+		sc.chk.Observe(e)
+	}))
+	return sc
 }
 
 // end closes the step's check (the run succeeded) and reports it.

@@ -150,7 +150,7 @@ type Workload struct {
 	dch, cch []chanState           // per (rank, channel): shared-memory state
 	land     []*workload.LandWatch // per (rank, channel, node): tail signal word watchers
 	landBase int                   // signal id of node 0's tail in land
-	fwdPath  []workload.SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+	fwdPath  []workload.Seen       // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
 // chanState is the shared-memory state of one channel's SMs (the locks,
@@ -438,19 +438,11 @@ func (l *landTimes) stop() {
 	}
 }
 
-// pathOf returns the issue path of the signal rank to saw from rank from on
-// (channel c, id), landed at land and seen now.
-func (w *Workload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) workload.SigPath {
-	p := w.e.Issued(to, c, id)
-	p.From, p.To = from, to
-	p.Seen = t.Now()
-	p.Landed = land
-	if land == 0 || land > p.Seen {
-		p.Landed = p.Seen
-	}
-	// Tails ride the data communicator's context c%4 (putChunk).
-	w.e.ProxyPath(&p, w.dataComms[c/workload.CtxsPerComm], to, c%workload.CtxsPerComm, id)
-	return p
+// pathOf returns what rank to saw from rank from on (channel c, id): the
+// op behind the signal word, now (land is not used).
+func (w *Workload) pathOf(t *gpu.Group, to, from, c, id int, _ sim.Time) workload.Seen {
+	reg, off, _ := w.sigWord(to, c, id, false)
+	return w.e.Saw(from, to, reg, off)
 }
 
 // readSig is a warp's load of a signal word (raw − offset).
@@ -468,7 +460,6 @@ func (w *Workload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me
 		t.Fence(gpu.ScopeDevice)
 		reg, off, _ := w.sigWord(r, c, id, false)
 		t.AtomicAdd64(reg, off, uint64(k), gpu.ScopeDevice)
-		e.NoteIssue(r, c, id, start, t.Now(), false)
 		w.st.LocalChunks++
 		return
 	}
@@ -483,9 +474,7 @@ func (w *Workload) putChunk(t *gpu.Group, gn *gin.Gin, dc *gin.DevComm, r, c, me
 	}
 	gn.Put(dc.World(r), peer, recv, ringOff(c, me, w.N, slots, slot, rec), send, ringOff(c, dst, w.N, slots, slot, rec),
 		n, nil, nil)
-	start = t.Now()
 	gn.Signal(dc.World(r), peer, gin.SignalAdd{Signal: id, Value: uint64(k)})
-	e.NoteIssue(peer, c, id, start, t.Now(), true)
 	ph.Msgs++
 	ph.Sigs++
 	ph.RDMABytes += int64(n)
@@ -583,7 +572,7 @@ func (w *Workload) Dispatch() {
 		e.Disp.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, prec)
 	}
 	w.watchTails(0)
-	w.fwdPath = make([]workload.SigPath, st.EP*w.C*w.G)
+	w.fwdPath = make([]workload.Seen, st.EP*w.C*w.G)
 	w.dch = make([]chanState, st.EP*w.C)
 	for r := range st.EP {
 		for c := range w.C {
@@ -710,7 +699,7 @@ func (w *Workload) launchDispatch(r, c int) {
 			regs, offs := make([]*mem.Region, 0, N), make([]uint64, 0, N)
 			nvlTail, nvlHead := 0, 0
 			src := (2 * c) % N
-			var path workload.SigPath
+			var path workload.Seen
 			for total > 0 {
 				for w.dc.NVLRecv-(nvlTail-nvlHead) < w.dc.NVLSend {
 					need := nvlTail + w.dc.NVLSend - w.dc.NVLRecv
@@ -1163,7 +1152,7 @@ func (w *Workload) launchCombine(r, c int) {
 		}
 		g.Launch(name+"receiver"+strconv.Itoa(wi), 32, func(t *gpu.Group) {
 			pos, seenTail := make([]int, N), make([]int, N)
-			var path workload.SigPath
+			var path workload.Seen
 			for tok := lo; tok < hi; tok++ {
 				m := w.nodes[r][tok]
 				if (tok-lo)%nr != wi {
@@ -1187,7 +1176,7 @@ func (w *Workload) launchCombine(r, c int) {
 					if v < need {
 						v = t.WaitWord(reg, off, "ht combine RDMA tail", func(v uint64) bool { return v-o >= need }) - o
 						p := w.pathOf(t, r, w.rank(s, l), c, N+s, w.landAt(r, c, s))
-						if !path.Valid || p.Seen >= path.Seen {
+						if !path.Valid || p.At >= path.At {
 							path = p
 						}
 					}

@@ -45,7 +45,7 @@ type fwdMachine struct {
 	offs             []uint64
 	nvlTail, nvlHead int
 	src              int
-	path             workload.SigPath
+	path             workload.Seen
 	need             int // the NVLink space wait's head
 	k                int // sources tried in this round
 	s, srcRank       int // the chunk's source node and rank
@@ -607,7 +607,7 @@ type combRecvMachine struct {
 	wi, nr        int
 	lo, tok, hi   int
 	pos, seenTail []int
-	path          workload.SigPath
+	path          workload.Seen
 	m, bits       uint64
 	s             int
 	need, o       uint64
@@ -698,7 +698,7 @@ func (m *combRecvMachine) Handle(*sim.Sim, uint64) {
 			s := m.s
 			v := t.Result() - m.o
 			p := w.pathOf(t, m.r, w.rank(s, m.l), m.c, N+s, w.landAt(m.r, m.c, s))
-			if !m.path.Valid || p.Seen >= m.path.Seen {
+			if !m.path.Valid || p.At >= m.path.At {
 				m.path = p
 			}
 			m.seenTail[s] = int(v)
@@ -855,22 +855,18 @@ func (m *chunkPutMachine) run(h sim.Handler) {
 // Handle implements sim.Handler.
 func (m *chunkPutMachine) Handle(s *sim.Sim, _ uint64) {
 	w, t := m.w, m.t
-	e := w.e
 	switch m.pc {
 	case pcLocalFenced:
 		reg, off, _ := w.sigWord(m.r, m.c, m.id, false)
 		m.pc = pcLocalAdded
 		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
 	case pcLocalAdded:
-		e.NoteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
 		w.st.LocalChunks++
 		m.h.Handle(s, 0)
 	case pcPut:
-		m.start = t.Now()
 		m.pc = pcSignalled
 		m.gn.SignalThen(m, 0, m.dc.World(m.r), m.peer, gin.SignalAdd{Signal: m.id, Value: uint64(m.k)})
 	case pcSignalled:
-		e.NoteIssue(m.peer, m.c, m.id, m.start, t.Now(), true)
 		n := uint64(m.k) * m.rec
 		m.ph.Msgs++
 		m.ph.Sigs++

@@ -230,9 +230,9 @@ func (w *Workload) launchDispatch(r int) {
 		for src := range st.EP {
 			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
-				func(t *gpu.Group, path workload.SigPath) {
+				func(t *gpu.Group, seen workload.Seen) {
 					t.Compute(e.P.CopyRate.TxTime(sim.Bytes(uint64(n) * w.msg)))
-					e.ReceiverDone(r, path)
+					e.ReceiverDone(r, seen)
 				})
 		}
 	}
@@ -355,23 +355,20 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 // gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
 // body repeats the wait through gin (which then succeeds at once), so the
 // timing is that of a warp spinning in ncclGin::waitSignal from launch.
-func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path workload.SigPath)) {
+func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, seen workload.Seen)) {
 	dc := w.comms[le/workload.CtxsPerComm]
 	ctx := le % workload.CtxsPerComm
 	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
 	least := 1 + dc.Backend().SignalOffset(dc, r, ctx, id)
-	lw := &workload.LandWatch{Sim: w.e.Sim} // from launch, as the spinning warp's
-	reg.Watch(off, lw)
 	g.LaunchWaiting(name, 32, reg, off, "gin signal", func(v uint64) bool { return gin.RollingLessEq(least, v, 64) },
-		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
+		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from)) })
 }
 
 // signal adds v to signal id of local expert le's context at rank dst,
 // from rank r: a 0-byte put with SignalAdd (or an NVLink store). gc (may
 // be nil) is the group's handle cache.
-func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.SigPath) {
+func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint64, _ *[]workload.Seen) {
 	e := w.e
-	start := t.Now()
 	if gc == nil {
 		gc = &ginCache{}
 	}
@@ -379,7 +376,6 @@ func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint
 	if dst == r {
 		reg, off := dc.Backend().SignalWord(dc, dst, le%workload.CtxsPerComm, id)
 		t.AtomicAdd64(reg, off, v, gpu.ScopeDevice)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
 	if w.nvl(r, dst) {
@@ -387,32 +383,21 @@ func (w *Workload) signal(t *gpu.Group, gc *ginCache, r, dst, le, id int, v uint
 		var b [8]byte
 		workload.PutLE64(b[:], v)
 		t.NVLinkWrite(e.M.Ranks[dst].Local, reg, off, b[:], 8)
-		e.NoteIssue(dst, le, id, start, t.Now(), false)
 		return
 	}
 	gn.Put(dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0, gin.SignalAdd{Signal: id, Value: v}, nil)
-	e.NoteIssue(dst, le, id, start, t.Now(), true)
 }
 
 // waitSignal waits until signal id of local expert le's context at rank r is
-// non-zero, resets it and returns the path of that signal; from is the
-// sending rank; lw has watched the signal word since the wait began.
-func (w *Workload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.LandWatch) workload.SigPath {
+// non-zero, resets it and returns what it saw; from is the sending rank.
+func (w *Workload) waitSignal(t *gpu.Group, r, le, id, from int) workload.Seen {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
 	reg, off := dc.Backend().SignalWord(dc, r, le%workload.CtxsPerComm, id)
 	gn.WaitSignal(id, 1, 64)
-	reg.Unwatch(off, lw)
-	seen := t.Now()
+	seen := e.Saw(from, r, reg, off)
 	gn.ResetSignal(id)
-	p := e.Issued(r, le, id)
-	e.ProxyPath(&p, dc, r, le%workload.CtxsPerComm, id)
-	p.Landed, p.Seen = lw.At, seen
-	if lw.At == 0 {
-		p.Landed = seen
-	}
-	p.From, p.To = from, r
-	return p
+	return seen
 }
 
 // combine launches the combine kernel on every rank.
@@ -468,8 +453,8 @@ func (w *Workload) launchCombine(r int) {
 	// the weighted reduction of k contributions per token.
 	for x := range st.Slots {
 		home, le := st.Home[x], st.LocalIdx[x]
-		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, path workload.SigPath) {
-			e.NoteLast(r, path)
+		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, seen workload.Seen) {
+			e.NoteLast(r, seen)
 			t.AtomicAdd64(w.flagsSeen[r].R, 0, 1, gpu.ScopeDevice)
 		})
 	}
@@ -507,8 +492,6 @@ type combSender struct {
 	j          int
 	gc         ginCache
 	pc         uint8
-	start      sim.Time // the flag's issue
-	rdma       bool     // the flag went through the NIC
 }
 
 const (
@@ -543,7 +526,6 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 			m.pc = cbStage
 		case cbFlag: // signal, as a state
 			e.Comb.Sigs++
-			m.start = t.Now()
 			id := st.EP + r
 			gn, dc := m.gc.get(w, t, r, le)
 			m.pc = cbFlagged
@@ -557,13 +539,11 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 				workload.PutLE64(b, 1)
 				t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, m, 0)
 			default:
-				m.rdma = true
 				gn.PutThen(m, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
 					gin.SignalAdd{Signal: id, Value: 1}, nil)
 			}
 			return
 		case cbFlagged:
-			e.NoteIssue(dst, le, st.EP+r, m.start, t.Now(), m.rdma)
 			t.End()
 			return
 		}

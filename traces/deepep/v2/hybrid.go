@@ -388,17 +388,10 @@ func (w *Hybrid) newLanes(warp *gpu.Group, wgn *gin.Gin, r, qp int, sh gin.Shari
 }
 
 // seenTail notes, for the critical path, that rank r's forward warp of
-// channel c saw the tail word of source node m change (landed at land, 0
-// if it was not watched).
-func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
-	is := w.issue[(r*w.nch+c)*w.S+m]
-	p := workload.SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
-		From: w.rail(r, m), To: r, Seen: t.Now(), Landed: land}
-	if land == 0 || land > p.Seen {
-		p.Landed = p.Seen
-	}
-	w.e.ProxyPath(&p, w.dc, r, qp, 0)
-	w.e.NoteLast(r, p)
+// channel c saw the tail word of source node m change (qp and land are
+// not used).
+func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, _ int, _ sim.Time) {
+	w.e.NoteLast(r, w.e.Saw(w.rail(r, m), r, w.ws.Region(r), w.tailOff(c, m)))
 }
 
 func (w *Hybrid) Dispatch() {
