@@ -319,7 +319,7 @@ func (n *NIC) send(p *fabric.Packet) {
 	}
 	if n.obs != nil {
 		n.obs.Emit(obs.Event{Kind: obs.Sent, At: n.s.Now(), Op: p.Op, Who: n.name, QP: p.Hdr.DestQP, PSN: p.Hdr.PSN,
-			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen)})
+			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Addr: uint64(p.Src), Value: uint64(p.Dst)})
 	}
 	n.net.Send(p)
 }

@@ -59,7 +59,8 @@ const (
 	Fetched
 	// Sent: the NIC handed a packet to the fabric (nic). QP is the
 	// destination QP, PSN the packet's, Code its RoCE opcode, Bytes its
-	// payload, Index the fabric packet id.
+	// payload, Index the fabric packet id, Addr and Value its source and
+	// destination fabric endpoints.
 	Sent
 	// Hop: a packet started leaving a port (fabric): Index the packet id,
 	// Value the port, Then when its last bit leaves.

@@ -5,11 +5,11 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/workload"
 )
@@ -300,13 +300,15 @@ func (w *Workload) Setup() error {
 		w.sms = append(w.sms, sms)
 	}
 	// Rail check: count NIC packets between different local indices.
-	for _, n := range e.M.NICs {
-		n.SetTap(func(pk *fabric.Packet) {
-			w.st.Packets++
-			if e.EPRank[pk.Src]%w.G != e.EPRank[pk.Dst]%w.G {
-				w.st.CrossRail++
+	if e.Obs != nil {
+		e.Obs.Subscribe(obs.Func(func(ev obs.Event) {
+			if ev.Kind == obs.Sent {
+				w.st.Packets++
+				if e.EPRank[ev.Addr]%w.G != e.EPRank[ev.Value]%w.G {
+					w.st.CrossRail++
+				}
 			}
-		})
+		}))
 	}
 	return nil
 }

@@ -5,11 +5,12 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
@@ -282,26 +283,31 @@ func (w *Hybrid) route() {
 	}
 }
 
-// tapNICs counts, per rank, what its NICs put on the wire.
+// tapNICs counts, per rank, what its NICs put on the wire (their obs.Sent
+// events; nothing when the step is not observed).
 func (w *Hybrid) tapNICs() {
 	e := w.e
-	for _, n := range e.M.NICs {
-		n.SetTap(func(pk *fabric.Packet) {
-			a, b := e.EPRank[pk.Src], e.EPRank[pk.Dst]
-			if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
-				w.st.SameNode++
-			}
-			if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
-				w.st.CrossRail++
-			}
-			switch {
-			case pk.Hdr.Opcode.IsWrite():
-				w.st.WriteBytes[a] += int64(pk.PayloadLen)
-			case pk.Hdr.Opcode.IsAtomic():
-				w.st.Atomics[a]++
-			}
-		})
+	if e.Obs == nil {
+		return
 	}
+	e.Obs.Subscribe(obs.Func(func(ev obs.Event) {
+		if ev.Kind != obs.Sent {
+			return
+		}
+		a, b := e.EPRank[ev.Addr], e.EPRank[ev.Value]
+		if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
+			w.st.SameNode++
+		}
+		if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
+			w.st.CrossRail++
+		}
+		switch op := roce.Opcode(ev.Code); {
+		case op.IsWrite():
+			w.st.WriteBytes[a] += int64(ev.Bytes)
+		case op.IsAtomic():
+			w.st.Atomics[a]++
+		}
+	}))
 }
 
 // rail returns world rank r's rail peer on node n.
