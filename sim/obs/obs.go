@@ -44,8 +44,8 @@ const (
 	Doorbell
 	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size):
 	// Then is when it found the GFD's first qword flagged, At when it
-	// had read and decoded it (proxy.Post's Taken; the Doorbell that
-	// follows is at its Posted).
+	// had read and decoded it (the Doorbell that follows is at its
+	// ibv_post_send's return).
 	Pickup
 	// DMARead: the NIC read over its PCIe link for WQE Index of QP QP:
 	// At it issued the read, Then the data arrived (the PCIe links'
