@@ -97,8 +97,6 @@ type NIC struct {
 	obs *obs.Bus
 	// async receives asynchronous events (CQ overrun).
 	async func(ev AsyncEvent)
-	// rateTap, if set, sees every DCQCN rate change.
-	rateTap func(qp *QP, ev RateEvent)
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -136,8 +134,9 @@ func (n *NIC) Sim() *sim.Sim { return n.s }
 // removes it). f must not keep the packet.
 func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
 
-// SetObserver makes the NIC emit its events into b (nil: off): obs.Fetched,
-// Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's OpID.
+// SetObserver makes the NIC emit its events into b (nil: off): obs.DMARead,
+// Fetched, Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's
+// OpID, and obs.Rate for its QPs' DCQCN rate changes.
 func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
 
 // EventName names an event for traces.

@@ -112,6 +112,10 @@ const (
 	// what ("window", "signal", "va signal", "counter"), Value is the word
 	// read (word reads), Op the op that last changed the word.
 	Read
+	// Rate: the DCQCN rate limiter of QP QP changed (nic; Who is the QP):
+	// Code is the nic.RateEvent, Value the current rate and Old the target
+	// rate after it, in bit/s.
+	Rate
 
 	numKinds
 )
@@ -121,7 +125,7 @@ var kindNames = [...]string{
 	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", DMARead: "dma_read", Fetched: "fetched", Sent: "sent", Hop: "hop",
 	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
 	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
-	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read",
+	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read", Rate: "rate",
 }
 
 func (k Kind) String() string {
