@@ -95,8 +95,6 @@ type NIC struct {
 	tap func(p *fabric.Packet)
 	// obs, if set, receives the NIC's observer events.
 	obs *obs.Bus
-	// async receives asynchronous events (CQ overrun).
-	async func(ev AsyncEvent)
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -136,7 +134,8 @@ func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
 
 // SetObserver makes the NIC emit its events into b (nil: off): obs.DMARead,
 // Fetched, Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's
-// OpID, and obs.Rate for its QPs' DCQCN rate changes.
+// OpID, obs.Rate for its QPs' DCQCN rate changes and obs.Async for its
+// asynchronous events (a CQ overrun).
 func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
 
 // EventName names an event for traces.

@@ -116,6 +116,10 @@ const (
 	// Code is the nic.RateEvent, Value the current rate and Old the target
 	// rate after it, in bit/s.
 	Rate
+	// Async: the NIC raised an asynchronous event (ibv_get_async_event;
+	// nic): Code is the nic.AsyncKind, Where the CQ's ring region, QP the
+	// QP it moved to the error state (AsyncQPFatal), Who the NIC.
+	Async
 
 	numKinds
 )
@@ -125,7 +129,7 @@ var kindNames = [...]string{
 	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", DMARead: "dma_read", Fetched: "fetched", Sent: "sent", Hop: "hop",
 	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
 	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
-	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read", Rate: "rate",
+	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read", Rate: "rate", Async: "async",
 }
 
 func (k Kind) String() string {
