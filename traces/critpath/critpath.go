@@ -141,20 +141,34 @@ func (o *op) path(qp uint32) *qpPath {
 // arrive: an obs.Observer. An operation is followed from its Issued event
 // on; events of operations it did not see issued are ignored.
 type Tracker struct {
-	ops map[obs.OpID]*op
+	// ops[id-base] is operation id's state (nil: not followed). Ids are
+	// drawn in order, so the slice grows at its end as ops are issued.
+	ops  []*op
+	base obs.OpID
 	// Signals follows only operations that update a signal at the peer
 	// (Issued's Code has IssuedSignal or IssuedVASignal): the ones a
-	// waiter can see. A run's data puts then cost one map lookup per
-	// event.
+	// waiter can see. A run's data puts then cost one index per event.
 	Signals bool
 }
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker { return &Tracker{ops: map[obs.OpID]*op{}} }
+func NewTracker() *Tracker { return &Tracker{base: 1} }
 
-// Reset forgets every operation (between phases: the ones in flight are
-// then no longer followed).
-func (t *Tracker) Reset() { clear(t.ops) }
+// Reset forgets every operation issued so far (between phases: the ones
+// in flight are then no longer followed).
+func (t *Tracker) Reset() {
+	t.base += obs.OpID(len(t.ops))
+	clear(t.ops)
+	t.ops = t.ops[:0]
+}
+
+// get returns operation id's state, nil if it is not followed.
+func (t *Tracker) get(id obs.OpID) *op {
+	if i := id - t.base; id >= t.base && i < obs.OpID(len(t.ops)) {
+		return t.ops[i]
+	}
+	return nil
+}
 
 // Observe implements obs.Observer.
 func (t *Tracker) Observe(e obs.Event) {
@@ -162,16 +176,19 @@ func (t *Tracker) Observe(e obs.Event) {
 		return
 	}
 	if e.Kind == obs.Issued {
-		if t.Signals && e.Code&(obs.IssuedSignal|obs.IssuedVASignal) == 0 {
+		if e.Op < t.base || t.Signals && e.Code&(obs.IssuedSignal|obs.IssuedVASignal) == 0 {
 			return
 		}
 		o := &op{issued: true}
 		o.row.Op, o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.Op, e.At, e.Where, e.Who, e.Bytes
 		o.row.Rank, o.row.Peer = int(e.Index), int(e.Value)
-		t.ops[e.Op] = o
+		for obs.OpID(len(t.ops)) <= e.Op-t.base {
+			t.ops = append(t.ops, nil)
+		}
+		t.ops[e.Op-t.base] = o
 		return
 	}
-	if o := t.ops[e.Op]; o != nil {
+	if o := t.get(e.Op); o != nil {
 		o.add(&e)
 	}
 }
@@ -179,7 +196,7 @@ func (t *Tracker) Observe(e obs.Event) {
 // Row returns the critical path of operation id, if it was followed and
 // reached its target.
 func (t *Tracker) Row(id obs.OpID) (Row, bool) {
-	if o := t.ops[id]; o != nil {
+	if o := t.get(id); o != nil {
 		return o.finish()
 	}
 	return Row{}, false
@@ -190,19 +207,13 @@ func (t *Tracker) Row(id obs.OpID) (Row, bool) {
 func (t *Tracker) Rows() []Row {
 	var rows []Row
 	for _, o := range t.ops {
+		if o == nil {
+			continue
+		}
 		if r, ok := o.finish(); ok {
 			rows = append(rows, r)
 		}
 	}
-	slices.SortFunc(rows, func(a, b Row) int {
-		switch {
-		case a.Op < b.Op:
-			return -1
-		case a.Op > b.Op:
-			return 1
-		}
-		return 0
-	})
 	return rows
 }
 
