@@ -174,7 +174,7 @@ func (n *NIC) sendCNP() {
 	p.Hdr.DestQP = c.qpn
 	p.Hdr.BECN = true
 	n.stats.CNPsSent++
-	n.send(p)
+	n.send(p, 0)
 }
 
 // cnpReceived is the RP's reaction to a CNP: Rt = Rc, Rc *= 1 - alpha/2,

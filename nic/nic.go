@@ -311,13 +311,16 @@ func (n *NIC) transmit() {
 }
 
 // send hands a built packet to the network.
-func (n *NIC) send(p *fabric.Packet) {
+// readWait is the sending QP's QP.readWait for obs.Sent (0 for responses
+// and CNPs).
+func (n *NIC) send(p *fabric.Packet, readWait sim.Duration) {
 	if n.tap != nil {
 		n.tap(p)
 	}
 	if n.obs != nil {
 		n.obs.Emit(obs.Event{Kind: obs.Sent, At: n.s.Now(), Op: p.Op, Who: n.name, QP: p.Hdr.DestQP, PSN: p.Hdr.PSN,
-			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Addr: uint64(p.Src), Value: uint64(p.Dst)})
+			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Addr: uint64(p.Src), Value: uint64(p.Dst),
+			Old: uint64(readWait)})
 	}
 	n.net.Send(p)
 }

@@ -161,7 +161,11 @@ type QP struct {
 	actPos      int      // index in the NIC's act list while active
 	txUntil     sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
 	pumpUntil   sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
-	waiting     bool     // registered on a WAIT's CQ
+	// readWait sums the time the head of the send queue waited for its
+	// payload read, until readWaitTo (obs: Fetched and Sent carry it).
+	readWait   sim.Duration
+	readWaitTo sim.Time
+	waiting    bool // registered on a WAIT's CQ
 
 	sentHigh uint32  // highest PSN sent (retransmission accounting)
 	cc       rpState // DCQCN reaction and notification point
@@ -498,7 +502,8 @@ func (qp *QP) fetchDone() {
 		w.readyAt = qp.pipeFree
 		qp.prepare(w)
 		if n.obs != nil {
-			n.obs.Emit(obs.Event{Kind: obs.Fetched, At: now, Then: w.readyAt, Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i})
+			n.obs.Emit(obs.Event{Kind: obs.Fetched, At: now, Then: w.readyAt, Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i,
+				Old: uint64(qp.readWait)})
 		}
 	}
 	qp.fetched = end

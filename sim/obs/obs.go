@@ -55,12 +55,15 @@ const (
 	// sequence within the WQE).
 	DMARead
 	// Fetched: the NIC has WQE Index of QP QP through its WQE pipeline;
-	// Then is when it is ready to transmit (nic).
+	// Then is when it is ready to transmit (nic). Old is the QP's read
+	// wait so far: the time, summed, that the head of its send queue
+	// waited for a payload read (PCIe), in ps.
 	Fetched
 	// Sent: the NIC handed a packet to the fabric (nic). QP is the
 	// destination QP, PSN the packet's, Code its RoCE opcode, Bytes its
 	// payload, Index the fabric packet id, Addr and Value its source and
-	// destination fabric endpoints.
+	// destination fabric endpoints; Old the sending QP's read wait (as in
+	// Fetched; 0 for a response or CNP).
 	Sent
 	// Hop: a packet started leaving a port (fabric): Index the packet id,
 	// Value the port, Then when its last bit leaves.

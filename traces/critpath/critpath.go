@@ -89,8 +89,11 @@ type op struct {
 	dbAt, dbArrive  sim.Time
 	hasDB           bool
 	// The op's first WQE fetch read and first payload read (obs.DMARead)
-	// after its doorbell arrived.
+	// after its doorbell arrived, and its QP's read wait when its first
+	// WQE was fetched (obs.Fetched's Old).
 	fetch, payload read
+	fetchedWait    sim.Duration
+	fetched        bool
 	seenAt         sim.Time
 	seenWord       word
 	local          sim.Time
@@ -125,6 +128,7 @@ type qpPath struct {
 	nic             string
 	dstEP           int
 	ports           []int
+	sentWait        sim.Duration // the sending QP's read wait at the first request sent
 }
 
 func (o *op) path(qp uint32) *qpPath {
@@ -249,11 +253,15 @@ func (o *op) add(e *obs.Event) {
 				o.payload.note(e)
 			}
 		}
+	case obs.Fetched:
+		if !o.fetched {
+			o.fetched, o.fetchedWait = true, sim.Duration(e.Old)
+		}
 	case obs.Sent:
 		if roce.Opcode(e.Code).IsRequest() {
 			p := o.path(e.QP)
 			if !p.hasSent || e.At < p.sent {
-				p.sent, p.hasSent, p.nic = e.At, true, e.Who
+				p.sent, p.hasSent, p.nic, p.sentWait = e.At, true, e.Who, sim.Duration(e.Old)
 			}
 		}
 	case obs.Hop:
@@ -328,15 +336,26 @@ func (o *op) finish() (Row, bool) {
 		r.Phases[ph] = ms[i+1].Sub(ms[i])
 	}
 	// The NIC's span (doorbell arrived -> first packet sent) holds its
-	// reads over PCIe; what is left is the NIC's own time.
+	// reads over PCIe; what is left is the NIC's own time. Payload is the
+	// time the QP's send queue head waited for payload reads between the
+	// op's fetch and its first packet (the reads of WQEs ahead of it
+	// included), else its own first payload read.
+	var fetch, payload sim.Duration
+	if o.fetch.ok && o.fetch.then <= p.sent {
+		fetch = o.fetch.then.Sub(o.fetch.at)
+	}
+	switch {
+	case o.fetched && p.sentWait > o.fetchedWait:
+		payload = p.sentWait - o.fetchedWait
+	case o.payload.ok && o.payload.then <= p.sent:
+		payload = o.payload.then.Sub(o.payload.at)
+	}
 	for _, x := range [...]struct {
 		ph Phase
-		rd read
-	}{{Fetch, o.fetch}, {Payload, o.payload}} {
-		if x.rd.ok && x.rd.then <= p.sent {
-			d := min(x.rd.then.Sub(x.rd.at), r.Phases[NIC])
-			r.Phases[x.ph], r.Phases[NIC] = d, r.Phases[NIC]-d
-		}
+		d  sim.Duration
+	}{{Fetch, fetch}, {Payload, payload}} {
+		d := min(x.d, r.Phases[NIC])
+		r.Phases[x.ph], r.Phases[NIC] = d, r.Phases[NIC]-d
 	}
 	r.End, r.Seen, r.Proxy = end, seen, o.proxy
 	r.NIC, r.DstEP, r.Ports = p.nic, p.dstEP, p.ports
