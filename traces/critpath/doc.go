@@ -22,8 +22,11 @@
 //	fetch       the NIC's read of the op's first WQE over PCIe (issued ->
 //	            arrived; the PCIe links' queueing and bandwidth cap
 //	            included); zero with BlueFlame
-//	payload     the NIC's read of the first packet's payload over PCIe
-//	            (idem); zero for an atomic or inline op
+//	payload     the time the head of the op's send queue waited for a
+//	            payload read still crossing PCIe, from the op's fetch to
+//	            its first packet: the reads of WQEs ahead of it and its
+//	            own (obs.Fetched and Sent carry the QP's running sum);
+//	            without those events, its own first payload read
 //	nic         the rest of doorbell arrived -> first request packet on the
 //	            wire: the NIC's own time (doorbell handling, waiting for a
 //	            fetch slot, the WQE pipeline, waiting for the read budget,
