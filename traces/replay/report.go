@@ -228,7 +228,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ncritical path (slowest receiver's last signal, from its operation's events), mean us:\n")
+	fmt.Fprintf(w, "\ncritical path (slowest receiver's last signal), mean us:\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tGPU issue\tproxy\tPCIe\tNIC\twire\tremote write\tsignal seen\treceiver\ttotal\t")
 	for _, p := range []struct {
