@@ -48,7 +48,8 @@ type CQ struct {
 	dropped uint64 // CQEs discarded since the overrun
 }
 
-// AsyncKind is the kind of an asynchronous NIC event (ibv_event_type).
+// AsyncKind is the kind of an asynchronous NIC event (ibv_event_type), the
+// Code of the obs.Async event the NIC's observer gets.
 type AsyncKind uint8
 
 // Asynchronous events.
@@ -60,19 +61,6 @@ const (
 	// (IBV_EVENT_QP_FATAL); its WQEs are flushed.
 	AsyncQPFatal
 )
-
-// AsyncEvent is an asynchronous event: CQ is set for AsyncCQErr, QP (and
-// CQ, the cause) for AsyncQPFatal.
-type AsyncEvent struct {
-	Kind AsyncKind
-	CQ   *CQ
-	QP   *QP
-	At   sim.Time
-}
-
-// SetAsyncHandler installs f to receive the NIC's asynchronous events (nil
-// removes it), as ibv_get_async_event would deliver them.
-func (n *NIC) SetAsyncHandler(f func(ev AsyncEvent)) { n.async = f }
 
 // Err reports whether the CQ overran and is in the error state.
 func (cq *CQ) Err() bool { return cq.err }
@@ -184,8 +172,8 @@ func (cq *CQ) overrun() {
 
 func (cq *CQ) fatal(now sim.Time) {
 	n := cq.n
-	if n.async != nil {
-		n.async(AsyncEvent{Kind: AsyncCQErr, CQ: cq, At: now})
+	if n.obs != nil {
+		n.obs.Emit(obs.Event{Kind: obs.Async, At: now, Who: n.name, Where: cq.ring.Name(), Code: uint32(AsyncCQErr)})
 	}
 	for _, qp := range n.qps {
 		if qp == nil {
@@ -193,8 +181,9 @@ func (cq *CQ) fatal(now sim.Time) {
 		}
 		if (qp.cfg.SendCQ == cq || qp.cfg.RecvCQ == cq) && qp.state != QPSErr && qp.state != QPSReset {
 			qp.toErr()
-			if n.async != nil {
-				n.async(AsyncEvent{Kind: AsyncQPFatal, CQ: cq, QP: qp, At: now})
+			if n.obs != nil {
+				n.obs.Emit(obs.Event{Kind: obs.Async, At: now, Who: n.name, Where: cq.ring.Name(), QP: qp.qpn,
+					Code: uint32(AsyncQPFatal)})
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // DCQCNConfig holds the DCQCN parameters (Zhu et al., "Congestion Control
@@ -74,7 +75,7 @@ func (c *DCQCNConfig) validate() error {
 }
 
 // RateEvent is a change of a QP's DCQCN rate limiter, reported to the
-// function installed with SetRateTap.
+// NIC's observer as an obs.Rate event (Code).
 type RateEvent uint8
 
 // Rate limiter events.
@@ -129,10 +130,13 @@ func (qp *QP) Rate() (current, target sim.BitRate, limited bool) {
 	return qp.cc.rc, qp.cc.rt, true
 }
 
-// SetRateTap installs f to see every change of a QP's DCQCN rate limiter
-// (nil removes it). It is called after the change; QP.Rate gives the
-// new rates.
-func (n *NIC) SetRateTap(f func(qp *QP, ev RateEvent)) { n.rateTap = f }
+// rateChanged reports a change of qp's rate limiter to the observer.
+func (qp *QP) rateChanged(ev RateEvent) {
+	n := qp.n
+	rc, rt, _ := qp.Rate()
+	n.obs.Emit(obs.Event{Kind: obs.Rate, At: n.s.Now(), Who: qp.name, QP: qp.qpn, Code: uint32(ev), Value: uint64(rc),
+		Old: uint64(rt)})
+}
 
 // congested is the NP's reaction to a CE-marked packet for qp: it queues
 // a CNP towards the sending QP unless one was sent less than CNPInterval
@@ -170,7 +174,7 @@ func (n *NIC) sendCNP() {
 	p.Hdr.DestQP = c.qpn
 	p.Hdr.BECN = true
 	n.stats.CNPsSent++
-	n.send(p)
+	n.send(p, 0)
 }
 
 // cnpReceived is the RP's reaction to a CNP: Rt = Rc, Rc *= 1 - alpha/2,
@@ -198,8 +202,8 @@ func (qp *QP) cnpReceived() {
 	n.stats.RateCuts++
 	qp.armAlpha(now)
 	qp.armRate(now)
-	if n.rateTap != nil {
-		n.rateTap(qp, RateCut)
+	if n.obs != nil {
+		qp.rateChanged(RateCut)
 	}
 }
 
@@ -300,7 +304,7 @@ func (qp *QP) increase() {
 		}
 		rp.alphaAt, rp.rateAt = 0, 0
 	}
-	if n.rateTap != nil {
-		n.rateTap(qp, ev)
+	if n.obs != nil {
+		qp.rateChanged(ev)
 	}
 }

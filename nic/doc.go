@@ -47,11 +47,13 @@
 // queues a re-execution for each (it does not cancel responses queued
 // behind the duplicate's PSN).
 //
-// Observation: with SetObserver the NIC reports obs.Fetched, Sent,
-// Landed, Atomic, Acked and CQE events, each stamped with the OpID of the
-// WR it serves (WR.OpID, copied to the WR's packets, to the responses
-// and landings they cause and to the CQE); off, each emit point costs one
-// nil test.
+// Observation: with SetObserver the NIC reports obs.DMARead (its PCIe
+// reads of WQEs and payload), Fetched, Sent, Landed, Atomic, Acked and CQE
+// events, each stamped with the OpID of the WR it serves (WR.OpID, copied
+// to the WR's packets, to the responses and landings they cause and to
+// the CQE), and obs.Rate when a QP's DCQCN rate limiter changes; off, each
+// emit point costs one nil test. The packet tap (SetTap) stays for what
+// needs the packet itself (pcap frames, test logs of headers).
 //
 // Not modelled: SRQs,
 // UD/UC/XRC transports, memory windows, on-NIC address translation misses

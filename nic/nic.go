@@ -95,10 +95,6 @@ type NIC struct {
 	tap func(p *fabric.Packet)
 	// obs, if set, receives the NIC's observer events.
 	obs *obs.Bus
-	// async receives asynchronous events (CQ overrun).
-	async func(ev AsyncEvent)
-	// rateTap, if set, sees every DCQCN rate change.
-	rateTap func(qp *QP, ev RateEvent)
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -136,8 +132,10 @@ func (n *NIC) Sim() *sim.Sim { return n.s }
 // removes it). f must not keep the packet.
 func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
 
-// SetObserver makes the NIC emit its events into b (nil: off): obs.Fetched,
-// Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's OpID.
+// SetObserver makes the NIC emit its events into b (nil: off): obs.DMARead,
+// Fetched, Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's
+// OpID, obs.Rate for its QPs' DCQCN rate changes and obs.Async for its
+// asynchronous events (a CQ overrun).
 func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
 
 // EventName names an event for traces.
@@ -313,13 +311,16 @@ func (n *NIC) transmit() {
 }
 
 // send hands a built packet to the network.
-func (n *NIC) send(p *fabric.Packet) {
+// readWait is the sending QP's QP.readWait for obs.Sent (0 for responses
+// and CNPs).
+func (n *NIC) send(p *fabric.Packet, readWait sim.Duration) {
 	if n.tap != nil {
 		n.tap(p)
 	}
 	if n.obs != nil {
 		n.obs.Emit(obs.Event{Kind: obs.Sent, At: n.s.Now(), Op: p.Op, Who: n.name, QP: p.Hdr.DestQP, PSN: p.Hdr.PSN,
-			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen)})
+			Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Addr: uint64(p.Src), Value: uint64(p.Dst),
+			Old: uint64(readWait)})
 	}
 	n.net.Send(p)
 }

@@ -161,7 +161,11 @@ type QP struct {
 	actPos      int      // index in the NIC's act list while active
 	txUntil     sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
 	pumpUntil   sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
-	waiting     bool     // registered on a WAIT's CQ
+	// readWait sums the time the head of the send queue waited for its
+	// payload read, until readWaitTo (obs: Fetched and Sent carry it).
+	readWait   sim.Duration
+	readWaitTo sim.Time
+	waiting    bool // registered on a WAIT's CQ
 
 	sentHigh uint32  // highest PSN sent (retransmission accounting)
 	cc       rpState // DCQCN reaction and notification point
@@ -461,9 +465,21 @@ func (qp *QP) issueFetches() {
 		where := qp.cfg.SQWhere
 		arrive = max(n.bus.Read(now, n.dev, where, sim.Bytes(k)*n.cfg.WQEBytes), qp.fetchLast)
 		qp.fetchLast = arrive
+		if n.obs != nil {
+			qp.emitFetch(now, arrive, k)
+		}
 		qp.fetchIss += k
 		qp.fetchQ = append(qp.fetchQ, qp.fetchIss)
 		n.s.Post(arrive, n, evFetchDone<<evShift|uint64(qp.idx))
+	}
+}
+
+// emitFetch reports the fetch read of the k WQEs from qp.fetchIss, one
+// obs.DMARead per WQE (each carries its own op).
+func (qp *QP) emitFetch(at, arrive sim.Time, k uint64) {
+	for i := qp.fetchIss; i < qp.fetchIss+k; i++ {
+		qp.n.obs.Emit(obs.Event{Kind: obs.DMARead, At: at, Then: arrive, Op: qp.sq[i%qp.sqDepth].wr.OpID, Who: qp.name,
+			Note: "wqe", QP: qp.qpn, Index: i})
 	}
 }
 
@@ -486,7 +502,8 @@ func (qp *QP) fetchDone() {
 		w.readyAt = qp.pipeFree
 		qp.prepare(w)
 		if n.obs != nil {
-			n.obs.Emit(obs.Event{Kind: obs.Fetched, At: now, Then: w.readyAt, Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i})
+			n.obs.Emit(obs.Event{Kind: obs.Fetched, At: now, Then: w.readyAt, Op: w.wr.OpID, Who: qp.name, QP: qp.qpn, Index: i,
+				Old: uint64(qp.readWait)})
 		}
 	}
 	qp.fetched = end

@@ -116,7 +116,11 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		qp.txUntil = qp.pumpUntil
 		return false, sim.MaxTime
 	}
-	if t := qp.rdy[qp.sseq%uint64(len(qp.rdy))].Add(n.cfg.TxLatency); t > now {
+	if rdy := qp.rdy[qp.sseq%uint64(len(qp.rdy))]; rdy.Add(n.cfg.TxLatency) > now {
+		t := rdy.Add(n.cfg.TxLatency)
+		if rdy > now {
+			qp.waitRead(now, rdy)
+		}
 		qp.txUntil = min(t, qp.pumpUntil) // later, pumpReads would issue more reads
 		return false, t
 	}
@@ -228,7 +232,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	if qp.cc.on {
 		qp.paced(now, p.WireLen(n.net.IPv6()))
 	}
-	n.send(p)
+	n.send(p, qp.readWait)
 	qp.armTimer()
 	return true, 0
 }
@@ -253,6 +257,19 @@ func (n *NIC) freeReads(k int) {
 	}
 	if n.readWaitH == len(n.readWait) {
 		n.readWait, n.readWaitH = n.readWait[:0], 0
+	}
+}
+
+// waitRead notes that the packet at the head of the send queue waits
+// from now until rdy for its payload read, issued and crossing PCIe:
+// readWait sums such waits, each instant once. (A wait for a slot of the
+// NIC's read budget is not one: the budget is held as much by reads done
+// and buffered behind the port as by reads in flight.)
+func (qp *QP) waitRead(now, rdy sim.Time) {
+	from := max(now, qp.readWaitTo)
+	if rdy > from {
+		qp.readWait += rdy.Sub(from)
+		qp.readWaitTo = rdy
 	}
 }
 
@@ -301,6 +318,10 @@ func (qp *QP) pumpReads(now sim.Time) {
 			off := uint64(qp.rp) * uint64(qp.mtu)
 			ln := min(uint64(qp.mtu), wr.Local.Len-off)
 			t = n.bus.Read(now, n.dev, wr.Local.MR.Where, sim.Bytes(ln))
+			if n.obs != nil {
+				n.obs.Emit(obs.Event{Kind: obs.DMARead, At: now, Then: t, Op: wr.OpID, Who: qp.name, Note: "payload",
+					QP: qp.qpn, Index: qp.rw, PSN: qp.rp, Bytes: ln})
+			}
 		}
 		qp.rdy[qp.rseq%P] = t
 		qp.rseq++

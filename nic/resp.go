@@ -496,7 +496,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 			qp.paced(now, p.WireLen(n.net.IPv6()))
 		}
 	}
-	n.send(p)
+	n.send(p, 0)
 	return true, 0
 }
 

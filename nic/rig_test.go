@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // rig is two nodes, each with a PCIe tree (host, one switch holding a NIC
@@ -103,10 +104,14 @@ func (r *rig) trace() {
 	for i := range 2 {
 		n := r.nic[i]
 		n.SetTap(func(p *fabric.Packet) { r.logf("%s > %s", n.name, pktString(p)) })
-		n.SetRateTap(func(qp *QP, ev RateEvent) {
-			rc, rt, _ := qp.Rate()
-			r.logf("%s rate %v rc=%v rt=%v", qp.Name(), ev, rc, rt)
-		})
+	}
+	bus := obs.NewBus(obs.Func(func(e obs.Event) {
+		if e.Kind == obs.Rate {
+			r.logf("%s rate %v rc=%v rt=%v", e.Who, RateEvent(e.Code), sim.BitRate(e.Value), sim.BitRate(e.Old))
+		}
+	}))
+	for i := range 2 {
+		r.nic[i].SetObserver(bus)
 	}
 	r.ms.SetObserver(obsFunc(func(e *mem.Effect) {
 		for i := range 2 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // TestInlineUpToMax writes inline payloads of 1 to MaxInlineData bytes
@@ -52,8 +53,12 @@ func TestCQOverrun(t *testing.T) {
 	r := newRig(1, rigOpts{mtu: 1024, timeout: 14, retry: 7, rnrRetry: 7, cqDepth: 4})
 	dst := r.ms.Alloc("dst", mem.Loc{Node: 1, Kind: mem.HBM}, 4096, true)
 	dmr := must2(r.nic[1].RegMR(dst, 0, 4096, 0x10000, AccessRemoteWrite, r.gpu[1], true))
-	var evs []AsyncEvent
-	r.nic[0].SetAsyncHandler(func(ev AsyncEvent) { evs = append(evs, ev) })
+	var evs []obs.Event
+	r.nic[0].SetObserver(obs.NewBus(obs.Func(func(ev obs.Event) {
+		if ev.Kind == obs.Async {
+			evs = append(evs, ev)
+		}
+	})))
 	var wrs []WR
 	for i := range 8 {
 		wrs = append(wrs, WR{ID: uint64(i), Op: WRWrite, Signaled: true, Inline: true, Local: SGE{Len: 8}, InlineData: uint64(i),
@@ -70,7 +75,8 @@ func TestCQOverrun(t *testing.T) {
 	if r.qp[0].State() != QPSErr || r.qp[1].State() != QPSRTS {
 		t.Errorf("QP states %v / %v, want ERR / RTS", r.qp[0].State(), r.qp[1].State())
 	}
-	if len(evs) != 2 || evs[0].Kind != AsyncCQErr || evs[0].CQ != cq || evs[1].Kind != AsyncQPFatal || evs[1].QP != r.qp[0] {
+	if len(evs) != 2 || evs[0].Code != uint32(AsyncCQErr) || evs[0].Where != cq.ring.Name() ||
+		evs[1].Code != uint32(AsyncQPFatal) || evs[1].Where != cq.ring.Name() || evs[1].QP != r.qp[0].qpn {
 		t.Errorf("async events %+v, want CQ error then QP fatal", evs)
 	}
 	if st := r.nic[0].Stats(); st.CQOverruns != 1 {

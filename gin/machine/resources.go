@@ -93,32 +93,9 @@ func (m *Machine) Snapshot(threads []*proxy.Server) Snapshot {
 	span := sim.Duration(now)
 	var rs []Resource
 	g, k := m.Spec.GPUsPerNode, m.Spec.NICsPerGPU
-	// Network ports: the NIC side by endpoint, the rest by their ends.
-	epOf := map[fabric.NodeID]int{}
-	for i, nc := range m.NICs {
-		epOf[m.Net.Node(nc.Endpoint())] = i
-	}
-	seen := map[string]int{}
-	for p := range m.Net.Ports() {
-		pid := fabric.PortID(p)
-		from, to := m.Net.PortEnds(pid)
-		r := portResource(m.Net, pid)
-		if i, ok := epOf[from]; ok {
-			r.Name, r.Kind, r.Dir = m.NICs[i].Name(), KindNIC, "tx"
-		} else if i, ok := epOf[to]; ok {
-			r.Name, r.Kind, r.Dir = m.NICs[i].Name(), KindNIC, "rx"
-		} else {
-			// Parallel links between two switches share a name: number
-			// the second and later ones.
-			name := m.Net.PortName(pid)
-			if c := seen[name]; c > 0 {
-				seen[name] = c + 1
-				name += "#" + strconv.Itoa(c)
-			} else {
-				seen[name] = 1
-			}
-			r.Name, r.Kind, r.Dir = name, KindSwitch, "out"
-		}
+	for p, id := range m.PortIDs() {
+		r := portResource(m.Net, fabric.PortID(p))
+		r.Name, r.Kind, r.Dir = id.Name, id.Kind, id.Dir
 		rs = append(rs, r)
 	}
 	for n := range m.Nodes {
@@ -150,6 +127,47 @@ func (m *Machine) Snapshot(threads []*proxy.Server) Snapshot {
 	}
 	sortResources(rs)
 	return Snapshot{At: now, Resources: rs}
+}
+
+// PortID names a network port as a Snapshot's resource.
+type PortID struct {
+	Name string
+	Kind Kind
+	Dir  string
+}
+
+// PortIDs names every network port (indexed by fabric.PortID) as Snapshot
+// names its resource: a NIC's port by the NIC ("tx" leaving it, "rx" the
+// switch's egress towards it), a port between switches by the network's
+// name, numbered from the second of parallel links on ("#1").
+func (m *Machine) PortIDs() []PortID {
+	epOf := map[fabric.NodeID]int{}
+	for i, nc := range m.NICs {
+		epOf[m.Net.Node(nc.Endpoint())] = i
+	}
+	seen := map[string]int{}
+	ids := make([]PortID, m.Net.Ports())
+	for p := range ids {
+		pid := fabric.PortID(p)
+		from, to := m.Net.PortEnds(pid)
+		if i, ok := epOf[from]; ok {
+			ids[p] = PortID{m.NICs[i].Name(), KindNIC, "tx"}
+		} else if i, ok := epOf[to]; ok {
+			ids[p] = PortID{m.NICs[i].Name(), KindNIC, "rx"}
+		} else {
+			// Parallel links between two switches share a name: number
+			// the second and later ones.
+			name := m.Net.PortName(pid)
+			if c := seen[name]; c > 0 {
+				seen[name] = c + 1
+				name += "#" + strconv.Itoa(c)
+			} else {
+				seen[name] = 1
+			}
+			ids[p] = PortID{name, KindSwitch, "out"}
+		}
+	}
+	return ids
 }
 
 func portResource(net *fabric.Network, p fabric.PortID) Resource {

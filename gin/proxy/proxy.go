@@ -138,33 +138,11 @@ type Backend struct {
 	srvs   []*Server // by world rank of the first communicator that created it
 	st     gin.BackendStats
 	events *obs.Bus // nil: not observed
-	obs    PostObserver
 	free   submit.Free[issuer]
 	// gfd and enc are the GPU side's encode scratch: a writer encodes
 	// and stores a GFD in one step, and the stores copy the bytes.
 	gfd [128]byte
 	enc [16]uint64
-}
-
-// Post is one GFD the CPU thread turned into an ibv_post_send, as told to
-// a PostObserver: where it came from and when the host path handled it.
-type Post struct {
-	DevComm *gin.DevComm
-	// Rank and Peer are communicator ranks; Ctx is the GIN context.
-	Rank, Ctx, Peer int
-	// Index is the GFD's sequence number in its (context, peer) ring.
-	Index uint64
-	GFD   GFD
-	// Taken is when the thread found the GFD's first qword flagged (the
-	// GFD sat in the ring from its last PCIe store until then); Posted is
-	// when ibv_post_send returned, its doorbell MMIO on the way to the NIC.
-	Taken, Posted sim.Time
-}
-
-// PostObserver is told about every GFD the proxy posts, for critical-path
-// accounting (replay's proxy-queue column). It must not block.
-type PostObserver interface {
-	Posted(p *Post)
 }
 
 var _ gin.ThenBackend = (*Backend)(nil)
@@ -210,10 +188,6 @@ func Describe(e obs.Event) (what string, ok bool) {
 	}
 	return "", false
 }
-
-// SetPostObserver installs o to be told about every posted GFD (nil
-// removes it).
-func (b *Backend) SetPostObserver(o PostObserver) { b.obs = o }
 
 // emit sends e, at t's time and as t's agent, to the observer (call it
 // under "if b.events != nil").

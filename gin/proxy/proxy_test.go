@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"encoding/binary"
 	"flag"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden timelines in testdata")
@@ -102,19 +104,28 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-type postLog []proxy.Post
+// posts returns, in order, the events of kind k from the proxy thread.
+func posts(rec *obs.Recorder, k obs.Kind) []obs.Event {
+	var out []obs.Event
+	for _, e := range rec.Events {
+		if e.Kind == k && strings.HasSuffix(e.Who, "/proxy") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
-func (l *postLog) Posted(p *proxy.Post) { *l = append(*l, *p) }
-
-// The post observer sees every GFD once, in ring order, with the fields the
-// GPU encoded, taken after the GPU issued it and posted after it was taken.
-func TestPostObserver(t *testing.T) {
+// The CPU thread takes every GFD once, in ring order, with the fields the
+// GPU encoded, after the GPU issued it, and posts it after it took it; its
+// Pickup and Doorbell events carry the GFD's op id, whose Issued names
+// the ranks.
+func TestPickupAndPostEvents(t *testing.T) {
 	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log postLog
-	e.Proxy.SetPostObserver(&log)
+	var rec obs.Recorder
+	e.Observe(&rec)
 	var issued []sim.Time
 	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
 		g := e.Dev.Gin(tg, 0, 0)
@@ -129,23 +140,35 @@ func TestPostObserver(t *testing.T) {
 	if err := e.Sim.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if len(log) != 4 {
-		t.Fatalf("observer saw %d posts, want 4", len(log))
+	picks, dbs := posts(&rec, obs.Pickup), posts(&rec, obs.Doorbell)
+	if len(picks) != 4 || len(dbs) != 4 {
+		t.Fatalf("%d pickups and %d posts, want 4 each", len(picks), len(dbs))
 	}
-	for i, p := range log {
-		if p.Rank != 0 || p.Peer != 1 || p.Ctx != 0 || p.Index != uint64(i) || p.DevComm != e.Dev {
-			t.Errorf("post %d: rank %d peer %d ctx %d index %d", i, p.Rank, p.Peer, p.Ctx, p.Index)
-		}
-		if p.Taken <= issued[i] || p.Posted <= p.Taken {
-			t.Errorf("post %d: issued %v taken %v posted %v: want issued < taken < posted", i, issued[i], p.Taken, p.Posted)
-		}
-		if i > 0 && p.Taken < log[i-1].Posted {
-			t.Errorf("post %d taken at %v before post %d was posted at %v (one CPU thread)", i, p.Taken, i-1, log[i-1].Posted)
+	ranks := map[obs.OpID][2]uint64{}
+	for _, ev := range rec.Events {
+		if ev.Kind == obs.Issued {
+			ranks[ev.Op] = [2]uint64{ev.Index, ev.Value}
 		}
 	}
-	if log[0].GFD.Size != 64 || log[3].GFD.SignalID != 2 || log[3].GFD.SignalVal != 5 || log[3].GFD.Size != 0 {
-		t.Errorf("GFDs: first size %d, last signal %d value %d size %d", log[0].GFD.Size, log[3].GFD.SignalID,
-			log[3].GFD.SignalVal, log[3].GFD.Size)
+	for i, p := range picks {
+		db := dbs[i]
+		if rp := ranks[p.Op]; p.Op == 0 || db.Op != p.Op || rp != [2]uint64{0, 1} || p.Index != uint64(i) || db.Index != uint64(i) {
+			t.Errorf("post %d: op %d/%d ranks %v index %d/%d", i, p.Op, db.Op, rp, p.Index, db.Index)
+		}
+		// Pickup's Then is when the thread found the GFD flagged.
+		if p.Then <= issued[i] || db.At <= p.Then {
+			t.Errorf("post %d: issued %v taken %v posted %v: want issued < taken < posted", i, issued[i], p.Then, db.At)
+		}
+		if i > 0 && p.Then < dbs[i-1].At {
+			t.Errorf("post %d taken at %v before post %d was posted at %v (one CPU thread)", i, p.Then, i-1, dbs[i-1].At)
+		}
+	}
+	if picks[0].Bytes != 64 || picks[3].Code&uint32(proxy.GFDWithSignalAdd) == 0 || picks[3].Bytes != 0 {
+		t.Errorf("GFDs: first size %d, last op %#x size %d", picks[0].Bytes, picks[3].Code, picks[3].Bytes)
+	}
+	reg, off := e.Proxy.SignalWord(e.Dev, 1, 0, 2)
+	if v := reg.Load64(off); v != 5 {
+		t.Errorf("signal 2 at rank 1 = %d, want 5", v)
 	}
 }
 
@@ -170,8 +193,8 @@ func TestVASignalAloneIsOneGFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log postLog
-	e.Proxy.SetPostObserver(&log)
+	var rec obs.Recorder
+	e.Observe(&rec)
 	e.Ranks[0].GPU.Launch("k", 1, func(tg *gpu.Group) {
 		g := e.Dev.Gin(tg, 0, 0)
 		g.Signal(e.Dev.World(0), 1, gin.VASignalAdd{Win: tail, Off: 16, Value: 3})
@@ -184,12 +207,13 @@ func TestVASignalAloneIsOneGFD(t *testing.T) {
 	if got := tail.Region(1).Load64(16); got != 7 {
 		t.Errorf("window word at rank 1 = %d, want 7", got)
 	}
-	if len(log) != 2 {
-		t.Fatalf("%d GFDs posted, want 2 (one per signal)", len(log))
+	picks := posts(&rec, obs.Pickup)
+	if len(picks) != 2 {
+		t.Fatalf("%d GFDs taken, want 2 (one per signal)", len(picks))
 	}
-	for i, p := range log {
-		if p.GFD.Op&proxy.GFDVASignal == 0 {
-			t.Errorf("GFD %d: op %#x is not a VA signal", i, p.GFD.Op)
+	for i, p := range picks {
+		if p.Code&uint32(proxy.GFDVASignal) == 0 {
+			t.Errorf("GFD %d: op %#x is not a VA signal", i, p.Code)
 		}
 	}
 }

@@ -366,10 +366,6 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	}
 	s.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(pp.n) + cfg.DoorbellIssue)
 	arrive := ch.nic.HostDoorbell(s.p.Now(), pp.n)
-	if s.b.obs != nil {
-		s.b.obs.Posted(&Post{DevComm: cs.dc, Rank: ch.rank, Ctx: ch.ctx, Peer: ch.peer, Index: i, GFD: *g,
-			Taken: taken, Posted: s.p.Now()})
-	}
 	ch.posts = append(ch.posts, pp)
 	s.gpu.Sim().Post(arrive, s.b, uint64(ch.idx))
 	s.posts++

@@ -44,15 +44,26 @@ const (
 	Doorbell
 	// Pickup: the proxy thread took GFD Index (Code: op, Bytes: size):
 	// Then is when it found the GFD's first qword flagged, At when it
-	// had read and decoded it (proxy.Post's Taken; the Doorbell that
-	// follows is at its Posted).
+	// had read and decoded it (the Doorbell that follows is at its
+	// ibv_post_send's return).
 	Pickup
+	// DMARead: the NIC read over its PCIe link for WQE Index of QP QP:
+	// At it issued the read, Then the data arrived (the PCIe links'
+	// queueing, their bandwidth cap, included). Note says what: "wqe"
+	// (the descriptor fetch; a batch reports each of its WQEs) or
+	// "payload" (one packet's payload, Bytes long, PSN its packet's
+	// sequence within the WQE).
+	DMARead
 	// Fetched: the NIC has WQE Index of QP QP through its WQE pipeline;
-	// Then is when it is ready to transmit (nic).
+	// Then is when it is ready to transmit (nic). Old is the QP's read
+	// wait so far: the time, summed, that the head of its send queue
+	// waited for a payload read (PCIe), in ps.
 	Fetched
 	// Sent: the NIC handed a packet to the fabric (nic). QP is the
 	// destination QP, PSN the packet's, Code its RoCE opcode, Bytes its
-	// payload, Index the fabric packet id.
+	// payload, Index the fabric packet id, Addr and Value its source and
+	// destination fabric endpoints; Old the sending QP's read wait (as in
+	// Fetched; 0 for a response or CNP).
 	Sent
 	// Hop: a packet started leaving a port (fabric): Index the packet id,
 	// Value the port, Then when its last bit leaves.
@@ -107,16 +118,24 @@ const (
 	// what ("window", "signal", "va signal", "counter"), Value is the word
 	// read (word reads), Op the op that last changed the word.
 	Read
+	// Rate: the DCQCN rate limiter of QP QP changed (nic; Who is the QP):
+	// Code is the nic.RateEvent, Value the current rate and Old the target
+	// rate after it, in bit/s.
+	Rate
+	// Async: the NIC raised an asynchronous event (ibv_get_async_event;
+	// nic): Code is the nic.AsyncKind, Where the CQ's ring region, QP the
+	// QP it moved to the error state (AsyncQPFatal), Who the NIC.
+	Async
 
 	numKinds
 )
 
 var kindNames = [...]string{
 	None: "none", Issued: "issued", Fence: "fence", Reserved: "reserved", Poll: "poll", CreditWait: "credit_wait",
-	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", Fetched: "fetched", Sent: "sent", Hop: "hop",
+	Posted: "posted", Doorbell: "doorbell", Pickup: "pickup", DMARead: "dma_read", Fetched: "fetched", Sent: "sent", Hop: "hop",
 	Dropped: "dropped", Received: "received", Landed: "landed", Atomic: "atomic", Acked: "acked", CQE: "cqe",
 	Consumed: "consumed", Counter: "counter", ConsumerIndex: "ci", Completed: "completed",
-	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read",
+	SignalSeen: "signal_seen", LSAStored: "lsa_stored", Read: "read", Rate: "rate", Async: "async",
 }
 
 func (k Kind) String() string {

@@ -20,6 +20,8 @@ const (
 	Descriptor
 	Proxy
 	Doorbell
+	Fetch
+	Payload
 	NIC
 	Wire
 	Landing
@@ -27,7 +29,8 @@ const (
 	NumPhases
 )
 
-var phaseNames = [NumPhases]string{"issue", "descriptor", "proxy", "doorbell", "nic", "wire", "landing", "signal"}
+var phaseNames = [NumPhases]string{"issue", "descriptor", "proxy", "doorbell", "fetch", "payload", "nic", "wire", "landing",
+	"signal"}
 
 func (p Phase) String() string {
 	if p < NumPhases {
@@ -50,10 +53,29 @@ type Row struct {
 	Local sim.Duration
 	// Seen reports whether a waiter's SignalSeen ended the path.
 	Seen bool
+	// Proxy reports a proxy GFD (Descriptor is then its PCIe crossing).
+	Proxy bool
+	// Rank is the issuing rank, Peer the target rank (Issued's Index and
+	// Value).
+	Rank, Peer int
+	// NIC names the NIC that sent the path's first request packet (its
+	// Sent event's Who); DstEP is the fabric endpoint its packets reached
+	// (Received's Value).
+	NIC   string
+	DstEP int
+	// Ports are the fabric ports the path's request packets left, in the
+	// order first crossed (Hop's Value): the sending NIC's port, the
+	// switch ports, the last switch's port to the target NIC. Empty unless
+	// the fabric was observed.
+	Ports []int
 }
 
 // Total returns End - Start (the sum of the phases).
 func (r *Row) Total() sim.Duration { return r.End.Sub(r.Start) }
+
+// Effect returns when the operation's effect was applied at the target
+// (the end of its Landing phase).
+func (r *Row) Effect() sim.Time { return r.End.Add(-r.Phases[Signal]) }
 
 // op gathers one operation's milestones while the stream is read.
 type op struct {
@@ -66,10 +88,16 @@ type op struct {
 	proxy, hasPost  bool
 	dbAt, dbArrive  sim.Time
 	hasDB           bool
-	seenAt          sim.Time
-	seenWord        word
-	local           sim.Time
-	cqe             sim.Time
+	// The op's first WQE fetch read and first payload read (obs.DMARead)
+	// after its doorbell arrived, and its QP's read wait when its first
+	// WQE was fetched (obs.Fetched's Old).
+	fetch, payload read
+	fetchedWait    sim.Duration
+	fetched        bool
+	seenAt         sim.Time
+	seenWord       word
+	local          sim.Time
+	cqe            sim.Time
 	// Per responder QP: first request sent, last request received, last
 	// effect applied (landing or atomic) and the words atomics hit.
 	qps []qpPath
@@ -80,11 +108,27 @@ type word struct {
 	addr  uint64
 }
 
+// read is a DMA read's issue and arrival.
+type read struct {
+	at, then sim.Time
+	ok       bool
+}
+
+func (r *read) note(e *obs.Event) {
+	if !r.ok {
+		*r = read{e.At, e.Then, true}
+	}
+}
+
 type qpPath struct {
 	qp              uint32
 	sent, rcvd, eff sim.Time
 	hasSent, landed bool
 	atomics         []word
+	nic             string
+	dstEP           int
+	ports           []int
+	sentWait        sim.Duration // the sending QP's read wait at the first request sent
 }
 
 func (o *op) path(qp uint32) *qpPath {
@@ -97,82 +141,155 @@ func (o *op) path(qp uint32) *qpPath {
 	return &o.qps[len(o.qps)-1]
 }
 
-// Table computes one row per operation that was issued and reached its
-// target, in op id order.
-func Table(events []obs.Event) []Row {
-	ops := map[obs.OpID]*op{}
-	get := func(id obs.OpID) *op {
-		o := ops[id]
-		if o == nil {
-			o = &op{}
-			o.row.Op = id
-			ops[id] = o
-		}
-		return o
+// Tracker builds the critical path of operations as their events
+// arrive: an obs.Observer. An operation is followed from its Issued event
+// on; events of operations it did not see issued are ignored.
+type Tracker struct {
+	// ops[id-base] is operation id's state (nil: not followed). Ids are
+	// drawn in order, so the slice grows at its end as ops are issued.
+	ops  []*op
+	base obs.OpID
+	// Signals follows only operations that update a signal at the peer
+	// (Issued's Code has IssuedSignal or IssuedVASignal): the ones a
+	// waiter can see. A run's data puts then cost one index per event.
+	Signals bool
+}
+
+// NewTracker returns an empty tracker.
+func NewTracker() *Tracker { return &Tracker{base: 1} }
+
+// Reset forgets every operation issued so far (between phases: the ones
+// in flight are then no longer followed).
+func (t *Tracker) Reset() {
+	t.base += obs.OpID(len(t.ops))
+	clear(t.ops)
+	t.ops = t.ops[:0]
+}
+
+// get returns operation id's state, nil if it is not followed.
+func (t *Tracker) get(id obs.OpID) *op {
+	if i := id - t.base; id >= t.base && i < obs.OpID(len(t.ops)) {
+		return t.ops[i]
 	}
-	for _, e := range events {
-		if e.Op == 0 {
+	return nil
+}
+
+// Observe implements obs.Observer.
+func (t *Tracker) Observe(e obs.Event) {
+	if e.Op == 0 {
+		return
+	}
+	if e.Kind == obs.Issued {
+		if e.Op < t.base || t.Signals && e.Code&(obs.IssuedSignal|obs.IssuedVASignal) == 0 {
+			return
+		}
+		o := &op{issued: true}
+		o.row.Op, o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.Op, e.At, e.Where, e.Who, e.Bytes
+		o.row.Rank, o.row.Peer = int(e.Index), int(e.Value)
+		for obs.OpID(len(t.ops)) <= e.Op-t.base {
+			t.ops = append(t.ops, nil)
+		}
+		t.ops[e.Op-t.base] = o
+		return
+	}
+	if o := t.get(e.Op); o != nil {
+		o.add(&e)
+	}
+}
+
+// Row returns the critical path of operation id, if it was followed and
+// reached its target.
+func (t *Tracker) Row(id obs.OpID) (Row, bool) {
+	if o := t.get(id); o != nil {
+		return o.finish()
+	}
+	return Row{}, false
+}
+
+// Rows returns one row per operation followed that reached its target,
+// in op id order.
+func (t *Tracker) Rows() []Row {
+	var rows []Row
+	for _, o := range t.ops {
+		if o == nil {
 			continue
 		}
-		o := get(e.Op)
-		switch e.Kind {
-		case obs.Issued:
-			o.issued = true
-			o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.At, e.Where, e.Who, e.Bytes
-		case obs.Posted:
-			if !o.hasPost {
-				o.hasPost, o.posted = true, e.At
-				if e.Then != 0 { // a proxy GFD store: Then is its landing
-					o.proxy, o.gfdLand = true, e.Then
-				}
-			}
-		case obs.Doorbell:
-			if !o.hasDB {
-				o.hasDB, o.dbAt, o.dbArrive = true, e.At, e.Then
-			}
-		case obs.Sent:
-			if roce.Opcode(e.Code).IsRequest() {
-				p := o.path(e.QP)
-				if !p.hasSent || e.At < p.sent {
-					p.sent, p.hasSent = e.At, true
-				}
-			}
-		case obs.Received:
-			if roce.Opcode(e.Code).IsRequest() {
-				p := o.path(e.QP)
-				p.rcvd = max(p.rcvd, e.At)
-			}
-		case obs.Landed:
-			p := o.path(e.QP)
-			p.eff, p.landed = max(p.eff, e.At), true
-		case obs.Atomic:
-			p := o.path(e.QP)
-			p.eff = max(p.eff, e.At)
-			p.atomics = append(p.atomics, word{e.Where, e.Addr})
-		case obs.SignalSeen:
-			o.seenAt, o.seenWord = e.At, word{e.Where, e.Addr}
-		case obs.Completed:
-			o.local = max(o.local, e.At)
-		case obs.CQE:
-			o.cqe = max(o.cqe, e.At)
-		}
-	}
-	var rows []Row
-	for _, o := range ops {
 		if r, ok := o.finish(); ok {
 			rows = append(rows, r)
 		}
 	}
-	slices.SortFunc(rows, func(a, b Row) int {
-		switch {
-		case a.Op < b.Op:
-			return -1
-		case a.Op > b.Op:
-			return 1
-		}
-		return 0
-	})
 	return rows
+}
+
+// Table computes one row per operation that was issued and reached its
+// target, in op id order.
+func Table(events []obs.Event) []Row {
+	t := NewTracker()
+	for _, e := range events {
+		t.Observe(e)
+	}
+	return t.Rows()
+}
+
+// add notes one event of the operation.
+func (o *op) add(e *obs.Event) {
+	switch e.Kind {
+	case obs.Posted:
+		if !o.hasPost {
+			o.hasPost, o.posted = true, e.At
+			if e.Then != 0 { // a proxy GFD store: Then is its landing
+				o.proxy, o.gfdLand = true, e.Then
+			}
+		}
+	case obs.Doorbell:
+		if !o.hasDB {
+			o.hasDB, o.dbAt, o.dbArrive = true, e.At, e.Then
+		}
+	case obs.DMARead:
+		if o.hasDB && e.At >= o.dbArrive {
+			if e.Note == "wqe" {
+				o.fetch.note(e)
+			} else {
+				o.payload.note(e)
+			}
+		}
+	case obs.Fetched:
+		if !o.fetched {
+			o.fetched, o.fetchedWait = true, sim.Duration(e.Old)
+		}
+	case obs.Sent:
+		if roce.Opcode(e.Code).IsRequest() {
+			p := o.path(e.QP)
+			if !p.hasSent || e.At < p.sent {
+				p.sent, p.hasSent, p.nic, p.sentWait = e.At, true, e.Who, sim.Duration(e.Old)
+			}
+		}
+	case obs.Hop:
+		if roce.Opcode(e.Code).IsRequest() {
+			p := o.path(e.QP)
+			if port := int(e.Value); !slices.Contains(p.ports, port) {
+				p.ports = append(p.ports, port)
+			}
+		}
+	case obs.Received:
+		if roce.Opcode(e.Code).IsRequest() {
+			p := o.path(e.QP)
+			p.rcvd, p.dstEP = max(p.rcvd, e.At), int(e.Value)
+		}
+	case obs.Landed:
+		p := o.path(e.QP)
+		p.eff, p.landed = max(p.eff, e.At), true
+	case obs.Atomic:
+		p := o.path(e.QP)
+		p.eff = max(p.eff, e.At)
+		p.atomics = append(p.atomics, word{e.Where, e.Addr})
+	case obs.SignalSeen:
+		o.seenAt, o.seenWord = e.At, word{e.Where, e.Addr}
+	case obs.Completed:
+		o.local = max(o.local, e.At)
+	case obs.CQE:
+		o.cqe = max(o.cqe, e.At)
+	}
 }
 
 // target picks the responder QP whose effect ends the path: the one whose
@@ -214,11 +331,34 @@ func (o *op) finish() (Row, bool) {
 	if o.proxy {
 		proxyFrom = o.gfdLand
 	}
-	ms := [NumPhases + 1]sim.Time{r.Start, o.posted, proxyFrom, o.dbAt, o.dbArrive, p.sent, p.rcvd, p.eff, end}
-	for i := range NumPhases {
-		r.Phases[i] = ms[i+1].Sub(ms[i])
+	ms := [...]sim.Time{r.Start, o.posted, proxyFrom, o.dbAt, o.dbArrive, p.sent, p.rcvd, p.eff, end}
+	for i, ph := range [...]Phase{Issue, Descriptor, Proxy, Doorbell, NIC, Wire, Landing, Signal} {
+		r.Phases[ph] = ms[i+1].Sub(ms[i])
 	}
-	r.End, r.Seen = end, seen
+	// The NIC's span (doorbell arrived -> first packet sent) holds its
+	// reads over PCIe; what is left is the NIC's own time. Payload is the
+	// time the QP's send queue head waited for payload reads between the
+	// op's fetch and its first packet (the reads of WQEs ahead of it
+	// included), else its own first payload read.
+	var fetch, payload sim.Duration
+	if o.fetch.ok && o.fetch.then <= p.sent {
+		fetch = o.fetch.then.Sub(o.fetch.at)
+	}
+	switch {
+	case o.fetched && p.sentWait > o.fetchedWait:
+		payload = p.sentWait - o.fetchedWait
+	case o.payload.ok && o.payload.then <= p.sent:
+		payload = o.payload.then.Sub(o.payload.at)
+	}
+	for _, x := range [...]struct {
+		ph Phase
+		d  sim.Duration
+	}{{Fetch, fetch}, {Payload, payload}} {
+		d := min(x.d, r.Phases[NIC])
+		r.Phases[x.ph], r.Phases[NIC] = d, r.Phases[NIC]-d
+	}
+	r.End, r.Seen, r.Proxy = end, seen, o.proxy
+	r.NIC, r.DstEP, r.Ports = p.nic, p.dstEP, p.ports
 	if o.local != 0 {
 		r.Local = o.local.Sub(r.Start)
 	} else if o.cqe != 0 {

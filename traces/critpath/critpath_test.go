@@ -122,6 +122,12 @@ func TestTableFromRecordedStream(t *testing.T) {
 			if (r.Phases[Proxy] == 0) != (backend == "gdaki") {
 				t.Errorf("proxy phase %v on %s", r.Phases[Proxy], backend)
 			}
+			// The NIC's PCIe reads are their own phases: the 8-byte payload
+			// is read from GPU memory on both backends, the WQE from the
+			// SQ (GPU memory for GDAKI, host memory for the proxy).
+			if r.Phases[Fetch] <= 0 || r.Phases[Payload] <= 0 {
+				t.Errorf("fetch %v, payload %v: the NIC's PCIe reads are missing", r.Phases[Fetch], r.Phases[Payload])
+			}
 			if r.Local <= 0 {
 				t.Errorf("no local completion (CQE) observed")
 			}
@@ -302,4 +308,48 @@ type effectLog struct{ b *strings.Builder }
 
 func (l effectLog) Observe(e *mem.Effect) {
 	fmt.Fprintf(l.b, "%d %s %s %d %d %d %d\n", e.At, e.Agent, e.Region.Name(), e.Off, e.Len, e.Old, e.New)
+}
+
+// A Tracker fed the stream as it is emitted gives Table's rows; with
+// Signals it follows only the ops that update a signal; after Reset it
+// forgets the ops issued before.
+func TestTrackerFollowsTheStream(t *testing.T) {
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: "gdaki"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec obs.Recorder
+	all, sigs := NewTracker(), NewTracker()
+	sigs.Signals = true
+	e.Observe(&rec, all, sigs)
+	e.Ranks[0].GPU.Launch("w", 32, func(tg *gpu.Group) {
+		g := e.Dev.Gin(tg, 0, 0)
+		g.Put(e.Dev.World(0), 1, e.Win, 0, e.Win, 0, 4096, nil, nil)
+		g.Put(e.Dev.World(0), 1, e.Win, 4096, e.Win, 0, 4096, gin.SignalInc{Signal: 0}, nil)
+	})
+	e.Ranks[1].GPU.Launch("recv", 1, func(tg *gpu.Group) { e.Dev.Gin(tg, 1, 0).WaitSignal(0, 1, 64) })
+	if err := e.Sim.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want := Table(rec.Events)
+	if len(want) != 2 {
+		t.Fatalf("%d rows from the recorded stream, want 2", len(want))
+	}
+	got := all.Rows()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("tracker rows\n%v\nwant Table's\n%v", got, want)
+	}
+	if r := sigs.Rows(); len(r) != 1 || fmt.Sprint(r[0]) != fmt.Sprint(want[1]) {
+		t.Errorf("signal tracker rows %v, want only the signalling put %v", r, want[1])
+	}
+	if r, ok := sigs.Row(want[0].Op); ok {
+		t.Errorf("signal tracker followed the plain put: %v", r)
+	}
+	all.Reset()
+	if r := all.Rows(); len(r) != 0 {
+		t.Errorf("after Reset: %d rows", len(r))
+	}
+	if _, ok := all.Row(want[1].Op); ok {
+		t.Error("after Reset the tracker still has an op issued before")
+	}
 }

@@ -8,7 +8,9 @@
 // is matched by time or guessed, and no model formula is recomputed: a
 // phase is the difference of two observed instants.
 //
-// Phases, in order (each starts where the previous one ends):
+// Phases, in order (each starts where the previous one ends, except that
+// fetch and payload are the two PCIe reads inside the NIC's span and nic
+// is what is left of it):
 //
 //	issue       device call -> descriptor written (GDAKI: WQEs published;
 //	            proxy: GFD stores issued)
@@ -17,8 +19,19 @@
 //	proxy       proxy: GFD landed -> ibv_post_send done (pickup, WR build);
 //	            zero for GDAKI
 //	doorbell    doorbell MMIO issued -> arrived at the NIC (PCIe)
-//	nic         doorbell arrived -> first request packet on the wire (doorbell
-//	            handling, WQE fetch, WQE pipeline, payload DMA read)
+//	fetch       the NIC's read of the op's first WQE over PCIe (issued ->
+//	            arrived; the PCIe links' queueing and bandwidth cap
+//	            included); zero with BlueFlame
+//	payload     the time the head of the op's send queue waited for a
+//	            payload read still crossing PCIe, from the op's fetch to
+//	            its first packet: the reads of WQEs ahead of it and its
+//	            own (obs.Fetched and Sent carry the QP's running sum);
+//	            without those events, its own first payload read
+//	nic         the rest of doorbell arrived -> first request packet on the
+//	            wire: the NIC's own time (doorbell handling, waiting for a
+//	            fetch slot, the WQE pipeline, waiting for the read budget,
+//	            transmit latency, the send queues' and the port's
+//	            arbitration, the rate limiter)
 //	wire        first request packet sent -> last request packet received
 //	            at the target NIC (serialisation, switches, queueing)
 //	landing     last request received -> its effect applied at the target
@@ -27,4 +40,9 @@
 //
 // An operation without a waiter ends at its last landing; one without
 // packets (a failed or LSA op) has no row.
+//
+// Table computes the rows of a recorded stream; a Tracker, subscribed to
+// a run's bus, builds them as the run goes (traces/replay asks it for the
+// op that released each phase's slowest receiver). Row.Ports, the fabric
+// ports a path crossed, need the fabric observed (obs.Hop).
 package critpath

@@ -115,7 +115,7 @@ func (w *Workload) llSendStep(t *gpu.Group, c *ncclConn, i int) {
 	steps := uint64(w.cfg.Steps)
 	t.WaitWord(c.phead, 0, "nccl p2p LL send: receiver credit", func(v uint64) bool { return v+steps > uint64(i) })
 	c.llFill(lines, i)
-	c.lastLanded = t.Write(c.rll, off, lines, sim.Bytes(n))
+	t.Write(c.rll, off, lines, sim.Bytes(n))
 }
 
 // llWaitData waits until the LL lines of step i of c are in the receive

@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/workload"
 )
@@ -336,7 +337,6 @@ type ncclRank struct {
 	mrs   []*nic.MR   // fifo's registration on each NIC
 	used  uint64
 	out   *mem.Region // receive (output) buffer
-	kick  sim.Time    // the phase's all-to-all kernel start
 	recvs int         // receiver groups of the phase
 }
 
@@ -380,8 +380,10 @@ type ncclConn struct {
 	rDone                  int
 	tailSeen, headSeen     uint64
 
-	// Instants of the last step, for the breakdown.
-	lastQueued, lastPosted, lastCQE, lastLanded sim.Time
+	// lastQueued is when the last NET step was in host memory; lastOp
+	// the operation id (the step's bus) of the WR chain that carried it.
+	lastQueued sim.Time
+	lastOp     obs.OpID
 }
 
 // New returns the baseline on e with NCCL's default configuration.
@@ -841,14 +843,13 @@ func (w *Workload) postA2A(r int, wake bool) {
 func (w *Workload) launchA2A(r int, ph *workload.Phase, bwPerSel int64) {
 	e, st := w.e, w.e.Step
 	rk := w.ranks[r]
-	rk.kick = e.Sim.Now()
 	ph.BWBytes[r] = st.Selections[r] * bwPerSel
 	self := w.selfBytes(r, ph)
 	rk.g.Launch("nccl/a2a/self", w.cfg.OpThreads, func(t *gpu.Group) {
 		if self > 0 {
 			t.Write(rk.out, 0, nil, sim.Bytes(self))
 		}
-		e.ReceiverDone(r, workload.SigPath{})
+		e.ReceiverDone(r, workload.Seen{})
 	})
 	for _, c := range w.a2a {
 		switch r {
@@ -887,23 +888,15 @@ func (w *Workload) selfBytes(r int, ph *workload.Phase) uint64 {
 	return n * w.tok
 }
 
-// path is the critical-path record of c's last step, seen from its
-// receiver: issue ends at the sender's all-to-all kernel start (the host
-// path before it is the GPU-issue column), the proxy queue runs to the
-// post of the last chunk, the remote write to its completion at the
-// receiving proxy (NET) or the landing of its tail or lines (P2P).
-func (w *Workload) path(c *ncclConn) workload.SigPath {
-	S := w.ranks[c.src]
-	p := workload.SigPath{Valid: true, IssueStart: S.kick, IssueEnd: S.kick, From: c.src, To: c.dst, RDMA: c.net,
-		Seen: w.e.Sim.Now()}
+// path is what c's receiver saw last: over NET, the WR chain of its last
+// step (the proxy gave it an operation id, multiSend); over P2P, no
+// operation.
+func (w *Workload) path(c *ncclConn) workload.Seen {
+	s := workload.Seen{Valid: true, From: c.src, To: c.dst, At: w.e.Sim.Now()}
 	if c.net {
-		p.ProxyQueued = max(c.lastQueued, 1)
-		p.ProxyPosted = c.lastPosted
-		p.Landed = c.lastCQE
-	} else {
-		p.Landed = c.lastLanded
+		s.Op = c.lastOp
 	}
-	return p
+	return s
 }
 
 // sendStep is one step of a send. Simple: wait for the slot credit, write
@@ -929,7 +922,7 @@ func (w *Workload) sendStep(t *gpu.Group, c *ncclConn, i int) {
 	t.WaitWord(c.phead, 0, "nccl p2p send: receiver credit", func(v uint64) bool { return v+steps > uint64(i) })
 	t.Write(c.pfifo, slot*c.chunk, nil, sim.Bytes(n))
 	t.Fence(gpu.ScopeSystem)
-	c.lastLanded = t.Store64(c.ptail, 0, uint64(i+1))
+	t.Store64(c.ptail, 0, uint64(i+1))
 }
 
 // waitData waits until step i of c is in the receive buffer: the tail
@@ -1027,8 +1020,9 @@ func Note(nvlink bool) string {
 		"permute/unpermute kernels excluded; NET transport: kernel copies 128 KiB-step chunks (tuned by size) into GDR FIFO slots " +
 		"(8 per connection, 2 channels per peer), one CPU proxy thread per GPU posts RDMA WRITE + 0-byte WRITE_WITH_IMM per chunk " +
 		"after the receiver proxy's 48-byte CTS WRITE, no GPU flush (Hopper); " + pxn + "; " + intra + "; " +
-		"breakdown: 'GPU issue' = host path until the critical sender's all-to-all kernel started (counts all-gather, host sync, launch), " +
-		"'proxy queue' = FIFO copies, tail over PCIe and proxy wait until the last chunk was posted, 'remote write' = NIC, wire and the " +
-		"receiving proxy's CQ poll, 'signal seen' = tail store, the kernel's PCIe poll and copy out; messages = data RDMA WRITEs, " +
+		"breakdown: the proxy's WR chain of the critical connection's last step is followed as one operation: 'GPU issue' = host " +
+		"path, kernel and FIFO copies until the step was in host memory (tail store or LL lines), 'proxy' = the proxy thread's wait " +
+		"and post until its doorbell, then PCIe, NIC, wire and remote write as for GIN, 'signal seen' = the receiving proxy's CQ poll, " +
+		"tail store and the kernel's PCIe poll; a P2P (NVLink) connection has no operation: all of it is 'signal seen'; messages = data RDMA WRITEs, " +
 		"signals = CTS and WRITE_WITH_IMM, RDMA bytes = payload of data WRITEs (counts all-gather included)"
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // ncclNetComm is one IB connection of the NET transport: the send comm
@@ -355,29 +356,58 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 		last.Op, last.Signaled, last.Imm = nic.WRWriteImm, true, uint32(j)
 	}
 	k := len(q.wrs) - start
+	op := px.issued(m, q.wrs[start:])
 	q.push(k)
-	px.post(m, false, k)
-	now := px.p.Now()
-	for _, c := range m.inSlot {
-		c.lastPosted = now
+	at, arrive := px.post(m, false, k)
+	if op != 0 {
+		e.Obs.Emit(obs.Event{Kind: obs.Doorbell, At: at, Then: arrive, Op: op, Who: px.name, Value: uint64(k)})
 	}
 }
 
+// issued gives a WR chain of m's current CTS slot an operation id on the
+// step's bus, so that the critical path follows it through the NIC and the
+// fabric as a GIN operation: issued and its descriptor in host memory
+// when the last of its requests was (the GPU's tail store or LL lines
+// landing), handed over by this thread. 0 when the step is not observed.
+func (px *ncclProxy) issued(m *ncclNetComm, wrs []nic.WR) obs.OpID {
+	b := px.w.e.Obs
+	if b == nil {
+		return 0
+	}
+	op := b.NewOp()
+	var queued sim.Time
+	var n uint64
+	for _, c := range m.inSlot {
+		queued = max(queued, c.lastQueued)
+		c.lastOp = op
+	}
+	for i := range wrs {
+		wrs[i].OpID = op
+		n += wrs[i].Local.Len
+	}
+	b.Emit(obs.Event{Kind: obs.Issued, At: queued, Op: op, Who: px.name, Where: "nccl send", Index: uint64(m.proxy),
+		Value: uint64(m.dst), Bytes: n, Code: obs.IssuedSignal})
+	b.Emit(obs.Event{Kind: obs.Posted, At: queued, Then: queued, Op: op, Who: px.name, Bytes: n})
+	return op
+}
+
 // post charges ibv_post_send of k WRs and sends the doorbell across PCIe
-// to the NIC of this thread's end of m.
-func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) {
+// to the NIC of this thread's end of m: it leaves at and arrives at arrive.
+func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) (at, arrive sim.Time) {
 	cfg := &px.w.cfg
 	px.work(cfg.PostSendBase + cfg.PostSendPerWR*sim.Duration(k) + cfg.DoorbellIssue)
 	n := m.snic
 	if recvSide {
 		n = m.rnic
 	}
-	arrive := n.HostDoorbell(px.p.Now(), k)
+	at = px.p.Now()
+	arrive = n.HostDoorbell(at, k)
 	arg := uint64(m.id) << 1
 	if recvSide {
 		arg |= 1
 	}
 	px.w.e.Sim.Post(arrive, px.w, arg)
+	return at, arrive
 }
 
 // progressRecv is recvProxyProgress for one receive group: post the next
@@ -428,12 +458,6 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 			// The receive WQEs of a comm complete in order; the slot names
 			// the group (another of this comm's groups when it has several).
 			o := m.cts[cqe[0].WRID%uint64(m.slots)].g
-			now := px.p.Now()
-			for _, c := range o.subs {
-				if c.active(o.recvd) {
-					c.lastCQE = now
-				}
-			}
 			o.recvd++
 			return true
 		}

@@ -2,12 +2,8 @@ package replay
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
-	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/check"
-	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim/obs"
 )
 
@@ -20,38 +16,25 @@ type CheckReport struct {
 	First string `json:"first_violation,omitempty"`
 }
 
-// stepChecker is a step's checker on its machine's bus, as gin/check's
+// stepChecker is a step's checker on the step's bus, as gin/check's
 // package doc wires one: every NIC, every backend of every communicator
-// the step creates and each communicator's front end; not the fabric
-// (its hop events are costly and neither the checker nor the timeline
-// detail needs them).
+// the step creates and each communicator's front end; it is not handed the
+// fabric's packet events, the NICs' DMA reads or their rate and async
+// events (costly or beside its rules: it counts what it is handed).
 type stepChecker struct {
-	bus *obs.Bus
 	chk *check.Checker
 }
 
 func newStepChecker(bus *obs.Bus) *stepChecker {
-	return &stepChecker{bus: bus, chk: check.Attach(bus)}
-}
-
-// newStepBus returns a bus that every NIC of m emits into.
-func newStepBus(m *machine.Machine) *obs.Bus {
-	bus := obs.NewBus()
-	for _, n := range m.NICs {
-		n.SetObserver(bus)
-	}
-	return bus
-}
-
-// observeBackends hands bus to each backend of a new communicator that
-// emits.
-func observeBackends(bus *obs.Bus, bs map[gin.Type]gin.Backend) {
-	ts := slices.Sorted(maps.Keys(bs))
-	for _, t := range ts {
-		if o, ok := bs[t].(check.Observable); ok {
-			o.SetObserver(bus)
+	sc := &stepChecker{chk: check.New()}
+	bus.Subscribe(obs.Func(func(e obs.Event) {
+		switch e.Kind {
+		case obs.Hop, obs.Dropped, obs.Received, obs.DMARead, obs.Rate, obs.Async:
+			return
 		}
-	}
+		sc.chk.Observe(e)
+	}))
+	return sc
 }
 
 // end closes the step's check (the run succeeded) and reports it.

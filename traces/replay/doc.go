@@ -8,6 +8,13 @@
 // DeepEP-defined bandwidths (spec moe-traffic 1.9) and a critical-path
 // breakdown. It also sweeps seeds, writes timelines and plots.
 //
+// Each step runs with one obs.Bus on the fabric, the NICs and every
+// communicator and backend; a critpath.Tracker on it follows the operations
+// that update signals, and the breakdown of a phase is the path of the
+// operation whose signal released its slowest receiver (critical.go),
+// with the busiest resource of each part named from the phase's resources
+// (resources.go).
+//
 // Times come out of the model's mechanisms (issue costs, doorbells, PCIe,
 // packets, queues, ACKs); the workloads only decide which operations each
 // warp issues and when it waits.

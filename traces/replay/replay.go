@@ -13,7 +13,6 @@ import (
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
-	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/deepep/ht"
 	"github.com/ginsim/ginsim/traces/deepep/ll"
@@ -344,10 +343,16 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 func notes(o *Options, nodes int) []string {
 	n := []string{
 		"kernel-only times: both phases start on every rank at once (as after a barrier); notify/layout kernels and host sync excluded",
-		"breakdown: doorbell+PCIe is the unloaded doorbell, NIC doorbell handling and WQE fetch latency; the rest of issue-to-first-bit is NIC queueing",
+		"breakdown: the events (traces/critpath) of the GIN operation whose signal released the slowest rank's last receiver: " +
+			"GPU issue until its descriptor and doorbell were out, PCIe = the doorbell MMIO and the NIC's WQE and payload reads " +
+			"(waiting for PCIe bandwidth included), NIC = the rest until its first packet left (WQE pipeline, send queues waiting " +
+			"for the port), wire until its last packet reached the target NIC, remote write until the signal word changed, signal " +
+			"seen until the wait returned, receiver the work after it; a signal stored over NVLink or by a local atomic is no GIN " +
+			"operation: the phase until the wait returned is all 'signal seen'",
 	}
 	if o.Backend == BackendProxy {
-		n = append(n, "proxy: 'proxy queue' runs from the GPU finishing the signal's GFD stores to the CPU thread's ibv_post_send returning (the GFD's PCIe crossing, its wait in the ring while the thread serves other GFDs, the read and post costs); ht records no proxy instants yet")
+		n = append(n, "proxy: 'proxy' runs from the signal's GFD landing in host memory to the CPU thread's ibv_post_send returning "+
+			"(its wait in the ring while the thread serves other GFDs, the read and post costs); the GFD's stores across PCIe count as PCIe")
 	}
 	if o.Mode == ModeV2 {
 		n = append(n, fmt.Sprintf("v2: DeepEP's own choice for %d node(s) with allow_hybrid_mode=True (its default): %s "+
@@ -444,19 +449,17 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
+	so := newStepObs(m)
+	e.Obs = so.bus
 	snap := &snapshotter{m: m}
-	var bus *obs.Bus
 	var chk *stepChecker
 	var det *detail
-	if opt.Check || opt.detail() {
-		bus = newStepBus(m)
-	}
 	if opt.Check {
-		chk = newStepChecker(bus)
+		chk = newStepChecker(so.bus)
 	}
 	if opt.detail() {
 		det = newDetail(m, st.EP)
-		bus.Subscribe(det)
+		so.bus.Subscribe(det)
 	}
 	e.NewComm = func() (*gin.Comm, error) {
 		// PR #521 ran on NCCL 2.28; optFlags (V2 / NCCL EP) need 2.29.7+.
@@ -466,17 +469,13 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		}
 		if opt.Backends != nil {
 			cfg.Backends = opt.Backends()
-			e.ObserveProxy(cfg.Backends)
 			if pb, ok := cfg.Backends[gin.TypeProxy].(*proxy.Backend); ok && opt.Backend == BackendProxy {
 				snap.proxy = append(snap.proxy, pb)
 			}
-			if bus != nil {
-				observeBackends(bus, cfg.Backends)
-			}
 		}
 		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
-		if err == nil && bus != nil {
-			c.SetObserver(bus)
+		if err == nil {
+			so.comm(c, c.Config().Backends)
 		}
 		return c, err
 	}
@@ -522,14 +521,19 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		return stepOut{}, err
 	}
 	s1 := snap.take()
+	d := s1.Since(s0)
+	ids := m.PortIDs()
+	dc := criticalOf(e, &e.Disp, so.trk, d, ids)
+	so.trk.Reset()
 	w.Combine()
 	if err := e.Run(); err != nil {
 		return stepOut{}, err
 	}
 	s2 := snap.take()
-	d, c := s1.Since(s0), s2.Since(s1)
-	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: phaseOf(e.Result(&e.Disp), d),
-		Combine: phaseOf(e.Result(&e.Comb), c), Transport: transportOf(m)}
+	c := s2.Since(s1)
+	cc := criticalOf(e, &e.Comb, so.trk, c, ids)
+	lr := LayerReport{Iter: iter, Layer: layer, Dispatch: phaseOf(e.Result(&e.Disp), dc, d),
+		Combine: phaseOf(e.Result(&e.Comb), cc, c), Transport: transportOf(m)}
 	hdr := tr.Header()
 	prec, err := hdr.DispatchPrecision()
 	if err != nil {
@@ -551,7 +555,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		o.check = &r
 	}
 	if opt.Timeline != nil {
-		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb}
+		o.tl = stepTimeline{ep: st.EP, iter: st.Iter, layer: st.Layer, disp: e.Disp, comb: e.Comb, crit: [2]critical{dc, cc}}
 		if util != nil {
 			o.tl.util = util.tracks()
 		}
@@ -562,34 +566,27 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	return o, nil
 }
 
-// installTaps taps every NIC port for the breakdown and, for pcap, the
-// chosen ranks' ports.
+// installTaps taps, for pcap, the chosen ranks' NIC ports (the packets'
+// bytes: the observer's events carry their headers' fields, not frames).
 func installTaps(e *workload.Env, opt *Options) error {
-	capture := map[fabric.EndpointID]int{}
-	if opt.Pcap != nil {
-		for _, r := range opt.PcapRanks {
-			if r < 0 || r >= e.Step.EP {
-				return fmt.Errorf("replay: pcap rank %d out of range [0, %d)", r, e.Step.EP)
-			}
-			for j, n := range e.M.Ranks[r].NICs {
-				iface, err := opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
-					"step "+strconv.Itoa(e.Step.Iter)+"/"+strconv.Itoa(e.Step.Layer))
-				if err != nil {
-					return err
-				}
-				capture[n.Endpoint()] = iface
-			}
-		}
+	if opt.Pcap == nil {
+		return nil
 	}
-	for _, n := range e.M.NICs {
-		ep := n.Endpoint()
-		iface, cap := capture[ep]
-		e.M.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
-			e.Tap(int(ep), at, p)
-			if cap {
-				writePcap(e.Sim, opt.Pcap, iface, at, p)
+	for _, r := range opt.PcapRanks {
+		if r < 0 || r >= e.Step.EP {
+			return fmt.Errorf("replay: pcap rank %d out of range [0, %d)", r, e.Step.EP)
+		}
+		for j, n := range e.M.Ranks[r].NICs {
+			iface, err := opt.Pcap.AddInterface("rank"+strconv.Itoa(r)+"/nic"+strconv.Itoa(j),
+				"step "+strconv.Itoa(e.Step.Iter)+"/"+strconv.Itoa(e.Step.Layer))
+			if err != nil {
+				return err
 			}
-		})
+			ep := n.Endpoint()
+			e.M.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
+				writePcap(e.Sim, opt.Pcap, iface, at, p)
+			})
+		}
 	}
 	return nil
 }
@@ -612,6 +609,7 @@ func writePcap(s *sim.Sim, w *pcap.Writer, iface int, at sim.Time, p *fabric.Pac
 type stepTimeline struct {
 	ep, iter, layer int
 	disp, comb      workload.Phase
+	crit            [2]critical
 	// util are the resources' utilisation tracks (Options.UtilEvery).
 	util []utilTrack
 	// detail are the per-warp and per-QP tracks (Options.TimelineDetail).
@@ -639,28 +637,26 @@ func (st *stepTimeline) write(tw *timeline.Writer, base sim.Time, lay *detailLay
 		}
 		tw.CounterTrack(st.ep, u.name, pts)
 	}
-	for _, ph := range []*workload.Phase{&st.disp, &st.comb} {
-		var slow int
+	for i, ph := range []*workload.Phase{&st.disp, &st.comb} {
 		for r, d := range ph.Done {
 			tw.Slice(r, 0, ph.Name, stepName, base+ph.Start, d.Sub(ph.Start),
 				timeline.Arg{Key: "layer", Value: st.layer}, timeline.Arg{Key: "iter", Value: st.iter})
-			if d > ph.Done[slow] {
-				slow = r
-			}
 		}
-		p := ph.Last[slow]
-		if !p.Valid {
+		cr := &st.crit[i]
+		if !cr.valid {
 			continue
 		}
 		seg := func(name string, a, b sim.Time) {
 			if b > a {
-				tw.Slice(slow, 1, name, ph.Name, base+a, b.Sub(a))
+				tw.Slice(cr.slow, 1, name, ph.Name, base+a, b.Sub(a))
 			}
 		}
-		seg("signal issue (rank "+strconv.Itoa(p.From)+")", p.IssueStart, p.IssueEnd)
-		seg("in flight", p.IssueEnd, p.Landed)
-		seg("visibility", p.Landed, p.Seen)
-		seg("receiver work", p.Seen, p.Done)
+		if cr.op {
+			seg("signal issue (rank "+strconv.Itoa(cr.from)+")", cr.call, cr.issued)
+			seg("in flight", cr.issued, cr.effect)
+			seg("visibility", cr.effect, cr.seen)
+		}
+		seg("receiver work", cr.seen, cr.done)
 	}
 	if lay != nil {
 		writeDetail(tw, lay, st.detail, stepName, base)

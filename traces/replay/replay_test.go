@@ -74,7 +74,7 @@ func TestReplayTiny(t *testing.T) {
 			assert.Greater(t, l.Combine.US, 3.0)
 			assert.Len(t, l.Dispatch.RecvDoneUS, c.ep)
 			b := rep.Breakdown.Dispatch
-			sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
+			sum := partsSum(b)
 			assert.InDelta(t, b.TotalUS, sum, 0.01, "breakdown parts add up")
 			if c.nvlink {
 				assert.Less(t, l.Dispatch.RDMABytes, sel*int64(traces.LLDispatchBytes(7168, traces.FP8)))

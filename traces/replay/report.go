@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ginsim/ginsim/traces/workload"
@@ -107,13 +108,22 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 // addBreakdown adds w times o to b.
 func addBreakdown(b *workload.Breakdown, o workload.Breakdown, w float64) {
 	b.GPUIssueUS += w * o.GPUIssueUS
-	b.ProxyQueueUS += w * o.ProxyQueueUS
-	b.DoorbellPCIeUS += w * o.DoorbellPCIeUS
+	b.ProxyUS += w * o.ProxyUS
+	b.PCIeUS += w * o.PCIeUS
 	b.NICUS += w * o.NICUS
-	b.WireSwitchUS += w * o.WireSwitchUS
+	b.WireUS += w * o.WireUS
 	b.RemoteWriteUS += w * o.RemoteWriteUS
-	b.SignalVisibilityUS += w * o.SignalVisibilityUS
+	b.SignalSeenUS += w * o.SignalSeenUS
+	b.ReceiverUS += w * o.ReceiverUS
 	b.TotalUS += w * o.TotalUS
+}
+
+// roundBreakdown rounds b's parts to the nanosecond.
+func roundBreakdown(b *workload.Breakdown) {
+	for _, v := range []*float64{&b.GPUIssueUS, &b.ProxyUS, &b.PCIeUS, &b.NICUS, &b.WireUS, &b.RemoteWriteUS,
+		&b.SignalSeenUS, &b.ReceiverUS, &b.TotalUS} {
+		*v = round3(*v)
+	}
 }
 
 // finish computes the means and per-layer arrays from r.Layers.
@@ -139,10 +149,14 @@ func (r *Report) finish() {
 	}
 	r.DispatchUS, r.CombineUS = round3(r.DispatchUS), round3(r.CombineUS)
 	r.DispatchGBps, r.CombineGBps = round3(r.DispatchGBps), round3(r.CombineGBps)
-	for _, b := range []*workload.Breakdown{&r.Breakdown.Dispatch, &r.Breakdown.Combine} {
-		*b = workload.Breakdown{GPUIssueUS: round3(b.GPUIssueUS), ProxyQueueUS: round3(b.ProxyQueueUS),
-			DoorbellPCIeUS: round3(b.DoorbellPCIeUS), NICUS: round3(b.NICUS), WireSwitchUS: round3(b.WireSwitchUS),
-			RemoteWriteUS: round3(b.RemoteWriteUS), SignalVisibilityUS: round3(b.SignalVisibilityUS), TotalUS: round3(b.TotalUS)}
+	roundBreakdown(&r.Breakdown.Dispatch)
+	roundBreakdown(&r.Breakdown.Combine)
+	// The parts' resources are the slowest layer's.
+	if l, _ := slowest(r.Layers, dispatchOf); l != nil {
+		r.Breakdown.Dispatch.Bound = l.Breakdown.Bound
+	}
+	if l, _ := slowest(r.Layers, combineOf); l != nil {
+		r.Breakdown.Combine.Bound = l.Breakdown.Bound
 	}
 	r.finishTransport()
 	r.finishBandwidths()
@@ -225,14 +239,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\ncritical path (slowest receiver's last signal), mean us:\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tGPU issue\tproxy queue\tdoorbell+PCIe\tNIC\twire+switch\tremote write\tsignal seen\ttotal\t")
+	fmt.Fprintln(tw, "phase\tGPU issue\tproxy\tPCIe\tNIC\twire\tremote write\tsignal seen\treceiver\ttotal\t")
 	for _, p := range []struct {
 		name string
 		b    workload.Breakdown
 	}{{"dispatch", r.Breakdown.Dispatch}, {"combine", r.Breakdown.Combine}} {
 		b := p.b
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.name, b.GPUIssueUS, b.ProxyQueueUS,
-			b.DoorbellPCIeUS, b.NICUS, b.WireSwitchUS, b.RemoteWriteUS, b.SignalVisibilityUS, b.TotalUS)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.name, b.GPUIssueUS, b.ProxyUS,
+			b.PCIeUS, b.NICUS, b.WireUS, b.RemoteWriteUS, b.SignalSeenUS, b.ReceiverUS, b.TotalUS)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -273,23 +287,31 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+func dispatchOf(l *LayerReport) *workload.PhaseReport { return &l.Dispatch.PhaseReport }
+func combineOf(l *LayerReport) *workload.PhaseReport  { return &l.Combine.PhaseReport }
+
+// slowest returns the layer whose phase (get) took longest among those
+// with a critical signal, and that phase (nil, nil: none had one).
+func slowest(layers []LayerReport, get func(*LayerReport) *workload.PhaseReport) (*workload.PhaseReport, *LayerReport) {
+	var slow *workload.PhaseReport
+	var at *LayerReport
+	for i := range layers {
+		if p := get(&layers[i]); p.Critical != nil && (slow == nil || p.US > slow.US) {
+			slow, at = p, &layers[i]
+		}
+	}
+	return slow, at
+}
+
 // writeCrossing prints, for each phase, where the critical signal of its
-// slowest layer went and which NIC ports it crossed.
+// slowest layer went, which NIC ports it crossed and the busiest resource
+// each part of its path crossed.
 func writeCrossing(w io.Writer, layers []LayerReport) {
 	for _, ph := range []struct {
 		name string
 		get  func(*LayerReport) *workload.PhaseReport
-	}{
-		{"dispatch", func(l *LayerReport) *workload.PhaseReport { return &l.Dispatch.PhaseReport }},
-		{"combine", func(l *LayerReport) *workload.PhaseReport { return &l.Combine.PhaseReport }},
-	} {
-		var slow *workload.PhaseReport
-		var at *LayerReport
-		for i := range layers {
-			if p := ph.get(&layers[i]); p.Critical != nil && (slow == nil || p.US > slow.US) {
-				slow, at = p, &layers[i]
-			}
-		}
+	}{{"dispatch", dispatchOf}, {"combine", combineOf}} {
+		slow, at := slowest(layers, ph.get)
 		if slow == nil {
 			continue
 		}
@@ -300,5 +322,19 @@ func writeCrossing(w io.Writer, layers []LayerReport) {
 			fmt.Fprintf(w, ", %s -> %s", c.Links[0], c.Links[1])
 		}
 		fmt.Fprintln(w)
+		if b := slow.Breakdown.Bound; b != nil {
+			var parts []string
+			for _, p := range []struct {
+				name string
+				u    *workload.ResourceUse
+			}{{"PCIe", b.PCIe}, {"NIC", b.NIC}, {"wire", b.Wire}, {"remote write", b.RemoteWrite}} {
+				if p.u != nil {
+					parts = append(parts, p.name+" "+p.u.String())
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Fprintf(w, "  busiest on its path: %s\n", strings.Join(parts, "; "))
+			}
+		}
 	}
 }

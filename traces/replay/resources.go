@@ -39,8 +39,10 @@ type PhaseReport struct {
 	Resources []machine.Resource `json:"resources"`
 }
 
-// phaseOf reports a phase with its resources, all of them (unfiltered).
-func phaseOf(pr workload.PhaseReport, all []machine.Resource) PhaseReport {
+// phaseOf reports a phase with its critical path and its resources, all
+// of them (unfiltered).
+func phaseOf(pr workload.PhaseReport, cr critical, all []machine.Resource) PhaseReport {
+	pr.Breakdown, pr.Critical = cr.b, cr.c
 	p := PhaseReport{PhaseReport: pr, Bound: machine.Bind(all), Resources: []machine.Resource{}}
 	for _, r := range all {
 		if r.Util >= MinResourceUtil {

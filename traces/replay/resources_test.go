@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/ginsim/ginsim/traces/workload"
 	"testing"
+
+	"github.com/ginsim/ginsim/traces/workload"
 
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/sim"
@@ -62,7 +63,7 @@ func TestPhaseOfKeepsTheBusiest(t *testing.T) {
 			Util: float64(i%7) / 10})
 	}
 	all = append(all, machine.Resource{Name: "cold", Kind: machine.KindCPU, Util: MinResourceUtil / 2})
-	p := phaseOf(workload.PhaseReport{}, all)
+	p := phaseOf(workload.PhaseReport{}, critical{}, all)
 	require.Len(t, p.Resources, MaxPhaseResources)
 	assert.Equal(t, "r06", p.Resources[0].Name) // the first of the busiest (0.6)
 	assert.Equal(t, "r13", p.Resources[1].Name)

@@ -22,36 +22,15 @@ func (a *GPUArray) Off(i int) uint64 { return uint64(i) * 8 }
 
 func PutLE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, v) }
 
-// sigKey names one signal word: (rank, local expert context, signal id).
-type sigKey struct{ rank, le, id int }
-
-// issueRec is when a signal's sending warp issued it.
-type issueRec struct {
-	start, end sim.Time
-	rdma       bool
-	from       int
-}
-
-// NoteIssue records the issue of the signal for (dst, le, id).
-func (e *Env) NoteIssue(dst, le, id int, start, end sim.Time, rdma bool) {
-	e.issues[sigKey{dst, le, id}] = issueRec{start: start, end: end, rdma: rdma}
-}
-
-// Issued returns the path of signal (r, le, id) so far.
-func (e *Env) Issued(r, le, id int) SigPath {
-	rec, ok := e.issues[sigKey{r, le, id}]
-	return SigPath{Valid: ok, IssueStart: rec.start, IssueEnd: rec.end, RDMA: rec.rdma}
-}
-
-// NoteLast keeps p as rank r's latest-seen signal of the phase.
-func (e *Env) NoteLast(r int, p SigPath) {
-	if p.Valid && (!e.Ph.Last[r].Valid || p.Seen >= e.Ph.Last[r].Seen) {
-		e.Ph.Last[r] = p
+// NoteLast keeps s as rank r's latest-seen signal of the phase.
+func (e *Env) NoteLast(r int, s Seen) {
+	if s.Valid && (!e.Ph.Last[r].Valid || s.At >= e.Ph.Last[r].At) {
+		e.Ph.Last[r] = s
 	}
 }
 
 // LastOf returns rank r's latest-seen signal of the phase.
-func (e *Env) LastOf(r int) SigPath { return e.Ph.Last[r] }
+func (e *Env) LastOf(r int) Seen { return e.Ph.Last[r] }
 
 // GinType is the GIN type of the run's backend.
 func (e *Env) GinType() gin.Type {

@@ -68,13 +68,3 @@ func DefaultParams() Params {
 		HTCoordSleep: 500 * sim.Nanosecond,
 	}
 }
-
-// doorbellPath is the unloaded latency from an issue returning to the NIC
-// holding the WQE: the MMIO doorbell through the GPU's PCIe switch, the
-// NIC's doorbell handling and one WQE fetch read round trip. The breakdown
-// charges the rest of issue-to-wire as NIC queueing.
-func (p Params) doorbellPath(e *Env) sim.Duration {
-	pc := e.M.Profile.PCIe
-	hop := 2*pc.LinkLatency + pc.SwitchLatency
-	return hop + e.M.Profile.NIC.DoorbellCost + 2*hop + pc.DevMemReadLatency
-}

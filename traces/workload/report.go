@@ -81,34 +81,72 @@ func (f *NCCLFacts) String() string {
 	return s
 }
 
-// Breakdown attributes the critical path of a phase (the path to the slowest
-// receiver's last signal) to the mechanisms it went through, in
-// microseconds. The parts add up to TotalUS.
+// Breakdown attributes the critical path of a phase to the mechanisms it
+// went through, in microseconds: from the phase start through the GIN
+// operation that released the slowest receiver's last signal (its events,
+// traces/critpath) to that receiver finishing. The parts add up to
+// TotalUS.
 type Breakdown struct {
-	// GPUIssueUS: from the phase start until the critical operation's
-	// issue returned on the GPU (warp issue work, credits, operations
-	// queued ahead of it on the same warp).
+	// GPUIssueUS: from the phase start until the operation's descriptor
+	// was written and, for GDAKI, its doorbell issued (the warp's work
+	// before the call, credits, the call itself).
 	GPUIssueUS float64 `json:"gpu_issue_us"`
-	// ProxyQueueUS: from the descriptor landing in host memory until the
-	// CPU proxy posted it (Proxy and NCCL host path only).
-	ProxyQueueUS float64 `json:"proxy_queue_us"`
-	// DoorbellPCIeUS: doorbell MMIO, WQE fetch and payload DMA reads
-	// over PCIe until the first packet is ready to transmit.
-	DoorbellPCIeUS float64 `json:"doorbell_pcie_us"`
-	// NICUS: waiting in the NIC's send queue and transmit pipeline
-	// (behind earlier operations and other QPs) and serialisation.
+	// ProxyUS: from the GFD landing in host memory until the CPU proxy's
+	// ibv_post_send returned (Proxy backend only).
+	ProxyUS float64 `json:"proxy_us"`
+	// PCIeUS: the sender's crossings of PCIe, each with its queueing for
+	// the links' bandwidth: the GFD stores (Proxy), the doorbell MMIO, and
+	// the NIC's reads of the WQE and of the first packet's payload.
+	PCIeUS float64 `json:"pcie_us"`
+	// NICUS: the sending NIC's own time until the first packet left:
+	// doorbell handling, WQE pipeline, waiting behind other send queues
+	// and for the port, the rate limiter.
 	NICUS float64 `json:"nic_us"`
-	// WireSwitchUS: links, switch latency and switch output queues until
-	// the last packet reached the target NIC.
-	WireSwitchUS float64 `json:"wire_switch_us"`
-	// RemoteWriteUS: target NIC processing and the PCIe DMA write or
-	// atomic into GPU memory (or the NVLink store, for LSA).
+	// WireUS: first request packet sent until the last one reached the
+	// target NIC (serialisation, links, switches and their queues).
+	WireUS float64 `json:"wire_us"`
+	// RemoteWriteUS: the target NIC's receive pipeline and its DMA write
+	// or atomic into GPU memory.
 	RemoteWriteUS float64 `json:"remote_write_us"`
-	// SignalVisibilityUS: from the signal landing in GPU memory until the
-	// receiving warp saw it and finished.
-	SignalVisibilityUS float64 `json:"signal_visibility_us"`
+	// SignalSeenUS: from the signal word changing until the receiver's
+	// wait returned. With no GIN operation behind the signal (an NVLink
+	// store or a local atomic) it runs from the phase start.
+	SignalSeenUS float64 `json:"signal_seen_us"`
+	// ReceiverUS: the receiver's work after its wait, until it finished.
+	ReceiverUS float64 `json:"receiver_us"`
 	// TotalUS is the phase time.
 	TotalUS float64 `json:"total_us"`
+	// Bound names, for the parts that cross shared resources, the
+	// busiest resource the operation crossed there, with its utilisation
+	// over the phase.
+	Bound *PartBound `json:"bound,omitempty"`
+}
+
+// PartBound names the busiest resource of each resource-bound part of a
+// breakdown (nil: the part used none).
+type PartBound struct {
+	PCIe        *ResourceUse `json:"pcie,omitempty"`
+	NIC         *ResourceUse `json:"nic,omitempty"`
+	Wire        *ResourceUse `json:"wire,omitempty"`
+	RemoteWrite *ResourceUse `json:"remote_write,omitempty"`
+}
+
+// ResourceUse is one machine resource (as the phase's resources name it)
+// and its utilisation over the phase.
+type ResourceUse struct {
+	Kind string  `json:"kind"`
+	Name string  `json:"name"`
+	Dir  string  `json:"dir,omitempty"`
+	Util float64 `json:"util"`
+}
+
+// String is "kind name dir util%" ("gpu-pcie n0/gpu2 up 93.1%").
+func (u *ResourceUse) String() string {
+	s := u.Kind + " " + u.Name
+	if u.Dir != "" {
+		s += " " + u.Dir
+	}
+	return fmt.Sprintf("%s %.1f%%", s, 100*u.Util)
 }
 
 // round3 keeps nanosecond resolution in microsecond figures so that JSON

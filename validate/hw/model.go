@@ -9,6 +9,7 @@ import (
 	"github.com/ginsim/ginsim/gin/prog"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
 )
 
 // Outcome is what a run of a file gave, on the model or on the device, in
@@ -85,7 +86,7 @@ func Model(c Case, cluster string, v gin.Version) (*Outcome, error) {
 	}
 	var origin [Ranks]sim.Time
 	var started [Ranks]bool
-	obs := func(pi, oi int, start, end sim.Time, value uint64) {
+	finished := func(pi, oi int, start, end sim.Time, value uint64) {
 		r := progRank[pi]
 		if !started[r] {
 			origin[r], started[r] = start, true
@@ -93,13 +94,23 @@ func Model(c Case, cluster string, v gin.Version) (*Outcome, error) {
 		o := &out.Ranks[r].Ops[oi]
 		o.Status, o.Value, o.Start, o.End = "ok", value, start.Sub(origin[r]), end.Sub(origin[r])
 	}
+	// When the proxy posted each op's descriptor: its Doorbell event (at
+	// ibv_post_send's return), paired with the op's ranks by its Issued.
 	var taken [Ranks][Ranks][]sim.Time
-	e.proxy.SetPostObserver(postFunc(func(p *proxy.Post) {
-		if p.Rank < Ranks && p.Peer < Ranks {
-			taken[p.Rank][p.Peer] = append(taken[p.Rank][p.Peer], p.Posted)
+	ranks := map[obs.OpID][2]uint64{}
+	bus := obs.NewBus(obs.Func(func(ev obs.Event) {
+		switch ev.Kind {
+		case obs.Issued:
+			ranks[ev.Op] = [2]uint64{ev.Index, ev.Value}
+		case obs.Doorbell:
+			if rp, ok := ranks[ev.Op]; ok && rp[0] < Ranks && rp[1] < Ranks {
+				taken[rp[0]][rp[1]] = append(taken[rp[0]][rp[1]], ev.At)
+			}
 		}
 	}))
-	if _, err := prog.LaunchObserved(e.dc, &f, obs); err != nil {
+	e.comm.SetObserver(bus)
+	e.proxy.SetObserver(bus)
+	if _, err := prog.LaunchObserved(e.dc, &f, finished); err != nil {
 		return nil, err
 	}
 	if err := e.sim.Run(); err != nil {
@@ -198,7 +209,3 @@ func newEnv(cluster string, v gin.Version, s Setup) (*env, error) {
 	}
 	return e, nil
 }
-
-type postFunc func(p *proxy.Post)
-
-func (f postFunc) Posted(p *proxy.Post) { f(p) }

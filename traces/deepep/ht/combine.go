@@ -32,7 +32,6 @@ func (w *Workload) Combine() {
 	for r := range st.EP {
 		e.Comb.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, traces.BF16)
 	}
-	w.watchTails(w.N)
 	nr := w.recvWarps()
 	w.cch = make([]chanState, 2*st.EP*w.C)
 	for r := range st.EP {
@@ -492,7 +491,7 @@ type combReceiver struct {
 	wi, nr        int
 	lo, tok, hi   int
 	pos, seenTail []int // per source node: the token's ring position; its tail seen
-	path          workload.SigPath
+	path          workload.Seen
 	src, check    uint64 // the token's source nodes; of which tails are left to check
 	s             int
 	need, o       uint64
@@ -583,8 +582,8 @@ func (m *combReceiver) Handle(*sim.Sim, uint64) {
 		case crGot:
 			s := m.s
 			v := t.Result() - m.o
-			p := w.pathOf(t, m.r, w.rank(s, m.l), m.c, N+s, w.landAt(m.r, m.c, s))
-			if !m.path.Valid || p.Seen >= m.path.Seen {
+			p := w.pathOf(m.r, w.rank(s, m.l), m.c, N+s)
+			if !m.path.Valid || p.At >= m.path.At {
 				m.path = p
 			}
 			m.seenTail[s] = int(v)

@@ -24,8 +24,7 @@ func (w *Workload) Dispatch() {
 	for r := range st.EP {
 		e.Disp.BWBytes[r] = traces.HTBandwidthBytes(w.pairs[r], e.Hidden, prec)
 	}
-	w.watchTails(0)
-	w.fwdPath = make([]workload.SigPath, st.EP*w.C*w.G)
+	w.fwdPath = make([]workload.Seen, st.EP*w.C*w.G)
 	w.dch = make([]chanState, st.EP*w.C)
 	for r := range st.EP {
 		for c := range w.C {
@@ -45,29 +44,6 @@ func (w *Workload) Dispatch() {
 		}
 	}
 }
-
-// watchTails installs watchers on every rank's tail signal words base+node
-// (base 0: dispatch, N: combine), for the critical-path breakdown.
-func (w *Workload) watchTails(base int) {
-	for i, lw := range w.land {
-		r, c, s := i/(w.C*w.N), i/w.N%w.C, i%w.N
-		reg, off, _ := w.sigWord(r, c, w.landBase+s, false)
-		reg.Unwatch(off, lw)
-	}
-	w.land, w.landBase = w.land[:0], base
-	for r := range w.e.Step.EP {
-		for c := range w.C {
-			for s := range w.N {
-				reg, off, _ := w.sigWord(r, c, base+s, false)
-				lw := &workload.LandWatch{Sim: w.e.Sim}
-				reg.Watch(off, lw)
-				w.land = append(w.land, lw)
-			}
-		}
-	}
-}
-
-func (w *Workload) landAt(r, c, s int) sim.Time { return w.land[(r*w.C+c)*w.N+s].At }
 
 // launchDispatch launches the warps of dispatch channel c on rank r: the
 // RDMA senders and their coordinator on one SM; the forwarders, their
@@ -341,7 +317,7 @@ type dispForwarder struct {
 	tails            anyWord // the tail signals of the nodes with records left
 	nvlTail, nvlHead int
 	src              int
-	path             workload.SigPath
+	path             workload.Seen
 	need             int // the NVLink space wait's head
 	k                int // sources tried in this round
 	s, srcRank       int // the chunk's source node and rank
@@ -465,7 +441,7 @@ func (m *dispForwarder) Handle(*sim.Sim, uint64) {
 		case fwdChunk:
 			m.s = m.src
 			m.srcRank = w.rank(m.s, m.l)
-			m.path = w.pathOf(t, m.r, m.srcRank, m.c, m.s, w.landAt(m.r, m.c, m.s))
+			m.path = w.pathOf(m.r, m.srcRank, m.c, m.s)
 			m.i, m.sent, m.scanned = m.head[m.s], 0, 0
 			m.pc = fwdScan
 		case fwdScan:

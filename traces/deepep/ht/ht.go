@@ -5,11 +5,11 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/workload"
 )
@@ -148,9 +148,7 @@ type Workload struct {
 	st                  Stats
 
 	dch, cch []chanState           // per (rank, channel): shared-memory state
-	land     []*workload.LandWatch // per (rank, channel, node): tail signal word watchers
-	landBase int                   // signal id of node 0's tail in land
-	fwdPath  []workload.SigPath    // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+	fwdPath  []workload.Seen       // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
 // chanState is the shared-memory state of one channel's SMs (the locks,
@@ -300,13 +298,15 @@ func (w *Workload) Setup() error {
 		w.sms = append(w.sms, sms)
 	}
 	// Rail check: count NIC packets between different local indices.
-	for _, n := range e.M.NICs {
-		n.SetTap(func(pk *fabric.Packet) {
-			w.st.Packets++
-			if e.EPRank[pk.Src]%w.G != e.EPRank[pk.Dst]%w.G {
-				w.st.CrossRail++
+	if e.Obs != nil {
+		e.Obs.Subscribe(obs.Func(func(ev obs.Event) {
+			if ev.Kind == obs.Sent {
+				w.st.Packets++
+				if e.EPRank[ev.Addr]%w.G != e.EPRank[ev.Value]%w.G {
+					w.st.CrossRail++
+				}
 			}
-		})
+		}))
 	}
 	return nil
 }
@@ -370,17 +370,9 @@ func (w *Workload) sigWord(r, c, id int, credit bool) (*mem.Region, uint64, uint
 	return reg, off, b.SignalOffset(dc, r, c%workload.CtxsPerComm, id)
 }
 
-// pathOf returns the issue path of the signal rank to saw from rank from on
-// (channel c, id), landed at land and seen now.
-func (w *Workload) pathOf(t *gpu.Group, to, from, c, id int, land sim.Time) workload.SigPath {
-	p := w.e.Issued(to, c, id)
-	p.From, p.To = from, to
-	p.Seen = t.Now()
-	p.Landed = land
-	if land == 0 || land > p.Seen {
-		p.Landed = p.Seen
-	}
-	// Tails ride the data communicator's context c%4 (chunkPut).
-	w.e.ProxyPath(&p, w.dataComms[c/workload.CtxsPerComm], to, c%workload.CtxsPerComm, id)
-	return p
+// pathOf returns what rank to saw from rank from on (channel c, id): the
+// op that last changed the signal word.
+func (w *Workload) pathOf(to, from, c, id int) workload.Seen {
+	reg, off, _ := w.sigWord(to, c, id, false)
+	return w.e.Saw(from, to, reg, off)
 }

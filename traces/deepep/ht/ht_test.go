@@ -140,7 +140,7 @@ func TestReplayHT(t *testing.T) {
 			}
 			assert.Len(t, l.Dispatch.RecvDoneUS, c.ep)
 			for _, b := range []workload.Breakdown{rep.Breakdown.Dispatch, rep.Breakdown.Combine} {
-				sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
+				sum := b.GPUIssueUS + b.ProxyUS + b.PCIeUS + b.NICUS + b.WireUS + b.RemoteWriteUS + b.SignalSeenUS + b.ReceiverUS
 				assert.InDelta(t, b.TotalUS, sum, 0.01, "breakdown parts add up")
 			}
 		})

@@ -166,22 +166,18 @@ func (m *chunkPut) run(h sim.Handler) {
 // Handle implements sim.Handler.
 func (m *chunkPut) Handle(s *sim.Sim, _ uint64) {
 	w, t := m.w, m.t
-	e := w.e
 	switch m.pc {
 	case putLocalFenced:
 		reg, off, _ := w.sigWord(m.r, m.c, m.id, false)
 		m.pc = putLocalAdded
 		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
 	case putLocalAdded:
-		e.NoteIssue(m.r, m.c, m.id, m.start, t.Now(), false)
 		w.st.LocalChunks++
 		m.h.Handle(s, 0)
 	case putPut:
-		m.start = t.Now()
 		m.pc = putSignalled
 		m.gn.SignalThen(m, 0, m.dc.World(m.r), m.peer, gin.SignalAdd{Signal: m.id, Value: uint64(m.k)})
 	case putSignalled:
-		e.NoteIssue(m.peer, m.c, m.id, m.start, t.Now(), true)
 		m.ph.Msgs++
 		m.ph.Sigs++
 		m.ph.RDMABytes += int64(uint64(m.k) * m.rec)

@@ -184,9 +184,9 @@ func (w *Workload) launchDispatch(r int) {
 		for src := range st.EP {
 			n := st.Count[src][x]
 			w.launchSignalWaiter(g, "dispatch/recv"+strconv.Itoa(le)+"."+strconv.Itoa(src), r, le, src, src,
-				func(t *gpu.Group, path workload.SigPath) {
+				func(t *gpu.Group, seen workload.Seen) {
 					t.Compute(w.recvCopyRate().TxTime(sim.Bytes(uint64(n) * w.msg)))
-					e.ReceiverDone(r, path)
+					e.ReceiverDone(r, seen)
 				})
 		}
 	}
@@ -346,15 +346,13 @@ func (m *llSender) Handle(*sim.Sim, uint64) {
 // gpu.LaunchWaiting on the signal word, with GIN's wait predicate, and its
 // body repeats the wait through gin (which then succeeds at once), so the
 // timing is that of a warp spinning in ncclGin::waitSignal from launch.
-func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, path workload.SigPath)) {
+func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from int, rest func(t *gpu.Group, seen workload.Seen)) {
 	dc := w.comms[le/workload.CtxsPerComm]
 	ctx := le % workload.CtxsPerComm
 	reg, off := dc.Backend().SignalWord(dc, r, ctx, id)
 	least := 1 + dc.Backend().SignalOffset(dc, r, ctx, id)
-	lw := &workload.LandWatch{Sim: w.e.Sim} // from launch, as the spinning warp's
-	reg.Watch(off, lw)
 	g.LaunchWaiting(name, 32, reg, off, "gin signal", func(v uint64) bool { return gin.RollingLessEq(least, v, 64) },
-		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from, lw)) })
+		func(t *gpu.Group) { rest(t, w.waitSignal(t, r, le, id, from)) })
 }
 
 // countSender is the count sender warp group of rank r for expert x, a
@@ -363,7 +361,6 @@ func (w *Workload) launchSignalWaiter(g *gpu.GPU, name string, r, le, id, from i
 //
 //	if n > 0 { wait until finish[x] >= n }  // csWait: every put to x issued
 //	signal(Home[x], r, n+1)                 // csCount: the count
-//	note the count's issue                  // csCounted
 //
 // While it waits it spins as a warp would, costing no process.
 type countSender struct {
@@ -372,7 +369,6 @@ type countSender struct {
 	r, x int
 	n    uint64 // messages of rank r to expert x
 	gc   ginCache
-	sig  signal
 	pc   countStep
 }
 
@@ -382,7 +378,7 @@ type countStep uint8
 const (
 	csWait countStep = iota
 	csCount
-	csCounted
+	csSent
 )
 
 // Handle implements sim.Handler.
@@ -398,10 +394,9 @@ func (m *countSender) Handle(*sim.Sim, uint64) {
 		}
 		fallthrough
 	case csCount:
-		m.pc = csCounted
-		m.sig.send(w, t, &m.gc, m, r, st.Home[m.x], st.LocalIdx[m.x], r, m.n+1, &w.e.Disp)
-	case csCounted:
-		m.sig.noted(w, t)
+		m.pc = csSent
+		sendSignal(w, t, &m.gc, m, r, st.Home[m.x], st.LocalIdx[m.x], r, m.n+1, &w.e.Disp)
+	case csSent:
 		t.End()
 	}
 }
@@ -410,23 +405,14 @@ func (m *countSender) Handle(*sim.Sim, uint64) {
 // of the count sender's.
 func (m *countSender) issued(v uint64) bool { return v >= m.n }
 
-// signal is the last step of a sender warp: add v to signal id of local
-// expert le's context at rank dst, from rank r, with an atomic on the rank
-// itself, an NVLink store to a GPU of its node with --nvlink, else a
-// 0-byte put with SignalAdd; and note its issue.
-type signal struct {
-	dst, le, id int
-	start       sim.Time // the issue
-	rdma        bool     // through the NIC
-}
-
-// send starts the signal for the machine h of group t (handle cache gc),
-// counts it in ph and continues at h when it is issued.
-func (f *signal) send(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r, dst, le, id int, v uint64, ph *workload.Phase) {
+// sendSignal is the last step of a sender warp: add v to signal id of
+// local expert le's context at rank dst, from rank r, with an atomic on
+// the rank itself, an NVLink store to a GPU of its node with --nvlink,
+// else a 0-byte put with SignalAdd; it counts the signal in ph and
+// continues the machine h of group t (handle cache gc) when it is issued.
+func sendSignal(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r, dst, le, id int, v uint64, ph *workload.Phase) {
 	e := w.e
 	ph.Sigs++
-	f.dst, f.le, f.id = dst, le, id
-	f.start = t.Now()
 	gn, dc := gc.get(w, t, r, le)
 	switch {
 	case dst == r:
@@ -438,36 +424,21 @@ func (f *signal) send(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r,
 		workload.PutLE64(b, v)
 		t.NVLinkWriteThen(e.M.Ranks[dst].Local, reg, off, b, 8, h, 0)
 	default:
-		f.rdma = true
 		gn.PutThen(h, 0, dc.World(r), dst, w.dRecv[le/workload.CtxsPerComm], 0, w.dSend[le/workload.CtxsPerComm], 0, 0,
 			gin.SignalAdd{Signal: id, Value: v}, nil)
 	}
 }
 
-// noted records the signal's issue, from send to now.
-func (f *signal) noted(w *Workload, t *gpu.Group) {
-	w.e.NoteIssue(f.dst, f.le, f.id, f.start, t.Now(), f.rdma)
-}
-
 // waitSignal waits until signal id of local expert le's context at rank r is
-// non-zero, resets it and returns the path of that signal; from is the
-// sending rank; lw has watched the signal word since the wait began.
-func (w *Workload) waitSignal(t *gpu.Group, r, le, id, from int, lw *workload.LandWatch) workload.SigPath {
+// non-zero, resets it and returns what it saw; from is the sending rank.
+func (w *Workload) waitSignal(t *gpu.Group, r, le, id, from int) workload.Seen {
 	e := w.e
 	gn, dc := w.gin(t, r, le)
 	reg, off := dc.Backend().SignalWord(dc, r, le%workload.CtxsPerComm, id)
 	gn.WaitSignal(id, 1, 64)
-	reg.Unwatch(off, lw)
-	seen := t.Now()
+	seen := e.Saw(from, r, reg, off)
 	gn.ResetSignal(id)
-	p := e.Issued(r, le, id)
-	e.ProxyPath(&p, dc, r, le%workload.CtxsPerComm, id)
-	p.Landed, p.Seen = lw.At, seen
-	if lw.At == 0 {
-		p.Landed = seen
-	}
-	p.From, p.To = from, r
-	return p
+	return seen
 }
 
 // combine launches the combine kernel on every rank.
@@ -495,8 +466,8 @@ func (w *Workload) launchCombine(r int) {
 	// the weighted reduction of k contributions per token.
 	for x := range st.Slots {
 		home, le := st.Home[x], st.LocalIdx[x]
-		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, path workload.SigPath) {
-			e.NoteLast(r, path)
+		w.launchSignalWaiter(g, "combine/flag"+strconv.Itoa(x), r, le, st.EP+home, home, func(t *gpu.Group, seen workload.Seen) {
+			e.NoteLast(r, seen)
 			t.AtomicAdd64(w.flagsSeen[r].R, 0, 1, gpu.ScopeDevice)
 		})
 	}
@@ -531,8 +502,7 @@ func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 //		copy(expert output of tok -> staging)      // cbStage: copyRate × 2H (RDMA peers only)
 //		send(staging j -> dst's slot of tok)       // cbSend: sendThen
 //	}
-//	signal(dst, EP+r, 1)                          // cbFlag: the flag
-//	note the flag's issue                         // cbFlagged
+//	signal(dst, EP+r, 1)                          // cbFlag: the flag, then end
 type combSender struct {
 	w          *Workload
 	t          *gpu.Group
@@ -540,7 +510,6 @@ type combSender struct {
 	toks       []int32
 	j          int
 	gc         ginCache
-	flag       signal
 	pc         combStep
 }
 
@@ -582,10 +551,9 @@ func (m *combSender) Handle(*sim.Sim, uint64) {
 			m.pc = cbStage
 		case cbFlag:
 			m.pc = cbFlagged
-			m.flag.send(w, t, &m.gc, m, r, dst, le, st.EP+r, 1, &e.Comb)
+			sendSignal(w, t, &m.gc, m, r, dst, le, st.EP+r, 1, &e.Comb)
 			return
 		case cbFlagged:
-			m.flag.noted(w, t)
 			t.End()
 			return
 		}

@@ -5,11 +5,12 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/ginsim/ginsim/fabric"
+	"github.com/ginsim/ginsim/fabric/roce"
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
+	"github.com/ginsim/ginsim/sim/obs"
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
@@ -76,10 +77,6 @@ type hFwd struct {
 	last     bool
 }
 
-// hIssue is when a lane issued the latest tail or finish signal of one
-// (destination rank, channel, source node) word.
-type hIssue struct{ start, end sim.Time }
-
 // HybridStats counts what the hybrid kernels sent; tests compare it with the
 // routing.
 type HybridStats struct {
@@ -122,7 +119,6 @@ type Hybrid struct {
 	nvlEp  []uint64             // per rank: NVLink barriers passed
 	live   []int                // per rank: combine groups still running
 	reduce []sim.Duration       // per rank: the source's reduction of the combine records
-	issue  []hIssue             // [(dst*nch+c)*S + source node]
 	st     HybridStats
 }
 
@@ -241,7 +237,6 @@ func (w *Hybrid) Setup() error {
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
 	w.reduce = make([]sim.Duration, R)
-	w.issue = make([]hIssue, R*w.nch*w.S)
 	w.st.Fwd, w.st.Back = make([]int64, R*U), make([]int64, R*U)
 	w.st.WriteBytes, w.st.Atomics = make([]int64, R), make([]int64, R)
 	w.st.Counts = make([][]uint64, R)
@@ -287,26 +282,31 @@ func (w *Hybrid) route() {
 	}
 }
 
-// tapNICs counts, per rank, what its NICs put on the wire.
+// tapNICs counts, per rank, what its NICs put on the wire (their obs.Sent
+// events; nothing when the step is not observed).
 func (w *Hybrid) tapNICs() {
 	e := w.e
-	for _, n := range e.M.NICs {
-		n.SetTap(func(pk *fabric.Packet) {
-			a, b := e.EPRank[pk.Src], e.EPRank[pk.Dst]
-			if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
-				w.st.SameNode++
-			}
-			if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
-				w.st.CrossRail++
-			}
-			switch {
-			case pk.Hdr.Opcode.IsWrite():
-				w.st.WriteBytes[a] += int64(pk.PayloadLen)
-			case pk.Hdr.Opcode.IsAtomic():
-				w.st.Atomics[a]++
-			}
-		})
+	if e.Obs == nil {
+		return
 	}
+	e.Obs.Subscribe(obs.Func(func(ev obs.Event) {
+		if ev.Kind != obs.Sent {
+			return
+		}
+		a, b := e.EPRank[ev.Addr], e.EPRank[ev.Value]
+		if e.M.Ranks[a].Node == e.M.Ranks[b].Node {
+			w.st.SameNode++
+		}
+		if e.M.Ranks[a].Local != e.M.Ranks[b].Local {
+			w.st.CrossRail++
+		}
+		switch op := roce.Opcode(ev.Code); {
+		case op.IsWrite():
+			w.st.WriteBytes[a] += int64(ev.Bytes)
+		case op.IsAtomic():
+			w.st.Atomics[a]++
+		}
+	}))
 }
 
 // rail returns world rank r's rail peer on node n.
@@ -354,22 +354,14 @@ func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 }
 
 // seenTail notes, for the critical path, that rank r's forward warp of
-// channel c saw the tail word of source node m change (landed at land, 0
-// if it was not watched).
-func (w *Hybrid) seenTail(t *gpu.Group, r, c, m, qp int, land sim.Time) {
-	is := w.issue[(r*w.nch+c)*w.S+m]
-	p := workload.SigPath{Valid: is.end != 0, IssueStart: is.start, IssueEnd: is.end, RDMA: true,
-		From: w.rail(r, m), To: r, Seen: t.Now(), Landed: land}
-	if land == 0 || land > p.Seen {
-		p.Landed = p.Seen
-	}
-	w.e.ProxyPath(&p, w.dc, r, qp, 0)
-	w.e.NoteLast(r, p)
+// channel c saw the tail word of source node m change (qp and land are
+// not used).
+func (w *Hybrid) seenTail(r, c, m int) {
+	w.e.NoteLast(r, w.e.Saw(w.rail(r, m), r, w.ws.Region(r), w.tailOff(c, m)))
 }
 
 // Dispatch launches hybrid dispatch on every rank.
 func (w *Hybrid) Dispatch() {
-	clear(w.issue)
 	for i := range w.fwd {
 		w.fwd[i] = w.fwd[i][:0]
 	}
@@ -509,7 +501,6 @@ func putLE32(b []byte, v uint32) {
 func (w *Hybrid) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine")
-	clear(w.issue)
 	for r := range st.EP {
 		// The copy epilogue read and cleared the channel scale-up tails
 		// (dispatch's linked-list ends) between the kernels.

@@ -10,13 +10,6 @@ import (
 	"github.com/ginsim/ginsim/traces/workload"
 )
 
-// noteIssue notes, for the critical path, that rank r's channel c issued
-// the latest tail or finish signal to its rail peer on node n from start
-// to end.
-func (w *Hybrid) noteIssue(r, n, c int, start, end sim.Time) {
-	w.issue[(w.rail(r, n)*w.nch+c)*w.S+r/w.U] = hIssue{start, end}
-}
-
 // nvlStoreThen is a TMA store of n bytes from SM sm of rank r into region
 // reg of GPU peer (local index) of its node: through the SM's store
 // bandwidth and over NVLink, or into local HBM when peer is r itself. It
@@ -119,8 +112,7 @@ type hScaleout struct {
 	tok             int
 	loaded          sim.Time
 	mask            uint64
-	start           sim.Time // a job run on the warp: when it started
-	ret, pc         soStep   // pc, and after soJob1, ret
+	ret, pc         soStep // pc, and after soJob1, ret
 }
 
 // soStep is where an hScaleout resumes.
@@ -163,7 +155,7 @@ func (m *hScaleout) begin() {
 	gns := make([]*gin.Gin, w.S)
 	start := func(th *gpu.Group, i int) { gns[i] = w.dc.GinShared(th, m.r, m.qp, m.sh) }
 	job := func(th *gpu.Group, i int, h sim.Handler, arg uint64) { m.job(th, gns[i], i, h, arg) }
-	m.lanes = gpu.NewLanes(m.t, w.S, start, nil, job, m.jobDone)
+	m.lanes = gpu.NewLanes(m.t, w.S, start, nil, job, nil)
 	m.lanes.ResumeWarp(m)
 }
 
@@ -226,13 +218,6 @@ func (m *hScaleout) job(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg ui
 	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
 }
 
-// jobDone notes a remote signal's issue instants once job i is done.
-func (m *hScaleout) jobDone(th *gpu.Group, i int, start sim.Time) {
-	if n := m.jobs[i]; m.kind != jobPut && n != m.r/m.w.U {
-		m.w.noteIssue(m.r, n, m.c, start, th.Now())
-	}
-}
-
 // runLanes is gpu.Lanes.Run for the machine: it starts jobs 0..k-1 (one
 // on the warp itself, several on the lanes, which resume the warp when
 // the last is done) and reports whether the warp now waits; it goes on at
@@ -244,7 +229,6 @@ func (m *hScaleout) runLanes(k int, next soStep) bool {
 		return false
 	case 1:
 		m.pc, m.ret = soJob1, next
-		m.start = m.t.Now()
 		m.job(m.t, m.gn, 0, m, 0)
 		return true
 	}
@@ -324,7 +308,6 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 			m.grid.drainEnd(0, 1)
 			return
 		case soJob1:
-			m.jobDone(t, 0, m.start)
 			m.pc = m.ret
 		}
 	}
@@ -365,7 +348,6 @@ type hForward struct {
 	cursor    []int // per source node: next token of its channel to look at
 	slots     []uint64
 	recs      []hFwd
-	lw        *workload.LandWatch
 	cur       int
 	stored    sim.Time
 	word      uint64 // the tail word waited on
@@ -400,7 +382,7 @@ func newHForward(w *Hybrid, r, sm, s int) *hForward {
 	qp, _ := qpFor(w.sms, w.qps, w.C, sm, s, true)
 	m := &hForward{hWarp: w.hWarp(r, sm, s), qp: qp, recs: w.fwd[r*w.nch+c],
 		old: make([]int, S), tail: make([]int, S), fin: make([]bool, S), cursor: make([]int, S),
-		slots: make([]uint64, U), lw: &workload.LandWatch{Sim: w.e.Sim}, cur: c % S}
+		slots: make([]uint64, U), cur: c % S}
 	for k := range S {
 		m.cursor[k] = c
 	}
@@ -448,8 +430,6 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 			if m.tail[m.cur] <= m.old[m.cur] && !m.fin[m.cur] {
 				// Poll every source's tail until this one moved or finished.
 				m.word = w.tailOff(m.c, m.cur)
-				m.lw.At = 0
-				ws.Watch(m.word, m.lw)
 				m.o = uint64(m.old[m.cur])
 				m.pc = fwTail
 				t.WaitWordThen(ws, m.word, "v2 hybrid forward tail", m.moved, m, 0)
@@ -458,13 +438,12 @@ func (m *hForward) Handle(*sim.Sim, uint64) {
 			m.takeChunk()
 			m.pc = fwRecord
 		case fwTail:
-			ws.Unwatch(m.word, m.lw)
 			for k := range S {
 				v := ws.Load64(w.tailOff(m.c, k))
 				m.tail[k], m.fin[k] = int(v>>32), v&low != 0
 			}
 			if m.cur != me {
-				w.seenTail(t, r, m.c, m.cur, m.qp, m.lw.At)
+				w.seenTail(r, m.c, m.cur)
 			}
 			m.takeChunk()
 			m.pc = fwRecord
@@ -773,7 +752,6 @@ type hCombFwd struct {
 	loaded, stored sim.Time
 	pending        int
 	k              int // clean, finish waits: the word
-	lw             *workload.LandWatch
 	word           uint64
 	fret, pc       cfStep // pc, and after a flush, fret
 }
@@ -803,7 +781,7 @@ const (
 
 func newHCombFwd(w *Hybrid, r, sm, s int) *hCombFwd {
 	m := &hCombFwd{hWarp: w.hWarp(r, sm, s), railCtx: w.railCtx(r, sm, s, false), pending: -1,
-		recv: make([]int, w.U), cached: make([]int, w.U), lw: &workload.LandWatch{Sim: w.e.Sim}}
+		recv: make([]int, w.U), cached: make([]int, w.U)}
 	m.moved = func(v uint64) bool { return v > m.o }
 	return m
 }
@@ -838,25 +816,20 @@ func (m *hCombFwd) finish(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(m.c, me), 1, gpu.ScopeDevice, h, arg)
 		return
 	}
-	f := &hFinishSig{m: m, th: th, i: i, start: th.Now(), h: h, arg: arg}
+	f := &hFinishSig{m: m, h: h, arg: arg}
 	w.dc.GinShared(th, r, m.qp, m.sh).SignalThen(f, 0, m.team, i, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(m.c, me), Value: 1})
 }
 
-// hFinishSig notes a finish signal's issue once it is issued.
+// hFinishSig counts a finish signal once it is issued.
 type hFinishSig struct {
-	m     *hCombFwd
-	th    *gpu.Group
-	i     int
-	start sim.Time
-	h     sim.Handler
-	arg   uint64
+	m   *hCombFwd
+	h   sim.Handler
+	arg uint64
 }
 
 // Handle implements sim.Handler.
 func (f *hFinishSig) Handle(s *sim.Sim, _ uint64) {
-	m := f.m
-	w := m.w
-	w.noteIssue(m.r, f.i, m.c, f.start, f.th.Now())
+	w := f.m.w
 	w.e.Comb.Sigs++
 	w.st.CFinish++
 	f.h.Handle(s, f.arg)
@@ -986,15 +959,12 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			m.word = w.tailOff(c, m.k)
-			m.lw.At = 0
-			ws.Watch(m.word, m.lw)
 			m.pc = cfFinSeen
 			t.WaitWordThen(ws, m.word, "v2 hybrid combine finish", hFinished, m, 0)
 			return
 		case cfFinSeen:
-			ws.Unwatch(m.word, m.lw)
 			if m.k != me {
-				w.seenTail(t, r, c, m.k, m.qp, m.lw.At)
+				w.seenTail(r, c, m.k)
 			}
 			m.k++
 			m.pc = cfFinWait

@@ -412,21 +412,15 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 	w.epoch[r]++
 	if w.nvlScale {
 		t.Parallel(R, func(th *gpu.Group, i int) {
-			start := th.Now()
 			th.Red64(w.nvlBar[i].R, 0, 1, gpu.ScopeSystem)
-			e.NoteIssue(i, le, r, start, th.Now(), false)
 		})
 		target := w.epoch[r] * uint64(R)
-		lw := &workload.LandWatch{Sim: e.Sim}
-		w.nvlBar[r].R.Watch(0, lw)
 		t.WaitWord(w.nvlBar[r].R, 0, "v2 nvlink barrier", func(v uint64) bool { return v >= target })
-		w.nvlBar[r].R.Unwatch(0, lw)
-		e.NoteLast(r, workload.SigPath{Valid: true, IssueStart: t.Now(), IssueEnd: t.Now(), Landed: lw.At, Seen: t.Now(), From: r, To: r})
+		e.NoteLast(r, e.Saw(r, r, w.nvlBar[r].R, 0))
 		return
 	}
 	ph := e.Ph
 	t.Parallel(R, func(th *gpu.Group, i int) {
-		start := th.Now()
 		ph.Sigs++
 		if i == r {
 			// NCCL signals its own rank through a loopback QP; the model's
@@ -434,29 +428,17 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 			// device-scope atomic on the local signal word.
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, r)
 			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
-			e.NoteIssue(r, le, r, start, th.Now(), false)
 			return
 		}
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		gn.Signal(w.dc.World(r), i, gin.SignalInc{Signal: r})
-		e.NoteIssue(i, le, r, start, th.Now(), true)
 	})
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
 		reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, i)
-		lw := &workload.LandWatch{Sim: e.Sim}
-		reg.Watch(off, lw)
 		gn.IncreaseSignalShadow(i, 1)
 		gn.WaitSignalMeetShadow(i, 64)
-		reg.Unwatch(off, lw)
-		p := e.Issued(r, le, i)
-		e.ProxyPath(&p, w.dc, r, 0, i)
-		p.Seen, p.Landed = th.Now(), lw.At
-		if lw.At == 0 {
-			p.Landed = p.Seen
-		}
-		p.From, p.To = i, r
-		e.NoteLast(r, p)
+		e.NoteLast(r, e.Saw(i, r, reg, off))
 	})
 }
 

@@ -103,7 +103,7 @@ func TestV2Replay(t *testing.T) {
 			assert.Greater(t, l.Dispatch.US, 3.0)
 			assert.Greater(t, l.Combine.US, l.Dispatch.US/4)
 			b := rep.Breakdown.Dispatch
-			sum := b.GPUIssueUS + b.ProxyQueueUS + b.DoorbellPCIeUS + b.NICUS + b.WireSwitchUS + b.RemoteWriteUS + b.SignalVisibilityUS
+			sum := b.GPUIssueUS + b.ProxyUS + b.PCIeUS + b.NICUS + b.WireUS + b.RemoteWriteUS + b.SignalSeenUS + b.ReceiverUS
 			assert.InDelta(t, b.TotalUS, sum, 0.01, "breakdown parts add up")
 		})
 	}
