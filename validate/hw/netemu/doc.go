@@ -16,12 +16,16 @@
 // wall clock less a lag, replying with every delivery as the model makes
 // it. Wire is the datagram format (wire.go).
 //
-// Clock mapping: the client stamps requests with its own CLOCK_MONOTONIC
-// nanoseconds. The first request fixes the epoch: client instant c is
-// simulated time c - c0 (c0 the first request's post_ns), and simulated
-// time t is reached when the server's monotonic clock (Go's time.Since)
-// has advanced t + Lag past the first request's arrival. Deliveries go
-// back as client nanoseconds, c0 + t rounded up, so the client never
-// delivers before the model does. A request whose instant the simulation
-// has already passed is injected at the simulation's now and counted late.
+// Clock mapping: the client stamps requests with CLOCK_REALTIME
+// nanoseconds (the plugin's clock, which it lines up with the GPU's
+// %globaltimer), the clock Go's time.Now().UnixNano() reads too, so server
+// and clients share it on one machine. The first request fixes the epoch:
+// client instant c is simulated time c - c0 (c0 the first request's
+// post_ns), and the simulation runs to simulated time now - c0 - Lag.
+// (ServeOptions.Arrival instead takes simulated 0 at the first request's
+// arrival on the server's monotonic clock, for clients with another
+// clock.) Deliveries go back in the client's clock, c0 + t rounded up to
+// the nanosecond, so the client never delivers before the model does. A
+// request whose instant the simulation has already passed is injected at
+// the simulation's now and counted late.
 package netemu

@@ -22,6 +22,12 @@ type ServeOptions struct {
 	// arrives; zero spins (one core busy, microsecond pacing: Go's timers
 	// wake no finer than about a millisecond).
 	Tick time.Duration
+	// Arrival maps the clients' clock by the first request's arrival
+	// (simulated 0 is then, on the server's monotonic clock) instead of
+	// reading the clients' clock, CLOCK_REALTIME, directly: for clients
+	// whose stamps are not CLOCK_REALTIME. It adds the first request's
+	// transit to every reply.
+	Arrival bool
 	// Logf, if set, is told about refused requests.
 	Logf func(format string, args ...any)
 }
@@ -144,7 +150,13 @@ func Serve(ctx context.Context, conn *net.UnixConn, e *Emulator, o ServeOptions)
 			handle(d)
 		}
 		if started {
-			if t := time.Since(start) - o.Lag; t > 0 {
+			var t time.Duration
+			if o.Arrival {
+				t = time.Since(start) - o.Lag
+			} else {
+				t = time.Duration(time.Now().UnixNano()-c0) - o.Lag
+			}
+			if t > 0 {
 				if err := e.RunUntil(sim.Time(t.Nanoseconds()) * sim.Time(sim.Nanosecond)); err != nil {
 					return done(err)
 				}
