@@ -276,3 +276,63 @@ func execKind(op string) string {
 	}
 	return op
 }
+
+// ModelFabric is what a run on the model-timed fabric (GINHW_FABRIC=
+// model:SOCKET) did, as medians over the messages whose fabric reply and
+// delivery both are in the traces: from the sender's plugin call (post) to
+// the model's delivery instant (Model), to the reply reaching the sender's
+// plugin (Reply), and to the data and signal acknowledged in the target's
+// memory (Device); Behind is the median of Device - Model, per message:
+// how far the emulation trailed the model. Late counts the messages whose
+// reply came after the model's instant (the target could not deliver
+// then).
+type ModelFabric struct {
+	N                            int
+	Model, Reply, Device, Behind sim.Duration
+	Late                         int
+}
+
+// ModelFabric matches each fabric reply (sender's trace) with its
+// delivery (target's trace) by sender, collComm and sequence. N is 0 for a
+// run on another fabric.
+func (d *Device) ModelFabric() ModelFabric {
+	type key struct {
+		from, coll int
+		seq        uint64
+	}
+	dlv := map[key]TraceDelivery{}
+	for _, t := range d.Traces {
+		if t == nil {
+			continue
+		}
+		for _, v := range t.Deliveries {
+			dlv[key{v.From, v.Coll, v.Seq}] = v
+		}
+	}
+	var out ModelFabric
+	var model, reply, device, behind []sim.Duration
+	for r, t := range d.Traces {
+		if t == nil {
+			continue
+		}
+		for _, m := range t.Model {
+			v, ok := dlv[key{r, m.Coll, m.Seq}]
+			if !ok {
+				continue
+			}
+			ns := func(a, b int64) sim.Duration { return sim.Duration(a-b) * sim.Nanosecond }
+			model = append(model, ns(m.Deliver, v.Posted))
+			reply = append(reply, ns(m.Arrived, v.Posted))
+			device = append(device, ns(v.Done, v.Posted))
+			behind = append(behind, ns(v.Done, m.Deliver))
+			if m.Arrived > m.Deliver {
+				out.Late++
+			}
+		}
+	}
+	if out.N = len(model); out.N == 0 {
+		return out
+	}
+	out.Model, out.Reply, out.Device, out.Behind = median(model), median(reply), median(device), median(behind)
+	return out
+}

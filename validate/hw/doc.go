@@ -56,6 +56,21 @@
 //
 // # The emulated fabric
 //
+// GINHW_FABRIC="model:SOCKET" times every message with the model's NICs
+// and network instead, in real time: `ginsim validate fabric-serve`
+// (package netemu) listens on the unix datagram socket SOCKET and runs the
+// cluster's models for the ranks (one node, NIC and RC QP pair each). The
+// sender's plugin sends a fixed-size request for each ring message at
+// iput (never waiting: a full socket queue leaves it for the next progress
+// call) stamped with the iput's instant, publishes the slot "pending", and
+// its progress calls read the replies and store the model's delivery
+// instant into the slot; the target delivers at that instant, or when the
+// reply reaches the slot if that is later. A put to oneself is not timed.
+// A dead server is an error naming the socket (at connect, on a send, or
+// after GINHW_TIMEOUT_S without a reply). The plugin's trace records each
+// reply ("fab": the model's instant and the reply's arrival), which
+// Device.ModelFabric lines up with the target's deliveries.
+//
 // GINHW_FABRIC="lat_ns=N,gbps=G,name=S" delays every message by the link
 // from rank 0 to rank 1 of a ginsim cluster (FabricOf: cables and switches
 // between GPU 0 of two nodes, at the NIC port rate), serialising the

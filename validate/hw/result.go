@@ -274,14 +274,28 @@ type Trace struct {
 	Rank       int
 	Posts      []TracePost
 	Deliveries []TraceDelivery
-	Bugged     int // NCCL 2.28.9 putValue inline offsets seen
+	// Model holds the fabric server's replies this rank received as a
+	// sender (GINHW_FABRIC=model:SOCKET), one per message.
+	Model  []TraceModel
+	Bugged int // NCCL 2.28.9 putValue inline offsets seen
+}
+
+// TraceModel is one message's delivery instant as the fabric server's
+// model computed it (Deliver) and when its reply reached the sender's
+// plugin (Arrived), CLOCK_REALTIME ns; Peer and Seq name the message (the
+// target's dlv line has the same sequence).
+type TraceModel struct {
+	Coll, Peer       int
+	Seq              uint64
+	Deliver, Arrived int64
 }
 
 // TraceDelivery is one message this rank applied: from which rank, its
 // bytes, when the sender's plugin was called (Posted) and when the data and
 // signal were in this rank's memory (Done), CLOCK_REALTIME ns.
 type TraceDelivery struct {
-	From         int
+	Coll, From   int
+	Seq          uint64 // the message's sequence on the ring from From
 	Bytes        uint64
 	Posted, Done int64
 }
@@ -335,7 +349,15 @@ func ParseTrace(r io.Reader, file string) (*Trace, error) {
 			if err := l.want("coll", "from", "req", "seq", "bytes", "flags", "signal_id", "posted_ns", "done_ns"); err != nil {
 				return nil, err
 			}
+			coll, err := atoi(l, 1, "coll")
+			if err != nil {
+				return nil, err
+			}
 			from, err := atoi(l, 2, "from")
+			if err != nil {
+				return nil, err
+			}
+			seq, err := l.uint(4, "seq", 10)
 			if err != nil {
 				return nil, err
 			}
@@ -351,7 +373,29 @@ func ParseTrace(r io.Reader, file string) (*Trace, error) {
 			if err != nil {
 				return nil, err
 			}
-			t.Deliveries = append(t.Deliveries, TraceDelivery{From: from, Bytes: n, Posted: posted, Done: done})
+			t.Deliveries = append(t.Deliveries, TraceDelivery{Coll: coll, From: from, Seq: seq, Bytes: n, Posted: posted, Done: done})
+		case "fab":
+			if err := l.want("coll", "peer", "seq", "deliver_ns", "arrived_ns"); err != nil {
+				return nil, err
+			}
+			var m TraceModel
+			var err error
+			if m.Coll, err = atoi(l, 1, "coll"); err != nil {
+				return nil, err
+			}
+			if m.Peer, err = atoi(l, 2, "peer"); err != nil {
+				return nil, err
+			}
+			if m.Seq, err = l.uint(3, "seq", 10); err != nil {
+				return nil, err
+			}
+			if m.Deliver, err = l.int(4, "deliver_ns"); err != nil {
+				return nil, err
+			}
+			if m.Arrived, err = l.int(5, "arrived_ns"); err != nil {
+				return nil, err
+			}
+			t.Model = append(t.Model, m)
 		case "fabric", "reg", "pub", "close", "error":
 		default:
 			return nil, l.err("", "unknown line %q", l.f[0])

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ginsim/ginsim/sim"
 )
 
 const sampleResult = `ginhw-result 1
@@ -65,6 +67,7 @@ reg 0 0 cuda 524288 1
 post 0 0 1 4096 1 0 1 1000
 pub 0 0 1 1 4096 1100 0
 dlv 0 0 7 1 64 3 0 900 2900
+fab 0 0 4 2500 2700
 nccl-bug inline -122
 close 0 1 1
 `
@@ -74,13 +77,17 @@ func TestParseTrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, tr.Rank)
 	require.Equal(t, []TracePost{{Peer: 0, Bytes: 4096, At: 1000}}, tr.Posts)
-	require.Equal(t, []TraceDelivery{{From: 0, Bytes: 64, Posted: 900, Done: 2900}}, tr.Deliveries)
+	require.Equal(t, []TraceDelivery{{From: 0, Seq: 1, Bytes: 64, Posted: 900, Done: 2900}}, tr.Deliveries)
+	require.Equal(t, []TraceModel{{Peer: 0, Seq: 4, Deliver: 2500, Arrived: 2700}}, tr.Model)
 	require.Equal(t, 1, tr.Bugged)
 	for _, c := range []struct{ text, want string }{
 		{"post 0 1\n", "t:1: post line has 2 fields, want 8"},
 		{"connect 0 x 2\n", `t:1: field "rank"`},
 		{"connect 0 0 2\nconnect 1 1 2\n", `t:2: field "rank": rank 1 after rank 0`},
 		{"what\n", `t:1: unknown line "what"`},
+		{"fab 0 1 2 3\n", "t:1: fab line has 4 fields, want 5"},
+		{"fab 0 1 x 3 4\n", `t:1: field "seq"`},
+		{"fab 0 1 2 3 y\n", `t:1: field "arrived_ns"`},
 		{"fabric zero 0 0\n", `field "rank": no connect line`},
 	} {
 		_, err := ParseTrace(strings.NewReader(c.text), "t")
@@ -112,4 +119,23 @@ func FuzzParseTrace(f *testing.F) {
 			t.Fatalf("trace without a rank accepted")
 		}
 	})
+}
+
+func TestModelFabric(t *testing.T) {
+	tr0 := "connect 0 0 2\nfab 0 1 1 1500 1200\nfab 0 1 2 2600 2700\nfab 0 1 9 9000 9000\n"
+	tr1 := "connect 0 1 2\ndlv 0 0 5 1 64 1 0 1000 1800\ndlv 0 0 6 2 64 1 0 2000 3000\n"
+	var d Device
+	for r, s := range []string{tr0, tr1} {
+		tr, err := ParseTrace(strings.NewReader(s), "t")
+		require.NoError(t, err)
+		d.Traces[r] = tr
+	}
+	m := d.ModelFabric()
+	require.Equal(t, 2, m.N, "seq 9 has no delivery")
+	require.Equal(t, 1, m.Late)
+	require.Equal(t, 550*sim.Nanosecond, m.Model)  // 500, 600
+	require.Equal(t, 450*sim.Nanosecond, m.Reply)  // 200, 700
+	require.Equal(t, 900*sim.Nanosecond, m.Device) // 800, 1000
+	require.Equal(t, 350*sim.Nanosecond, m.Behind) // 300, 400
+	require.Zero(t, (&Device{}).ModelFabric().N)
 }

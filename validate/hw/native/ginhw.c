@@ -18,10 +18,16 @@
 // kernel, then acknowledges. test() reports a request done once every slot of
 // it is acknowledged (remote completion, like an IB CQE after the ACK).
 // Optionally every message is delayed by an emulated link (latency plus
-// serialisation at a bit rate), see GINHW_FABRIC.
+// serialisation at a bit rate), or timed by ginsim's NIC and network models
+// run by `ginsim validate fabric-serve` (GINHW_FABRIC="model:SOCKET"): each
+// message becomes a request on that unix datagram socket, sent without
+// waiting; the slot is published "pending" and the sender's progress calls
+// store the model's delivery instant into it when the reply comes; the
+// target delivers at that instant (or when the reply arrives, if later).
 //
 // Environment:
-//   GINHW_FABRIC   "zero" (default) or "lat_ns=N,gbps=G[,name=S]"
+//   GINHW_FABRIC   "zero" (default), "lat_ns=N,gbps=G[,name=S]" or
+//                  "model:SOCKET"
 //   GINHW_TRACE    file prefix: each process appends its trace to PREFIX.<pid>
 //   GINHW_SHM_DIR  directory of the segments (default /dev/shm)
 //   GINHW_TIMEOUT_S bound of every wait in the plugin (default 30)
@@ -45,7 +51,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,6 +190,8 @@ static struct {
   int64_t latNs;
   double gbps;  // 0: infinite
   char name[64];
+  int model;             // GINHW_FABRIC=model:SOCKET
+  char sockPath[108];    // the fabric server's socket (sun_path)
   int timeoutS;
   int inlineRecover;
   char shmDir[256];
@@ -197,7 +207,16 @@ static void loadConfig(void) {
   if ((e = getenv("GINHW_TIMEOUT_S")) && atoi(e) > 0) cfg.timeoutS = atoi(e);
   if ((e = getenv("GINHW_INLINE")) && strcmp(e, "error") == 0) cfg.inlineRecover = 0;
   if ((e = getenv("GINHW_SHM_DIR")) && *e) snprintf(cfg.shmDir, sizeof cfg.shmDir, "%s", e);
-  if ((e = getenv("GINHW_FABRIC")) && *e && strcmp(e, "zero") != 0) {
+  if ((e = getenv("GINHW_FABRIC")) && strncmp(e, "model:", 6) == 0) {
+    cfg.model = 1;
+    snprintf(cfg.name, sizeof cfg.name, "model");
+    if (strlen(e + 6) == 0 || strlen(e + 6) >= sizeof cfg.sockPath) {
+      say("GINHW_FABRIC: model socket path '%s' empty or longer than %zu bytes", e + 6, sizeof cfg.sockPath - 1);
+      cfg.sockPath[0] = 0;
+    } else {
+      snprintf(cfg.sockPath, sizeof cfg.sockPath, "%s", e + 6);
+    }
+  } else if ((e = getenv("GINHW_FABRIC")) && *e && strcmp(e, "zero") != 0) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", e);
     char* save = NULL;
@@ -219,8 +238,11 @@ static void loadConfig(void) {
     traceF = fopen(path, "a");
     if (!traceF) say("GINHW_TRACE: cannot open %s: %s", path, strerror(errno));
   }
-  say("fabric %s: latency %lld ns, rate %.3f Gbit/s (0: unlimited), waits bounded by %d s", cfg.name, (long long)cfg.latNs,
-      cfg.gbps, cfg.timeoutS);
+  if (cfg.model)
+    say("fabric model: every message timed by the fabric server at %s, waits bounded by %d s", cfg.sockPath, cfg.timeoutS);
+  else
+    say("fabric %s: latency %lld ns, rate %.3f Gbit/s (0: unlimited), waits bounded by %d s", cfg.name,
+        (long long)cfg.latNs, cfg.gbps, cfg.timeoutS);
   trace("fabric %s %lld %.6f", cfg.name, (long long)cfg.latNs, cfg.gbps);
 }
 
@@ -387,9 +409,11 @@ typedef struct {
   uint32_t sigMr;
   uint32_t sigOp;
   uint64_t size, dstOff, sigOff, sigVal;
-  int64_t postedAt, deliverAt;
+  int64_t postedAt, deliverAt;  // deliverAt: GH_PENDING until the fabric server's reply (model mode)
   uint64_t reqId;
 } gh_slot;
+
+#define GH_PENDING INT64_MAX
 
 typedef struct {
   gh_slot slot[GH_SLOTS];
@@ -459,6 +483,8 @@ typedef struct {
   uint64_t nextSeq;     // next sequence to reserve (starts at 1)
   uint64_t pubSeq;      // last published
   int64_t linkBusy;     // emulated link's serialisation horizon
+  uint64_t sentSeq;     // model mode: last sequence sent to the fabric server
+  int64_t modelAt[GH_SLOTS];  // model mode: a reply that came before its slot was published
   cu_obj stream;        // staging copies GPU -> slot
   cu_obj ev[GH_SLOTS];  // staging copy done
   int needEv[GH_SLOTS];
@@ -511,6 +537,70 @@ static gh_res fail(gh_coll* c, gh_res code, const char* fmt, ...) {
     snprintf(c->errMsg, sizeof c->errMsg, "%s", msg);
   }
   return code;
+}
+
+// ------------------------------------------------------------------ model fabric (GINHW_FABRIC=model:SOCKET)
+// One unix datagram socket per process, connected to the fabric server
+// (`ginsim validate fabric-serve`); the wire format is the server's
+// (validate/hw/netemu/wire.go): fixed-size little-endian datagrams. A
+// request names its message by the collComm's id (top 16 bits) and the
+// ring sequence; the reply carries the model's delivery instant in this
+// plugin's clock (nowNs), which every process of the machine shares.
+#define FAB_REQ_BYTES 40
+#define FAB_REP_BYTES 32
+#define FAB_REQ_MAGIC 0x51524647u  // "GFRQ"
+#define FAB_REP_MAGIC 0x50524647u  // "GFRP"
+#define FAB_MAX_COLLS 256
+static pthread_mutex_t fabMu = PTHREAD_MUTEX_INITIALIZER;  // the socket's reader, publish vs. replies
+static int fabFd = -1;
+static struct gh_coll* fabColls[FAB_MAX_COLLS];
+
+static void le16(uint8_t* b, uint16_t v) { b[0] = (uint8_t)v, b[1] = (uint8_t)(v >> 8); }
+static void le32(uint8_t* b, uint32_t v) { for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i)); }
+static void le64(uint8_t* b, uint64_t v) { for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t rd16(const uint8_t* b) { return (uint16_t)(b[0] | b[1] << 8); }
+static uint32_t rd32(const uint8_t* b) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | b[i];
+  return v;
+}
+static uint64_t rd64(const uint8_t* b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+  return v;
+}
+
+// fabOpen connects this process to the fabric server (once) and records c
+// so that replies find it.
+static gh_res fabOpen(struct gh_coll* c, int id) {
+  if (!cfg.sockPath[0]) return fail(NULL, GH_INVALID_ARG, "GINHW_FABRIC=model: needs the fabric server's socket path");
+  if (id < 0 || id >= FAB_MAX_COLLS) return fail(NULL, GH_INTERNAL, "model fabric: more than %d collComms", FAB_MAX_COLLS);
+  pthread_mutex_lock(&fabMu);
+  if (fabFd < 0) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof(sa_family_t)) != 0) {  // autobind: an abstract name to reply to
+      int e = errno;
+      if (fd >= 0) close(fd);
+      pthread_mutex_unlock(&fabMu);
+      return fail(NULL, GH_SYSTEM, "model fabric: socket: %s", strerror(e));
+    }
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", cfg.sockPath);
+    if (connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+      int e = errno;
+      close(fd);
+      pthread_mutex_unlock(&fabMu);
+      return fail(NULL, GH_SYSTEM,
+                  "model fabric: connect to the fabric server at %s: %s (is `ginsim validate fabric-serve --socket %s` running?)",
+                  cfg.sockPath, strerror(e), cfg.sockPath);
+    }
+    fabFd = fd;
+  }
+  fabColls[id] = c;
+  pthread_mutex_unlock(&fabMu);
+  return GH_OK;
 }
 
 static gh_coll* asColl(void* p) {
@@ -751,6 +841,10 @@ static gh_res ginConnect(void* ctx, void* handles[], int nranks, int rank, void*
     }
   }
   for (int p = 0; p < nranks; p++) c->peer[p].nextSeq = 1, c->peer[p].rxNext = 1;
+  if (cfg.model) {
+    gh_res fr = fabOpen(c, c->id);
+    if (fr != GH_OK) return fr;
+  }
   say("connect: coll %d rank %d of %d over %s (%zu bytes)", c->id, rank, nranks, c->path, c->segSize);
   trace("connect %d %d %d", c->id, rank, nranks);
   *collComm = c;
@@ -826,6 +920,79 @@ static gh_res ginCloseListen(void* lc) {
 }
 
 // ------------------------------------------------------------------ GIN: data path
+// fabSend asks the fabric server to time every reserved message of peer
+// not yet asked about, in order; a full socket queue leaves the rest for
+// the next progress call (iput never waits).
+static gh_res fabSend(gh_coll* c, int peer) {
+  gh_peer* p = &c->peer[peer];
+  if (peer == c->rank) {  // a put to oneself crosses no network: not timed
+    p->sentSeq = p->nextSeq - 1;
+    return GH_OK;
+  }
+  while (p->sentSeq + 1 < p->nextSeq) {
+    uint64_t seq = p->sentSeq + 1;
+    gh_slot* h = &p->stage[(seq - 1) % GH_SLOTS];
+    uint8_t b[FAB_REQ_BYTES];
+    le32(b, FAB_REQ_MAGIC), le16(b + 4, 1), le16(b + 6, 1);
+    le32(b + 8, (uint32_t)c->rank), le32(b + 12, (uint32_t)peer);
+    le64(b + 16, (uint64_t)c->id << 48 | seq);
+    le64(b + 24, h->size ? h->size : 8);  // a signal alone: an 8-byte write
+    le64(b + 32, (uint64_t)h->postedAt);
+    if (send(fabFd, b, sizeof b, MSG_DONTWAIT) != (ssize_t)sizeof b) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS) return GH_OK;
+      return fail(c, GH_SYSTEM, "model fabric: send to the fabric server at %s: %s", cfg.sockPath, strerror(errno));
+    }
+    p->sentSeq = seq;
+  }
+  return GH_OK;
+}
+
+// fabPoll reads every reply queued on this process's socket and stores
+// each delivery instant into its ring slot (or keeps it for publish, if
+// the slot is not published yet). It never waits; another thread already
+// reading makes it return at once.
+static gh_res fabPoll(gh_coll* c) {
+  if (pthread_mutex_trylock(&fabMu) != 0) return GH_OK;
+  gh_res res = GH_OK;
+  uint8_t b[64];
+  for (;;) {
+    ssize_t n = recv(fabFd, b, sizeof b, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      res = fail(c, GH_SYSTEM, "model fabric: the fabric server at %s: %s", cfg.sockPath, strerror(errno));
+      break;
+    }
+    if (n != FAB_REP_BYTES || rd32(b) != FAB_REP_MAGIC || rd16(b + 4) != 1) {
+      res = fail(c, GH_INTERNAL, "model fabric: a datagram of %zd bytes from %s is not a fabric reply", n, cfg.sockPath);
+      break;
+    }
+    uint16_t status = rd16(b + 6);
+    uint32_t src = rd32(b + 8), dst = rd32(b + 12);
+    uint64_t wseq = rd64(b + 16);
+    int64_t at = (int64_t)rd64(b + 24);
+    uint64_t id = wseq >> 48, seq = wseq & ((1ull << 48) - 1);
+    gh_coll* o = id < FAB_MAX_COLLS ? fabColls[id] : NULL;
+    if (o && o->magic != MAGIC_COLL) continue;  // closed since
+    if (!o || src != (uint32_t)o->rank || dst >= (uint32_t)o->nranks || seq == 0 || seq >= o->peer[dst].nextSeq) {
+      res = fail(c, GH_INTERNAL, "model fabric: reply from %s for an unknown message (coll %llu, %u -> %u, seq %llu)",
+                 cfg.sockPath, (unsigned long long)id, src, dst, (unsigned long long)seq);
+      break;
+    }
+    if (status != 0 || at <= 0) {
+      res = fail(o, GH_INTERNAL, "model fabric: the fabric server at %s refused message %llu to rank %u (status %u)",
+                 cfg.sockPath, (unsigned long long)seq, dst, status);
+      break;
+    }
+    gh_peer* p = &o->peer[dst];
+    int s = (int)((seq - 1) % GH_SLOTS);
+    if (seq > p->pubSeq) p->modelAt[s] = at;
+    else __atomic_store_n(&ringOf(o, o->rank, (int)dst)->slot[s].deliverAt, at, __ATOMIC_RELEASE);
+    trace("fab %d %u %llu %lld %lld", o->id, dst, (unsigned long long)seq, (long long)at, (long long)nowNs());
+  }
+  pthread_mutex_unlock(&fabMu);
+  return res;
+}
+
 static void enqueue(gh_peer* p, gh_req* q) {
   q->next = NULL;
   if (p->qTail) p->qTail->next = q;
@@ -898,19 +1065,27 @@ static gh_res publish(gh_coll* c, int peer) {
     }
     gh_slot* h = &p->stage[s];
     int64_t now = nowNs();
-    int64_t start = now > p->linkBusy ? now : p->linkBusy;
-    uint64_t wireBytes = h->size + 64;  // payload plus a header's worth
-    int64_t ser = cfg.gbps > 0 ? (int64_t)((double)wireBytes * 8.0 / cfg.gbps) : 0;
-    p->linkBusy = start + ser;
-    h->deliverAt = (cfg.gbps > 0 || cfg.latNs > 0) ? p->linkBusy + cfg.latNs : 0;
+    if (cfg.model) {  // the model's instant if its reply came already, else pending (fabPoll fills it in)
+      pthread_mutex_lock(&fabMu);
+      h->deliverAt = peer == c->rank ? 0 : p->modelAt[s] ? p->modelAt[s] : GH_PENDING;
+      p->modelAt[s] = 0;
+    } else {
+      int64_t start = now > p->linkBusy ? now : p->linkBusy;
+      uint64_t wireBytes = h->size + 64;  // payload plus a header's worth
+      int64_t ser = cfg.gbps > 0 ? (int64_t)((double)wireBytes * 8.0 / cfg.gbps) : 0;
+      p->linkBusy = start + ser;
+      h->deliverAt = (cfg.gbps > 0 || cfg.latNs > 0) ? p->linkBusy + cfg.latNs : 0;
+    }
     gh_slot* w = &ring->slot[s];
     w->flags = h->flags, w->dstMr = h->dstMr, w->sigMr = h->sigMr, w->sigOp = h->sigOp;
     w->size = h->size, w->dstOff = h->dstOff, w->sigOff = h->sigOff, w->sigVal = h->sigVal;
-    w->postedAt = h->postedAt, w->deliverAt = h->deliverAt, w->reqId = h->reqId;
+    w->postedAt = h->postedAt, w->reqId = h->reqId;
+    __atomic_store_n(&w->deliverAt, h->deliverAt, __ATOMIC_RELAXED);
     atomic_store_explicit(&w->pub, seq, memory_order_release);
+    p->pubSeq = seq;
+    if (cfg.model) pthread_mutex_unlock(&fabMu);
     trace("pub %d %d %llu %llu %llu %lld %lld", c->id, peer, (unsigned long long)h->reqId, (unsigned long long)seq,
           (unsigned long long)h->size, (long long)now, (long long)h->deliverAt);
-    p->pubSeq = seq;
   }
   return GH_OK;
 }
@@ -938,9 +1113,18 @@ static gh_res deliver(gh_coll* c, int from) {
     int s = (int)((p->rxNext - 1) % GH_SLOTS);
     gh_slot* w = &ring->slot[s];
     if (atomic_load_explicit(&w->pub, memory_order_acquire) != p->rxNext) break;
-    if (w->deliverAt) {
+    int64_t at = __atomic_load_n(&w->deliverAt, __ATOMIC_ACQUIRE);
+    if (at) {
       if (!now) now = nowNs();
-      if (now < w->deliverAt) break;
+      if (at == GH_PENDING) {  // model fabric: the sender has no reply from the server yet
+        if (now - w->postedAt > (int64_t)cfg.timeoutS * 1000000000) {
+          remoteError(c, ring, from, "message %llu has no delivery time from the fabric server after %d s (is the server at %s alive?)",
+                      (unsigned long long)p->rxNext, cfg.timeoutS, cfg.sockPath);
+          return GH_OK;
+        }
+        break;
+      }
+      if (now < at) break;
     }
     if (!c->registered || useGPU() != 0) {
       remoteError(c, ring, from, "rank %d has no GPU registration to deliver into", c->rank);
@@ -1002,9 +1186,14 @@ static gh_res checkPeers(gh_coll* c) {
 }
 
 static gh_res progress(gh_coll* c) {
+  if (cfg.model) {
+    gh_res r = fabPoll(c);
+    if (r != GH_OK) return r;
+  }
   for (int p = 0; p < c->nranks; p++) {
     gh_res r;
     if ((r = reserve(c, p)) != GH_OK) return r;
+    if (cfg.model && (r = fabSend(c, p)) != GH_OK) return r;
     if ((r = publish(c, p)) != GH_OK) return r;
     if ((r = deliver(c, p)) != GH_OK) return r;
   }
@@ -1074,6 +1263,7 @@ static gh_res post(void* coll, uint64_t srcOff, void* srcMh, size_t size, uint64
   c->posts++;
   enqueue(&c->peer[rank], q);
   gh_res r = reserve(c, (int)rank);
+  if (r == GH_OK && cfg.model) r = fabSend(c, (int)rank);
   if (r == GH_OK) r = publish(c, (int)rank);
   if (r != GH_OK) return r;
   *request = q;

@@ -1,6 +1,8 @@
 // ginhw_test: bad input to the plugin's GIN table gives a clear error and no
 // hang. Needs no GPU: it uses host registrations and signal-only messages.
 // Usage: ginhw_test PATH/libnccl-net-ginhw.so   (exit 0: all checks passed)
+// (ginhw_test PLUGIN model-dead SOCKET is the child it runs for the model
+// fabric's check: GINHW_FABRIC must be set before the plugin reads it.)
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -62,7 +64,25 @@ static void* selfColl(void** mr, char* buf) {
   return coll;
 }
 
+// modelDead: with GINHW_FABRIC=model:SOCKET and no server there, connect
+// fails at once (the plugin's message names the socket). Exit 0 if so.
+static int modelDead(const char* plugin, const char* sock) {
+  char env[200];
+  snprintf(env, sizeof env, "model:%s", sock);
+  setenv("GINHW_FABRIC", env, 1);
+  void* lib = dlopen(plugin, RTLD_NOW);
+  if (!lib) return 2;
+  G = (const gin_t*)dlsym(lib, "ncclGinPlugin_v11");
+  if (!G) return 2;
+  static char buf[4096];
+  void* mr = NULL;
+  double t = now();
+  void* c = selfColl(&mr, buf);
+  return c == NULL && now() - t < 1 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[2], "model-dead") == 0) return modelDead(argv[1], argv[3]);
   if (argc != 2) {
     fprintf(stderr, "usage: ginhw_test PLUGIN.so\n");
     return 2;
@@ -156,6 +176,17 @@ int main(int argc, char** argv) {
     check("iputSignal to a dead peer fails", rc != 0);
     check("... at once", now() - t < 0.5);
     G->closeColl(coll);
+  }
+  // The model fabric with no server: connect fails, naming the socket.
+  {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/proc/self/exe", argv[0], argv[1], "model-dead", "/nonexistent/ginhw-fabric.sock", (char*)NULL);
+      _exit(5);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    check("model fabric without a server: connect fails at once", WIFEXITED(st) && WEXITSTATUS(st) == 0);
   }
   check("all checks took less than 10 s", now() - t0 < 10);
   printf("%d failure(s)\n", failures);

@@ -2,7 +2,11 @@
 # Runs every lowered program (CASES/*.ops, from `ginsim validate gin --lower`)
 # through real NCCL 2.28.9 with ginsim's plugin: two processes on GPU 0 told
 # apart by NCCL_HOSTID, once per fabric line of CASES/fabrics.txt ("NAME SPEC",
-# SPEC as GINHW_FABRIC takes it; default: zero). Also runs the plugin's
+# SPEC as GINHW_FABRIC takes it; default: zero). A SPEC "model:SOCKET" (or
+# "model:SOCKET FLAGS...") starts `$GINSIM validate fabric-serve --socket
+# SOCKET --ranks 2 FLAGS...` for each case (GINSIM: a ginsim binary, built
+# where Go is: CGO_ENABLED=0 go build -o DIR/ginsim ./cmd/ginsim) and keeps
+# its counters and log beside the case's results. Also runs the plugin's
 # bad-input checks. Results (one file per case, fabric and rank, plus the
 # plugin's traces) go to $OUT/results.tgz; a summary to $OUT/summary.txt.
 # On the GPU machine, from the repository root:
@@ -43,13 +47,38 @@ COMMON=(NCCL_NVLS_ENABLE=0 NCCL_IB_DISABLE=1 NCCL_MNNVL_ENABLE=0 NCCL_GIN_TYPE=2
         GINHW_KERNEL_S=${GINHW_KERNEL_S:-20})
 BUDGET=${RUN_BUDGET_S:-480}  # stop starting cases after this many seconds
 START=$(date +%s)
-while read -r fname fspec; do
+# startFabric starts the fabric server of a "model:SOCKET [FLAGS]" spec for
+# case tag $1 (FABPID, or the reason it could not in FABERR).
+startFabric() {
+  FABPID= FABERR=
+  local rest=${fspec#model:} sock
+  read -r sock fabflags <<< "$rest"
+  fspec=model:$sock
+  if [ -z "${GINSIM:-}" ] || [ ! -x "$GINSIM" ]; then FABERR="no ginsim binary (set GINSIM)"; return 1; fi
+  rm -f "$sock"
+  # shellcheck disable=SC2086
+  "$GINSIM" validate fabric-serve --socket "$sock" --ranks 2 $fabflags > "$R/$1.fabric.json" 2> "$R/$1.fabric.log" &
+  FABPID=$!
+  for _ in $(seq 200); do [ -S "$sock" ] && return 0; sleep 0.01; done
+  FABERR="fabric server did not start: $(tail -2 "$R/$1.fabric.log")"
+  return 1
+}
+stopFabric() {
+  [ -n "${FABPID:-}" ] || return 0
+  kill -TERM "$FABPID" 2>/dev/null
+  wait "$FABPID"
+  FABPID=
+}
+
+while read -r fname fspec0; do
   [ -z "$fname" ] && continue
   for ops in "$CASES"/*.ops; do
     c=$(basename "$ops" .ops)
     if [ $(( $(date +%s) - START )) -gt "$BUDGET" ]; then echo "skipped $c $fname: over the ${BUDGET}s budget"; continue; fi
     tag=$c.$fname
     rm -f "$B/id.$tag"*
+    fspec=$fspec0
+    if [[ $fspec == model:* ]] && ! startFabric "$tag"; then echo "skipped $c $fname: $FABERR"; stopFabric; continue; fi
     t0=$(date +%s.%N)
     env "${COMMON[@]}" GINHW_FABRIC="$fspec" GINHW_TRACE="$R/$tag.trace" NCCL_HOSTID=hostA \
       timeout -k 5 45 "$B/bin/ginexec" 0 2 "$B/id.$tag" "$ops" "$R/$tag.r0.txt" > "$R/$tag.r0.log" 2>&1 &
@@ -59,8 +88,10 @@ while read -r fname fspec; do
     rc1=$?
     wait $p0
     rc0=$?
+    stopFabric
     printf "%-28s %-8s rc0=%d rc1=%d %5.1fs  %s | %s\n" "$c" "$fname" $rc0 $rc1 "$(awk "BEGIN{print $(date +%s.%N)-$t0}")" \
       "$(tail -1 "$R/$tag.r0.txt" 2>/dev/null)" "$(tail -1 "$R/$tag.r1.txt" 2>/dev/null)"
+    [ -s "$R/$tag.fabric.json" ] && echo "  fabric server: $(cat "$R/$tag.fabric.json")"
     if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then grep -hE 'ginhw|ginexec|WARN' "$R/$tag.r0.log" "$R/$tag.r1.log" | head -20; fi
   done
 done < "$FABRICS"
