@@ -99,6 +99,14 @@ type NIC struct {
 	async func(ev AsyncEvent)
 	// rateTap, if set, sees every DCQCN rate change.
 	rateTap func(qp *QP, ev RateEvent)
+	// ccEager runs the DCQCN timers as events (while a rate tap is set)
+	// instead of lazily; ccTies counts the same-instant orders lazy
+	// timers could not know (QP.ccCatchUp).
+	ccEager bool
+	ccTies  uint64
+	// posted is when the kick or receive event being handled was posted
+	// (carried in its argument), for the lazy DCQCN timers.
+	posted sim.Time
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -144,6 +152,9 @@ func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
 func (n *NIC) EventName(arg uint64) string {
 	names := [...]string{"kick", "fetch-issue", "fetch-done", "rx", "land", "cqe", "timer", "rnr", "dcqcn-alpha", "dcqcn-rate"}
 	k := arg >> evShift
+	if k == evKick || k == evRx {
+		return fmt.Sprintf("%s/%s posted %v", n.name, names[k], sim.Time(arg&(1<<evShift-1)))
+	}
 	if int(k) < len(names) {
 		return fmt.Sprintf("%s/%s[%d]", n.name, names[k], arg&(1<<evShift-1))
 	}
@@ -160,6 +171,7 @@ func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 	}
 	switch k {
 	case evKick:
+		n.posted = sim.Time(i)
 		if !n.kickPending || s.Now() != n.kickAt {
 			return // superseded by an earlier kick
 		}
@@ -170,6 +182,7 @@ func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 	case evFetchDone:
 		n.qps[i].fetchDone()
 	case evRx:
+		n.posted = sim.Time(i)
 		p := n.rxq[n.rxHead]
 		n.rxq[n.rxHead] = nil
 		n.rxHead++
@@ -205,7 +218,7 @@ func (n *NIC) kick(t sim.Time) {
 		return
 	}
 	n.kickPending, n.kickAt = true, t
-	n.s.Post(t, n, evKick<<evShift)
+	n.s.Post(t, n, evKick<<evShift|postedArg(n.s.Now()))
 }
 
 // activate puts qp on the transmit scheduler's list and kicks it.
@@ -338,8 +351,12 @@ func (n *NIC) deliver(p *fabric.Packet) {
 	start := max(now, n.rxFree)
 	n.rxFree = start.Add(n.cfg.RxPacketCost)
 	n.rxq = append(n.rxq, p)
-	n.s.Post(start.Add(n.cfg.RxLatency), n, evRx<<evShift)
+	n.s.Post(start.Add(n.cfg.RxLatency), n, evRx<<evShift|postedArg(now))
 }
+
+// postedArg is the posting time t carried in a kick's or receive event's
+// argument (below the event kind; after 2^56 ps, 20 hours, it saturates).
+func postedArg(t sim.Time) uint64 { return min(uint64(t), 1<<evShift-1) }
 
 // process handles one received packet after the receive pipeline.
 func (n *NIC) process(p *fabric.Packet) {

@@ -17,6 +17,9 @@ import (
 // (0 when the answer came through a path with side effects, such as
 // issuing payload reads, or under a DCQCN rate limiter).
 func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
+	if qp.cc.on && !qp.n.ccEager {
+		qp.ccCatchUp(now)
+	}
 	qp.txUntil = sim.MaxTime
 	if qp.state == QPSReset {
 		return false, sim.MaxTime
