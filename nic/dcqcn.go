@@ -126,13 +126,28 @@ type rpState struct {
 	cnpLast sim.Time
 }
 
+// rateLimited reports whether qp's DCQCN rate limiter is engaged.
+func (qp *QP) rateLimited() bool { return qp.cc != nil && qp.cc.on }
+
+// ccState returns qp's DCQCN state, allocating it: most QPs never see a
+// CE mark or a CNP (none on lossless fabrics).
+func (qp *QP) ccState() *rpState {
+	if qp.cc == nil {
+		qp.cc = &rpState{}
+	}
+	return qp.cc
+}
+
 // Rate returns the QP's DCQCN current and target rates and whether the
 // limiter is engaged; when it is not, the QP sends at line rate.
 //
 // With lazy timers it counts every timer due by now, on a copy: reading
 // the rate changes nothing.
 func (qp *QP) Rate() (current, target sim.BitRate, limited bool) {
-	rp := qp.cc
+	var rp rpState
+	if qp.cc != nil {
+		rp = *qp.cc
+	}
 	n := qp.n
 	if rp.on && !n.ccEager {
 		now := n.s.Now()
@@ -166,10 +181,10 @@ func (n *NIC) setEagerCC(eager bool) {
 	n.ccEager = eager
 	now := n.s.Now()
 	for _, qp := range n.qps {
-		if qp == nil || !qp.cc.on {
+		if qp == nil || !qp.rateLimited() {
 			continue
 		}
-		rp := &qp.cc
+		rp := qp.cc
 		if !eager {
 			_ = n.s.Cancel(rp.alphaEv)
 			_ = n.s.Cancel(rp.rateEv)
@@ -190,10 +205,11 @@ func (qp *QP) congested(p *fabric.Packet) {
 	n := qp.n
 	n.stats.CEReceived++
 	now := n.s.Now()
-	if qp.cc.cnpSent && now.Sub(qp.cc.cnpLast) < n.cfg.CC.CNPInterval {
+	cc := qp.ccState()
+	if cc.cnpSent && now.Sub(cc.cnpLast) < n.cfg.CC.CNPInterval {
 		return
 	}
-	qp.cc.cnpSent, qp.cc.cnpLast = true, now
+	cc.cnpSent, cc.cnpLast = true, now
 	n.cnpq = append(n.cnpq, cnpReq{dst: p.Src, qpn: qp.rqpn, sport: qp.srcPort})
 	n.kick(now)
 }
@@ -231,7 +247,7 @@ func (qp *QP) cnpReceived() {
 		return
 	}
 	c := &n.cfg.CC
-	rp := &qp.cc
+	rp := qp.ccState()
 	now := n.s.Now()
 	if rp.on && !n.ccEager {
 		qp.ccCatchUp(now)
@@ -279,9 +295,9 @@ func (qp *QP) armRate(now sim.Time) {
 
 // alphaFired decays alpha after AlphaTimer without a CNP.
 func (qp *QP) alphaFired() {
-	rp := &qp.cc
+	rp := qp.cc
 	now := qp.n.s.Now()
-	if !rp.on || now != rp.alphaAt {
+	if rp == nil || !rp.on || now != rp.alphaAt {
 		return
 	}
 	rp.alpha -= rp.alpha >> qp.n.cfg.CC.AlphaShift
@@ -290,9 +306,9 @@ func (qp *QP) alphaFired() {
 
 // rateFired is a rate-increase timer event.
 func (qp *QP) rateFired() {
-	rp := &qp.cc
+	rp := qp.cc
 	now := qp.n.s.Now()
-	if !rp.on || now != rp.rateAt {
+	if rp == nil || !rp.on || now != rp.rateAt {
 		return
 	}
 	rp.tcnt++
@@ -305,7 +321,7 @@ func (qp *QP) rateFired() {
 // paced accounts a paced packet of wire bytes just sent: it spaces the
 // QP's next one at the current rate and runs the byte counter.
 func (qp *QP) paced(now sim.Time, wire sim.Bytes) {
-	rp := &qp.cc
+	rp := qp.cc
 	if !rp.on {
 		return
 	}
@@ -323,7 +339,7 @@ func (qp *QP) paced(now sim.Time, wire sim.Bytes) {
 // tap.
 func (qp *QP) increase() {
 	n := qp.n
-	rp := &qp.cc
+	rp := qp.cc
 	ev := rp.increase(&n.cfg.CC, n.net.LinkRate(n.ep))
 	n.stats.RateIncreases++
 	if ev == RateReleased && n.ccEager {
@@ -386,7 +402,7 @@ func (qp *QP) ccCatchUp(now sim.Time) {
 	n := qp.n
 	c := &n.cfg.CC
 	posted := n.posted
-	rp := &qp.cc
+	rp := qp.cc
 	if rp.alphaAt == now && posted.Add(c.AlphaTimer) == now || rp.rateAt == now && posted.Add(c.RateTimer) == now {
 		n.ccTies++
 	}
