@@ -402,7 +402,7 @@ type Stats struct {
 	CNPsSent       uint64 // CNPs sent
 	CNPsReceived   uint64 // CNPs received
 	RateCuts       uint64 // DCQCN rate cuts
-	RateIncreases  uint64 // DCQCN rate-increase events
+	RateIncreases  uint64 // DCQCN rate-increase events (lazy timers: those applied so far, see rpState)
 	RdAtomicQueued uint64 // incoming READ/atomic requests held back by the MaxDestRdAtomic limit
 	CQOverruns     uint64 // CQs that overran and went to the error state
 	Timeouts       uint64 // local ACK timeouts that rewound a QP (go-back-N from the oldest unacknowledged PSN)
