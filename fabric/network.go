@@ -623,6 +623,28 @@ func (n *Network) Free(p *Packet) {
 
 func (n *Network) pkt(i int32) *Packet { return &n.chunk[i/chunkSize][i%chunkSize] }
 
+// Lookahead returns the least delay between a packet starting to leave a
+// port that leads into a switch and the packet's event at that switch:
+// the link's propagation delay plus the switch's forwarding latency (a
+// store-and-forward switch adds the serialisation time on top, so this
+// bounds it too). A parallel kernel whose partitions each own some
+// endpoints and the switch ports that feed them exchanges packets only
+// through such hops, so it is how far one partition may run ahead of the
+// others. ok is false when no link leads into a switch. Call it after
+// Build.
+func (n *Network) Lookahead() (d sim.Duration, ok bool) {
+	for i := range n.ports {
+		pt := &n.ports[i]
+		if pt.toEp >= 0 {
+			continue
+		}
+		if l := pt.prop + pt.nextLat; !ok || l < d {
+			d, ok = l, true
+		}
+	}
+	return d, ok
+}
+
 // PortFreeAt returns when endpoint id's transmitter finishes the packets
 // already handed to it.
 func (n *Network) PortFreeAt(id EndpointID) sim.Time {

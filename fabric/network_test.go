@@ -455,3 +455,52 @@ func TestSetLinkRate(t *testing.T) {
 		t.Fatalf("arrivals %v apart, want %v (100 Gb/s)", gap, want)
 	}
 }
+
+// TestLookahead checks the least link-plus-switch delay on topologies whose
+// value follows from their configuration.
+func TestLookahead(t *testing.T) {
+	build := func(f func(n *Network)) *Network {
+		n := New(sim.New(sim.Config{}), Config{})
+		f(n)
+		if err := n.Build(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	link := func(n *Network, a, b NodeID, prop sim.Duration) {
+		if _, err := n.Connect(a, b, LinkConfig{Rate: 400 * sim.Gbps, Prop: prop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		n    *Network
+		want sim.Duration
+		ok   bool
+	}{
+		{"single switch", build(func(n *Network) {
+			sw := n.AddSwitch("sw", SwitchConfig{Latency: 300 * sim.Nanosecond, CutThrough: true})
+			for i := range 3 {
+				link(n, n.Node(n.AddEndpoint(fmt.Sprint("ep", i))), sw, 10*sim.Nanosecond)
+			}
+		}), 310 * sim.Nanosecond, true},
+		// ep->leaf 50+200, leaf->spine 20+100, spine->leaf 20+200.
+		{"two tiers", build(func(n *Network) {
+			spine := n.AddSwitch("spine", SwitchConfig{Latency: 100 * sim.Nanosecond})
+			for l := range 2 {
+				leaf := n.AddSwitch(fmt.Sprint("leaf", l), SwitchConfig{Latency: 200 * sim.Nanosecond})
+				link(n, leaf, spine, 20*sim.Nanosecond)
+				for i := range 2 {
+					link(n, n.Node(n.AddEndpoint(fmt.Sprint("ep", l, i))), leaf, 50*sim.Nanosecond)
+				}
+			}
+		}), 120 * sim.Nanosecond, true},
+		{"no switch", build(func(n *Network) {
+			link(n, n.Node(n.AddEndpoint("a")), n.Node(n.AddEndpoint("b")), 5*sim.Nanosecond)
+		}), 0, false},
+	} {
+		if d, ok := c.n.Lookahead(); d != c.want || ok != c.ok {
+			t.Errorf("%s: Lookahead() = %v, %v; want %v, %v", c.name, d, ok, c.want, c.ok)
+		}
+	}
+}

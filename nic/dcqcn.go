@@ -103,6 +103,13 @@ const alphaOne = 1 << 20
 // rpState is a QP's DCQCN reaction point: a rate limiter engaged by the
 // first CNP and released when the rate is back at line rate. While it is
 // off the QP sends at the port's pace and no timer runs.
+//
+// The alpha and rate-increase timers are lazy unless a rate tap is
+// installed (NIC.ccEager): alphaAt and rateAt hold their next due
+// instants, and the periods that elapsed are applied, in the order the
+// timer events would have fired, when the QP next reads its limiter (it
+// tries to send, or a CNP arrives; see QP.ccCatchUp). A QP cut once and
+// then idle thus costs no event per period while its rate climbs back.
 type rpState struct {
 	on         bool
 	rc, rt     sim.BitRate // current and target rate
@@ -112,7 +119,7 @@ type rpState struct {
 	tcnt, bcnt int         // timer and byte-counter events since the last cut
 	alphaAt    sim.Time    // due time of the alpha timer
 	rateAt     sim.Time    // due time of the rate-increase timer
-	alphaEv    sim.EventID
+	alphaEv    sim.EventID // eager timers only
 	rateEv     sim.EventID
 
 	// Notification point (this QP as a receiver).
@@ -120,14 +127,38 @@ type rpState struct {
 	cnpLast sim.Time
 }
 
+// rateLimited reports whether qp's DCQCN rate limiter is engaged.
+func (qp *QP) rateLimited() bool { return qp.cc != nil && qp.cc.on }
+
+// ccState returns qp's DCQCN state, allocating it: most QPs never see a
+// CE mark or a CNP (none on lossless fabrics).
+func (qp *QP) ccState() *rpState {
+	if qp.cc == nil {
+		qp.cc = &rpState{}
+	}
+	return qp.cc
+}
+
 // Rate returns the QP's DCQCN current and target rates and whether the
 // limiter is engaged; when it is not, the QP sends at line rate.
+//
+// With lazy timers it counts every timer due by now, on a copy: reading
+// the rate changes nothing.
 func (qp *QP) Rate() (current, target sim.BitRate, limited bool) {
-	if !qp.cc.on {
-		r := qp.n.net.LinkRate(qp.n.ep)
+	var rp rpState
+	if qp.cc != nil {
+		rp = *qp.cc
+	}
+	n := qp.n
+	if rp.on && !n.ccEager {
+		now := n.s.Now()
+		rp.catchUp(&n.cfg.CC, n.net.LinkRate(n.ep), now, true, true)
+	}
+	if !rp.on {
+		r := n.net.LinkRate(n.ep)
 		return r, r, false
 	}
-	return qp.cc.rc, qp.cc.rt, true
+	return rp.rc, rp.rt, true
 }
 
 // rateChanged reports a change of qp's rate limiter to the observer.
@@ -138,6 +169,34 @@ func (qp *QP) rateChanged(ev RateEvent) {
 		Old: uint64(rt)})
 }
 
+// setEagerCC switches the DCQCN timers between events (eager) and lazy
+// catch-up. Limiters that are engaged carry over: their elapsed periods
+// are applied and their next timers scheduled, or their pending timer
+// events cancelled.
+func (n *NIC) setEagerCC(eager bool) {
+	if eager == n.ccEager {
+		return
+	}
+	n.ccEager = eager
+	now := n.s.Now()
+	for _, qp := range n.qps {
+		if qp == nil || !qp.rateLimited() {
+			continue
+		}
+		rp := qp.cc
+		if !eager {
+			_ = n.s.Cancel(rp.alphaEv)
+			_ = n.s.Cancel(rp.rateEv)
+			continue
+		}
+		n.stats.RateIncreases += rp.catchUp(&n.cfg.CC, n.net.LinkRate(n.ep), now, true, true)
+		if rp.on {
+			rp.alphaEv = n.s.Schedule(rp.alphaAt, n, evAlpha<<evShift|uint64(qp.idx))
+			rp.rateEv = n.s.Schedule(rp.rateAt, n, evRateInc<<evShift|uint64(qp.idx))
+		}
+	}
+}
+
 // congested is the NP's reaction to a CE-marked packet for qp: it queues
 // a CNP towards the sending QP unless one was sent less than CNPInterval
 // ago.
@@ -145,10 +204,11 @@ func (qp *QP) congested(p *fabric.Packet) {
 	n := qp.n
 	n.stats.CEReceived++
 	now := n.s.Now()
-	if qp.cc.cnpSent && now.Sub(qp.cc.cnpLast) < n.cfg.CC.CNPInterval {
+	cc := qp.ccState()
+	if cc.cnpSent && now.Sub(cc.cnpLast) < n.cfg.CC.CNPInterval {
 		return
 	}
-	qp.cc.cnpSent, qp.cc.cnpLast = true, now
+	cc.cnpSent, cc.cnpLast = true, now
 	n.cnpq = append(n.cnpq, cnpReq{dst: p.Src, qpn: qp.rqpn, sport: qp.srcPort})
 	n.kick(now)
 }
@@ -186,8 +246,11 @@ func (qp *QP) cnpReceived() {
 		return
 	}
 	c := &n.cfg.CC
-	rp := &qp.cc
+	rp := qp.ccState()
 	now := n.s.Now()
+	if rp.on && !n.ccEager {
+		qp.ccCatchUp(now)
+	}
 	if !rp.on {
 		rp.on = true
 		rp.rc = n.net.LinkRate(n.ep)
@@ -200,8 +263,12 @@ func (qp *QP) cnpReceived() {
 	rp.alpha = rp.alpha - rp.alpha>>c.AlphaShift + alphaOne>>c.AlphaShift
 	rp.tcnt, rp.bcnt, rp.bytes = 0, 0, 0
 	n.stats.RateCuts++
-	qp.armAlpha(now)
-	qp.armRate(now)
+	if n.ccEager {
+		qp.armAlpha(now)
+		qp.armRate(now)
+	} else {
+		rp.alphaAt, rp.rateAt = now.Add(c.AlphaTimer), now.Add(c.RateTimer)
+	}
 	if n.obs != nil {
 		qp.rateChanged(RateCut)
 	}
@@ -227,9 +294,9 @@ func (qp *QP) armRate(now sim.Time) {
 
 // alphaFired decays alpha after AlphaTimer without a CNP.
 func (qp *QP) alphaFired() {
-	rp := &qp.cc
+	rp := qp.cc
 	now := qp.n.s.Now()
-	if !rp.on || now != rp.alphaAt {
+	if rp == nil || !rp.on || now != rp.alphaAt {
 		return
 	}
 	rp.alpha -= rp.alpha >> qp.n.cfg.CC.AlphaShift
@@ -238,9 +305,9 @@ func (qp *QP) alphaFired() {
 
 // rateFired is a rate-increase timer event.
 func (qp *QP) rateFired() {
-	rp := &qp.cc
+	rp := qp.cc
 	now := qp.n.s.Now()
-	if !rp.on || now != rp.rateAt {
+	if rp == nil || !rp.on || now != rp.rateAt {
 		return
 	}
 	rp.tcnt++
@@ -253,7 +320,7 @@ func (qp *QP) rateFired() {
 // paced accounts a paced packet of wire bytes just sent: it spaces the
 // QP's next one at the current rate and runs the byte counter.
 func (qp *QP) paced(now sim.Time, wire sim.Bytes) {
-	rp := &qp.cc
+	rp := qp.cc
 	if !rp.on {
 		return
 	}
@@ -266,15 +333,35 @@ func (qp *QP) paced(now sim.Time, wire sim.Bytes) {
 	}
 }
 
-// increase is one rate-increase event (timer or byte counter): fast
-// recovery while both counts are below F, hyper increase once both exceed
-// it, additive increase otherwise; then Rc moves halfway to Rt. Within AI
-// of line rate the limiter is released.
+// increase is one rate-increase event (timer or byte counter), see
+// rpState.increase, with its count, the release of eager timers and the
+// tap.
 func (qp *QP) increase() {
 	n := qp.n
-	c := &n.cfg.CC
-	rp := &qp.cc
-	line := n.net.LinkRate(n.ep)
+	rp := qp.cc
+	ev := rp.increase(&n.cfg.CC, n.net.LinkRate(n.ep))
+	n.stats.RateIncreases++
+	if ev == RateReleased && n.ccEager {
+		if now := n.s.Now(); rp.alphaAt > now {
+			_ = n.s.Cancel(rp.alphaEv)
+		}
+		if now := n.s.Now(); rp.rateAt > now {
+			_ = n.s.Cancel(rp.rateEv)
+		}
+	}
+	if ev == RateReleased {
+		rp.alphaAt, rp.rateAt = 0, 0
+	}
+	if n.obs != nil {
+		qp.rateChanged(ev)
+	}
+}
+
+// increase is one rate-increase event: fast recovery while both counts
+// are below F, hyper increase once both exceed it, additive increase
+// otherwise; then Rc moves halfway to Rt. Within AI of line rate the
+// limiter is released.
+func (rp *rpState) increase(c *DCQCNConfig, line sim.BitRate) RateEvent {
 	F := c.FastRecovery
 	ev := RateFastRecovery
 	switch {
@@ -288,7 +375,6 @@ func (qp *QP) increase() {
 	}
 	rp.rt = min(rp.rt, line)
 	rp.rc = (rp.rt + rp.rc + 1) / 2
-	n.stats.RateIncreases++
 	// Within one additive step of line rate counts as line rate (the
 	// rate limiter's granularity): the limiter is released rather than
 	// creeping up by ever smaller halvings.
@@ -296,15 +382,64 @@ func (qp *QP) increase() {
 		rp.on = false
 		rp.rc, rp.rt = line, line
 		ev = RateReleased
-		if now := n.s.Now(); rp.alphaAt > now {
-			_ = n.s.Cancel(rp.alphaEv)
-		}
-		if now := n.s.Now(); rp.rateAt > now {
-			_ = n.s.Cancel(rp.rateEv)
-		}
-		rp.alphaAt, rp.rateAt = 0, 0
 	}
-	if n.obs != nil {
-		qp.rateChanged(ev)
+	return ev
+}
+
+// ccCatchUp applies qp's lazy timer events due by now, for the event that
+// is being handled (posted at n.posted, see NIC.Handle), and counts the
+// increases. A timer due at an earlier instant has fired before it. One
+// due at now was armed one period earlier, so it fires before this event
+// if this event was posted after that (the kernel fires same-instant
+// events in the order they were scheduled) and after it if it was posted
+// before. Posted at the very instant the timer was armed, the order
+// depended on which of the two events at that earlier instant ran first,
+// which nothing recorded: the timer is taken to go first and the case is
+// counted in n.ccTies (it needs an event posted exactly one timer period
+// ahead at the instant a timer fired, and none of the tests meets it).
+func (qp *QP) ccCatchUp(now sim.Time) {
+	n := qp.n
+	c := &n.cfg.CC
+	posted := n.posted
+	rp := qp.cc
+	if rp.alphaAt == now && posted.Add(c.AlphaTimer) == now || rp.rateAt == now && posted.Add(c.RateTimer) == now {
+		n.ccTies++
 	}
+	n.stats.RateIncreases += rp.catchUp(c, n.net.LinkRate(n.ep), now,
+		posted.Add(c.AlphaTimer) >= now, posted.Add(c.RateTimer) >= now)
+}
+
+// catchUp applies the timer events of an engaged limiter due before now,
+// and those due at now if alphaNow (alpha timer) and rateNow
+// (rate-increase timer) say so, in the order their events fire; it
+// returns the number of rate increases. The rate timer first: an alpha
+// decay changes only the next cut, and a release stops both timers.
+func (rp *rpState) catchUp(c *DCQCNConfig, line sim.BitRate, now sim.Time, alphaNow, rateNow bool) uint64 {
+	var incs uint64
+	for rp.on && (rp.rateAt < now || rateNow && rp.rateAt == now) {
+		rp.tcnt++
+		incs++
+		if rp.increase(c, line) == RateReleased {
+			rp.alphaAt, rp.rateAt = 0, 0
+			return incs
+		}
+		rp.rateAt = rp.rateAt.Add(c.RateTimer)
+	}
+	if !rp.on {
+		return incs
+	}
+	for rp.alphaAt < now || alphaNow && rp.alphaAt == now {
+		if rp.alpha>>c.AlphaShift == 0 {
+			// alpha no longer decays: skip the remaining periods.
+			k := now.Sub(rp.alphaAt) / c.AlphaTimer
+			rp.alphaAt = rp.alphaAt.Add(k * c.AlphaTimer)
+			if rp.alphaAt < now || alphaNow && rp.alphaAt == now {
+				rp.alphaAt = rp.alphaAt.Add(c.AlphaTimer)
+			}
+			break
+		}
+		rp.alpha -= rp.alpha >> c.AlphaShift
+		rp.alphaAt = rp.alphaAt.Add(c.AlphaTimer)
+	}
+	return incs
 }

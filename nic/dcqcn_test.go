@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"testing"
 
@@ -21,6 +22,8 @@ type incastOpts struct {
 	warm    sim.Duration // measurements start here
 	seed    uint64
 	cc      *DCQCNConfig
+	eager   bool                                 // DCQCN timers as events (as with a rate tap)
+	tap     func(now sim.Time, p *fabric.Packet) // sees every packet every NIC sends
 }
 
 // incastResult holds what the incast measured in [warm, run).
@@ -32,6 +35,9 @@ type incastResult struct {
 	jain, util        float64
 	cnps, cuts        uint64
 	dead              int // sender QPs that went to the error state (retry counter exceeded)
+	events            uint64
+	rates             []sim.BitRate // each sender's current rate at the end
+	ties              uint64        // NIC.ccTies, summed
 }
 
 func (r incastResult) String() string {
@@ -79,6 +85,10 @@ func runIncast(t testing.TB, o incastOpts) incastResult {
 		psw := b.AddSwitch("sw0")
 		nd := b.AddDevice("nic0", psw)
 		nics[i] = New(s, cfg, fmt.Sprintf("nic%d", i), net, fabric.EndpointID(i), b, nd)
+		nics[i].setEagerCC(o.eager)
+		if o.tap != nil {
+			nics[i].SetTap(func(p *fabric.Packet) { o.tap(s.Now(), p) })
+		}
 		ring := ms.Alloc(fmt.Sprintf("cq%d", i), mem.Loc{Node: i, Kind: mem.Host}, 64*4096, false)
 		cqs[i] = must2(nics[i].CreateCQ(4096, ring, b.Host()))
 	}
@@ -173,7 +183,13 @@ func runIncast(t testing.TB, o incastOpts) incastResult {
 		st := nics[i+1].Stats()
 		res.retrans += st.Retransmits
 		res.cuts += st.RateCuts
+		rc, _, _ := qp.Rate()
+		res.rates = append(res.rates, rc)
 	}
+	for _, nc := range nics {
+		res.ties += nc.ccTies
+	}
+	res.events = s.Fired()
 	res.cnps = nics[0].Stats().CNPsSent
 	res.jain = sum * sum / (float64(len(snd)) * sum2)
 	res.util = sum / (float64(incastRate) / 1e9)
@@ -276,5 +292,56 @@ func TestDCQCNIncastDeterminism(t *testing.T) {
 	a, b := runIncast(t, o), runIncast(t, o)
 	if a.String() != b.String() || a.cnps == 0 {
 		t.Errorf("two runs differ or saw no CNP:\n%v\n%v", a, b)
+	}
+}
+
+// TestLazyDCQCNTimers checks that the lazy alpha and rate-increase timers
+// give the run of the timer events: every packet of an incast sent at the
+// same instant with the same header, the same cuts and the same rates at
+// the end, with fewer events. Runs cover the defaults, senders joining
+// late, unequal timer periods and a small byte counter (hyper increase).
+func TestLazyDCQCNTimers(t *testing.T) {
+	small := DefaultDCQCNConfig()
+	small.ByteCounter, small.RateTimer, small.CNPInterval = 64*1024, 300*sim.Microsecond, 4*sim.Microsecond
+	fast := DefaultDCQCNConfig()
+	fast.RateTimer, fast.AlphaTimer = 7*sim.Microsecond, 70*sim.Microsecond
+	for _, c := range []struct {
+		name string
+		o    incastOpts
+	}{
+		{"defaults", incastOpts{senders: 8, seed: 1}},
+		{"staggered", incastOpts{senders: 6, stagger: 100 * sim.Microsecond, seed: 2}},
+		{"byte counter", incastOpts{senders: 8, seed: 3, cc: &small}},
+		{"fast rate timer", incastOpts{senders: 4, seed: 4, cc: &fast}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(eager bool) (incastResult, uint64, int) {
+				o := c.o
+				o.dcqcn, o.run, o.warm, o.eager = true, 3*sim.Millisecond, sim.Millisecond, eager
+				h := fnv.New64a()
+				pkts := 0
+				o.tap = func(now sim.Time, p *fabric.Packet) {
+					pkts++
+					fmt.Fprintf(h, "%v %d>%d %v %d %d %d\n", now, p.Src, p.Dst, p.Hdr.Opcode, p.Hdr.PSN, p.Hdr.DestQP, p.PayloadLen)
+				}
+				r := runIncast(t, o)
+				return r, h.Sum64(), pkts
+			}
+			e, eh, en := run(true)
+			l, lh, ln := run(false)
+			if e.cuts == 0 {
+				t.Fatal("no rate cuts: the case does not exercise DCQCN")
+			}
+			if eh != lh || en != ln {
+				t.Errorf("packets differ: eager %d (hash %#x), lazy %d (hash %#x)", en, eh, ln, lh)
+			}
+			if e.String() != l.String() || !slices.Equal(e.rates, l.rates) {
+				t.Errorf("results differ:\neager %v rates %v\nlazy  %v rates %v", e, e.rates, l, l.rates)
+			}
+			if l.events >= e.events {
+				t.Errorf("lazy timers fired %d events, eager %d", l.events, e.events)
+			}
+			t.Logf("%d packets, %d cuts; events eager %d, lazy %d; ties %d", en, e.cuts, e.events, l.events, l.ties)
+		})
 	}
 }

@@ -24,7 +24,12 @@
 // per-QP rate limiter that paces its requests and READ responses, cuts its
 // rate by alpha/2, and recovers by timer and byte-counter events (fast
 // recovery, additive and hyper increase) until it is back at line rate
-// (reaction point). The switch marks (fabric.ECNConfig).
+// (reaction point). The switch marks (fabric.ECNConfig). The alpha and
+// rate-increase timers cost no event per period: a QP applies the periods
+// that elapsed when it next tries to send or gets a CNP, with the rates
+// the timer events would have given at the same instants (they run as
+// events only while an observer (NIC.SetObserver) is set, so that its
+// obs.Rate events come at their instants).
 //
 // Two producers drive a QP: a GPU (GDAKI) writes WQEs with WriteWQE and rings
 // Doorbell when its MMIO arrives; a CPU proxy uses PostSend. Errors a user

@@ -95,6 +95,15 @@ type NIC struct {
 	tap func(p *fabric.Packet)
 	// obs, if set, receives the NIC's observer events.
 	obs *obs.Bus
+	// ccEager runs the DCQCN timers as events (while an observer is set,
+	// so that obs.Rate events come at their instants)
+	// instead of lazily; ccTies counts the same-instant orders lazy
+	// timers could not know (QP.ccCatchUp).
+	ccEager bool
+	ccTies  uint64
+	// posted is when the kick or receive event being handled was posted
+	// (carried in its argument), for the lazy DCQCN timers.
+	posted sim.Time
 	// rxHook, if set (tests), sees every arriving packet first; when it
 	// returns false it has taken the packet (dropped, delayed, duplicated).
 	rxHook func(p *fabric.Packet) bool
@@ -136,12 +145,18 @@ func (n *NIC) SetTap(f func(p *fabric.Packet)) { n.tap = f }
 // Fetched, Sent, Landed, Atomic, Acked and CQE, each stamped with the WR's
 // OpID, obs.Rate for its QPs' DCQCN rate changes and obs.Async for its
 // asynchronous events (a CQ overrun).
-func (n *NIC) SetObserver(b *obs.Bus) { n.obs = b }
+func (n *NIC) SetObserver(b *obs.Bus) {
+	n.obs = b
+	n.setEagerCC(b != nil)
+}
 
 // EventName names an event for traces.
 func (n *NIC) EventName(arg uint64) string {
 	names := [...]string{"kick", "fetch-issue", "fetch-done", "rx", "land", "cqe", "timer", "rnr", "dcqcn-alpha", "dcqcn-rate"}
 	k := arg >> evShift
+	if k == evKick || k == evRx {
+		return fmt.Sprintf("%s/%s posted %v", n.name, names[k], sim.Time(arg&(1<<evShift-1)))
+	}
 	if int(k) < len(names) {
 		return fmt.Sprintf("%s/%s[%d]", n.name, names[k], arg&(1<<evShift-1))
 	}
@@ -158,6 +173,7 @@ func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 	}
 	switch k {
 	case evKick:
+		n.posted = sim.Time(i)
 		if !n.kickPending || s.Now() != n.kickAt {
 			return // superseded by an earlier kick
 		}
@@ -168,6 +184,7 @@ func (n *NIC) Handle(s *sim.Sim, arg uint64) {
 	case evFetchDone:
 		n.qps[i].fetchDone()
 	case evRx:
+		n.posted = sim.Time(i)
 		p := n.rxq[n.rxHead]
 		n.rxq[n.rxHead] = nil
 		n.rxHead++
@@ -203,7 +220,7 @@ func (n *NIC) kick(t sim.Time) {
 		return
 	}
 	n.kickPending, n.kickAt = true, t
-	n.s.Post(t, n, evKick<<evShift)
+	n.s.Post(t, n, evKick<<evShift|postedArg(n.s.Now()))
 }
 
 // activate puts qp on the transmit scheduler's list and kicks it.
@@ -339,8 +356,12 @@ func (n *NIC) deliver(p *fabric.Packet) {
 	start := max(now, n.rxFree)
 	n.rxFree = start.Add(n.cfg.RxPacketCost)
 	n.rxq = append(n.rxq, p)
-	n.s.Post(start.Add(n.cfg.RxLatency), n, evRx<<evShift)
+	n.s.Post(start.Add(n.cfg.RxLatency), n, evRx<<evShift|postedArg(now))
 }
+
+// postedArg is the posting time t carried in a kick's or receive event's
+// argument (below the event kind; after 2^56 ps, 20 hours, it saturates).
+func postedArg(t sim.Time) uint64 { return min(uint64(t), 1<<evShift-1) }
 
 // process handles one received packet after the receive pipeline.
 func (n *NIC) process(p *fabric.Packet) {
@@ -386,7 +407,7 @@ type Stats struct {
 	CNPsSent       uint64 // CNPs sent
 	CNPsReceived   uint64 // CNPs received
 	RateCuts       uint64 // DCQCN rate cuts
-	RateIncreases  uint64 // DCQCN rate-increase events
+	RateIncreases  uint64 // DCQCN rate-increase events (lazy timers: those applied so far, see rpState)
 	RdAtomicQueued uint64 // incoming READ/atomic requests held back by the MaxDestRdAtomic limit
 	CQOverruns     uint64 // CQs that overran and went to the error state
 	Timeouts       uint64 // local ACK timeouts that rewound a QP (go-back-N from the oldest unacknowledged PSN)

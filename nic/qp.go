@@ -110,21 +110,23 @@ type swqe struct {
 type QP struct {
 	n    *NIC
 	idx  int
-	qpn  uint32
 	name string
 	cfg  QPConfig
 
-	state    QPState
-	remoteEP fabric.EndpointID
+	qpn      uint32
 	rqpn     uint32
+	remoteEP fabric.EndpointID
 	mtu      uint32
 	timeout  sim.Duration
-	retryCnt uint8
-	rnrRetry uint8
-	minRNR   uint8
 	maxRd    int
 	maxDest  int
 	srcPort  uint16
+	state    QPState
+	retryCnt uint8
+	rnrRetry uint8
+	minRNR   uint8
+	retries  uint8
+	rnrLeft  uint8
 
 	// Send queue (absolute indices).
 	sq        []swqe // slots allocated so far (grows to sqDepth)
@@ -139,53 +141,49 @@ type QP struct {
 	pipeFree  sim.Time
 	head      uint64 // oldest uncompleted WQE (== completed count)
 	sw        uint64 // send cursor: WQE
-	sp        uint32 //   packet (READ: response offset to request from)
-	assigned  uint64 // WQEs that have PSNs
 	rw        uint64 // payload read cursor: WQE
-	rp        uint32 //   packet
+	sp        uint32 // send cursor: packet (READ: response offset to request from)
+	rp        uint32 // payload read cursor: packet
+	assigned  uint64 // WQEs that have PSNs
 	rseq      uint64 // payload reads issued (stream packets)
-	// readBlocked: queued on the NIC's readWait list.
-	readBlocked bool
-	sseq        uint64 // stream packets sent
-	rdy         []sim.Time
-	nextPSN     uint32
-	ackedPSN    uint32 // last PSN acknowledged
-	rdOut       int
-	retries     uint8
-	rnrLeft     uint8
-	rnrUntil    sim.Time
-	rnrPSN      uint32
-	rnrArmed    bool
-	lastLand    sim.Time // latest local DMA write (READ data, atomic results)
-	active      bool
-	actPos      int      // index in the NIC's act list while active
-	txUntil     sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
-	pumpUntil   sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
+	sseq      uint64 // stream packets sent
+	rdy       []sim.Time
+	nextPSN   uint32
+	ackedPSN  uint32 // last PSN acknowledged
+	rdOut     int
+	rnrUntil  sim.Time
+	rnrPSN    uint32
+	sentHigh  uint32   // highest PSN sent (retransmission accounting)
+	lastLand  sim.Time // latest local DMA write (READ data, atomic results)
+	actPos    int      // index in the NIC's act list while active
+	txUntil   sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
+	pumpUntil sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
+	timerAt   sim.Time
 	// readWait sums the time the head of the send queue waited for its
 	// payload read, until readWaitTo (obs: Fetched and Sent carry it).
 	readWait   sim.Duration
 	readWaitTo sim.Time
-	waiting    bool // registered on a WAIT's CQ
+	cc         *rpState // DCQCN reaction and notification point (nil until a CE mark or CNP)
 
-	sentHigh uint32  // highest PSN sent (retransmission accounting)
-	cc       rpState // DCQCN reaction and notification point
-
-	impliedSet bool   // an implied NAK (ACK beyond an unanswered READ/atomic) was acted on
-	impliedPSN uint32 //   at this acknowledged PSN
-
+	readBlocked  bool // queued on the NIC's readWait list
+	rnrArmed     bool
+	active       bool
+	waiting      bool // registered on a WAIT's CQ
 	timerArmed   bool
-	timerAt      sim.Time
 	timerPending bool
+	impliedSet   bool   // an implied NAK (ACK beyond an unanswered READ/atomic) was acted on
+	impliedPSN   uint32 //   at this acknowledged PSN
 
 	// Responder.
 	epsn     uint32
 	msn      uint32
 	nakSent  bool
+	inWrite  bool
+	inSend   bool
+	rrk      uint32 // responder read cursor: packet (of entry rri)
 	wmr      *MR
 	woff     uint64
 	wrem     uint64
-	inWrite  bool
-	inSend   bool
 	soff     uint64
 	slen     uint64
 	rq       []RecvWR
@@ -200,7 +198,6 @@ type QP struct {
 	actCur   uint64   // response queue index up to which entries were considered for starting
 	rrdy     []sim.Time
 	rri      uint64 // responder read cursor: entry
-	rrk      uint32 //   packet
 	rrseq    uint64
 	rsseq    uint64
 }
@@ -242,7 +239,8 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	qp.rq = make([]RecvWR, max(c.RQDepth, 1))
 	// rdy, rrdy and atom are allocated on first use (pumpReads,
 	// pumpRespReads, the first atomic received): most QPs of a large
-	// all-to-all machine never carry payload reads or atomics.
+	// all-to-all machine never carry payload reads or atomics. The read
+	// pumps' rings grow with the reads in flight (ringPut).
 	qp.maxRd = c.MaxRdAtomic
 	if idx == len(n.qps) {
 		n.qps = append(n.qps, qp)

@@ -17,6 +17,9 @@ import (
 // (0 when the answer came through a path with side effects, such as
 // issuing payload reads, or under a DCQCN rate limiter).
 func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
+	if qp.rateLimited() && !qp.n.ccEager {
+		qp.ccCatchUp(now)
+	}
 	qp.txUntil = sim.MaxTime
 	if qp.state == QPSReset {
 		return false, sim.MaxTime
@@ -32,7 +35,7 @@ func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
 		return true, 0
 	}
 	qp.txUntil = min(u, qp.txUntil)
-	if qp.cc.on {
+	if qp.rateLimited() {
 		qp.txUntil = 0
 	}
 	return false, min(w1, w2)
@@ -124,7 +127,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		qp.txUntil = min(t, qp.pumpUntil) // later, pumpReads would issue more reads
 		return false, t
 	}
-	if qp.cc.on && qp.cc.next > now {
+	if qp.rateLimited() && qp.cc.next > now {
 		return false, qp.cc.next // DCQCN rate limiter
 	}
 	qp.sseq++
@@ -229,7 +232,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	if psnCmp(last, qp.sentHigh) > 0 {
 		qp.sentHigh = last
 	}
-	if qp.cc.on {
+	if qp.rateLimited() {
 		qp.paced(now, p.WireLen(n.net.IPv6()))
 	}
 	n.send(p, qp.readWait)
@@ -277,10 +280,7 @@ func (qp *QP) waitRead(now, rdy sim.Time) {
 // packet, up to PayloadPrefetch in flight or buffered.
 func (qp *QP) pumpReads(now sim.Time) {
 	n := qp.n
-	if qp.rdy == nil {
-		qp.rdy = make([]sim.Time, n.cfg.PayloadPrefetch)
-	}
-	P := uint64(len(qp.rdy))
+	P := uint64(n.cfg.PayloadPrefetch)
 	qp.pumpUntil = sim.MaxTime
 	for qp.rseq-qp.sseq < P && qp.rw < qp.fetched {
 		if n.readAhead >= n.cfg.ReadAhead {
@@ -323,7 +323,7 @@ func (qp *QP) pumpReads(now sim.Time) {
 					QP: qp.qpn, Index: qp.rw, PSN: qp.rp, Bytes: ln})
 			}
 		}
-		qp.rdy[qp.rseq%P] = t
+		qp.rdy = ringPut(qp.rdy, qp.sseq, qp.rseq, t, P)
 		qp.rseq++
 		n.readAhead++
 		qp.rp++
@@ -332,6 +332,23 @@ func (qp *QP) pumpReads(now sim.Time) {
 			qp.rp = 0
 		}
 	}
+}
+
+// ringPut stores t for sequence number seq in r, a ring of the times of
+// sequence numbers [lo, seq) indexed modulo its length, and returns the
+// ring. A full ring doubles, from 4 entries up to most entries (seq-lo <
+// most): a QP's read pumps take memory by the reads it has had in flight
+// at once, not by the configured depth.
+func ringPut(r []sim.Time, lo, seq uint64, t sim.Time, most uint64) []sim.Time {
+	if seq-lo >= uint64(len(r)) {
+		nr := make([]sim.Time, min(max(4, 2*uint64(len(r))), most))
+		for i := lo; i < seq; i++ {
+			nr[i%uint64(len(nr))] = r[i%uint64(len(r))]
+		}
+		r = nr
+	}
+	r[seq%uint64(len(r))] = t
+	return r
 }
 
 // handleResponse processes an ACK, NAK, atomic ACK or READ response.

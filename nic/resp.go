@@ -22,30 +22,30 @@ type respEntry struct {
 	kind    respKind
 	syn     uint8
 	applied bool
-	psn     uint32
-	msn     uint32
-	npkt    uint32
-	sent    uint32
-	ready   sim.Time
-	orig    uint64
-	r       *mem.Region
-	where   pcie.DevID
-	off     uint64
-	len     uint64
 	// A READ or atomic beyond the responder's MaxDestRdAtomic resources
 	// waits (held) until an earlier one has been answered; an atomic's
 	// operation is kept here until it executes.
-	held bool
-	op   WROpcode
-	a, b uint64
-	opid obs.OpID // the GIN operation of the request answered
+	held  bool
+	op    WROpcode
+	psn   uint32
+	msn   uint32
+	npkt  uint32
+	sent  uint32
+	ready sim.Time
+	orig  uint64
+	r     *mem.Region
+	where pcie.DevID
+	off   uint64
+	len   uint64
+	a, b  uint64
+	opid  obs.OpID // the GIN operation of the request answered
 }
 
 func (e *respEntry) rdAtomic() bool { return e.kind != respAck }
 
 // respQueue is a FIFO of responses with absolute indices; it grows by
-// doubling (rarely: ACKs coalesce and READs/atomics are bounded by the
-// requester's depth).
+// doubling from 2 entries (rarely: ACKs coalesce and READs/atomics are
+// bounded by the requester's depth).
 type respQueue struct {
 	e          []respEntry
 	head, tail uint64
@@ -55,7 +55,7 @@ func (q *respQueue) at(i uint64) *respEntry { return &q.e[i&uint64(len(q.e)-1)] 
 
 func (q *respQueue) push(e respEntry) uint64 {
 	if q.tail-q.head == uint64(len(q.e)) {
-		k := max(8, 2*len(q.e))
+		k := max(2, 2*len(q.e))
 		ne := make([]respEntry, k)
 		for i := q.head; i < q.tail; i++ {
 			ne[i&uint64(k-1)] = *q.at(i)
@@ -462,7 +462,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		if t := qp.rrdy[qp.rsseq%uint64(len(qp.rrdy))].Add(n.cfg.TxLatency); t > now {
 			return false, t
 		}
-		if qp.cc.on && qp.cc.next > now {
+		if qp.rateLimited() && qp.cc.next > now {
 			return false, qp.cc.next // DCQCN rate limiter
 		}
 		qp.rsseq++
@@ -492,7 +492,7 @@ func (qp *QP) trySendResp(now sim.Time) (bool, sim.Time) {
 		if e.sent == e.npkt {
 			qp.popResp()
 		}
-		if qp.cc.on {
+		if qp.rateLimited() {
 			qp.paced(now, p.WireLen(n.net.IPv6()))
 		}
 	}
@@ -520,10 +520,7 @@ func (qp *QP) popResp() {
 func (qp *QP) pumpRespReads(now sim.Time) {
 	n := qp.n
 	q := &qp.resp
-	if qp.rrdy == nil {
-		qp.rrdy = make([]sim.Time, n.cfg.PayloadPrefetch)
-	}
-	P := uint64(len(qp.rrdy))
+	P := uint64(n.cfg.PayloadPrefetch)
 	if qp.rri < q.head {
 		qp.rri, qp.rrk = q.head, 0
 	}
@@ -543,7 +540,7 @@ func (qp *QP) pumpRespReads(now sim.Time) {
 		if ln > 0 {
 			t = n.bus.Read(now, n.dev, e.where, sim.Bytes(ln))
 		}
-		qp.rrdy[qp.rrseq%P] = t
+		qp.rrdy = ringPut(qp.rrdy, qp.rsseq, qp.rrseq, t, P)
 		qp.rrseq++
 		qp.rrk++
 		if qp.rrk == e.npkt {

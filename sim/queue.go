@@ -20,7 +20,11 @@ type entry struct {
 // calendar is rebuilt from the overflow. A bucket is sorted once when it
 // becomes current, so its cost per event grows with log(perBucket), while
 // the cost of moving to the next bucket is shared by perBucket events.
-const perBucket = 8
+// Fewer, fuller buckets also keep the tails that inserts write to in
+// cache: with 100 000 pending, 32 rather than 8 per bucket costs 3 % more
+// instructions but a quarter fewer misses of a 1 MiB cache (cachegrind),
+// and a quarter less CPU time on the hold benchmark.
+const perBucket = 32
 
 const insertionMax = 48
 
