@@ -48,6 +48,17 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
   bash validate/hw/native/run.sh cases      # on the GPU machine
   ginsim validate gin --program validate/hw/testdata/programs --backend hw --results results
 
+--suite conformance takes gin/verify's conformance tests instead of
+program files: every test for the proxy backend under NCCL 2.28 that the
+device harness can run (the others are listed with the reason), in
+verify's window layout. --lower writes them for run.sh; --backend hw
+judges the device's results (default: the committed run
+` + "`" + `2026-12-02-h200-conformance` + "`" + `, or --results DIR) and the model's
+(schedule 0) by each test's own rules:
+
+  ginsim validate gin --suite conformance --lower cases
+  ginsim validate gin --suite conformance --backend hw
+
 On the GPU machine itself, --exec BIN runs each program there and then (BIN
 is native/build.sh's output), two processes of GPU 0:
 

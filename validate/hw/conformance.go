@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/prog"
@@ -138,4 +139,114 @@ func (d *Device) VerifyOutcome(c Case) (*verify.Outcome, error) {
 		}
 	}
 	return o, nil
+}
+
+// ConfVerdict is one conformance test judged by its own rules on the
+// device and on the model (one unperturbed run of the proxy backend,
+// NCCL 2.28: verify's schedule 0).
+type ConfVerdict struct {
+	Test string `json:"test"`
+	Kind string `json:"kind"`
+	// Device is "yes" (allowed; for a non-guarantee: the expected outcome),
+	// "no", "surprise" (a non-guarantee's surprising outcome appeared),
+	// "not reported" (a rule: NCCL checks none), "not run" or "no result".
+	Device    string `json:"device"`
+	DeviceWhy string `json:"device_detail,omitempty"`
+	// Model is the same verdict on the model ("reported" for a rule the
+	// model reports); empty when not run.
+	Model    string `json:"model,omitempty"`
+	ModelWhy string `json:"model_detail,omitempty"`
+	// Agree is "yes", "no" or "-" (nothing to compare: not run, or a rule,
+	// which NCCL does not check).
+	Agree string `json:"agree"`
+}
+
+// verdict judges o by t's rules.
+func verdict(t *verify.Test, o *verify.Outcome) (string, string) {
+	bad, surprise := t.Judge(o)
+	switch {
+	case t.Kind == verify.Rule && bad == nil:
+		return "reported", o.Err.Error()
+	case t.Kind == verify.Rule:
+		return "not reported", ""
+	case bad != nil:
+		return "no", bad.Error()
+	case surprise:
+		return "surprise", t.Allowed(o).Error()
+	}
+	return "yes", ""
+}
+
+// JudgeConf judges cc on the model and, when dev is not nil, on the
+// device run dev (whose results lack the reads if err is not nil).
+func JudgeConf(cc ConfCase, dev *Device) (ConfVerdict, error) {
+	t := cc.Test
+	v := ConfVerdict{Test: t.Name, Kind: t.Kind.String(), Agree: "-"}
+	if cc.Skip != "" {
+		v.Device, v.DeviceWhy = "not run", cc.Skip
+		return v, nil
+	}
+	v.Model, v.ModelWhy = verdict(&t, t.Model("proxy", gin.V2_28, verify.Explore(0)))
+	if dev == nil {
+		v.Device = "no result"
+		return v, nil
+	}
+	o, err := dev.VerifyOutcome(cc.Case)
+	if err != nil {
+		return v, err
+	}
+	v.Device, v.DeviceWhy = verdict(&t, o)
+	bugs := 0
+	for _, tr := range dev.Traces {
+		if tr != nil {
+			bugs += tr.Bugged
+		}
+	}
+	if bugs > 0 {
+		v.DeviceWhy += fmt.Sprintf(" (NCCL 2.28.9's proxy putValue bug seen %d time(s) by the plugin: it drops the signal; fixed in 2.29.7)", bugs)
+	}
+	switch t.Kind {
+	case verify.Rule:
+		// NCCL checks no usage rules: say what it did instead.
+		v.DeviceWhy = "NCCL checks no usage rules; " + didWhat(cc.Case, dev, o)
+	case verify.NonGuarantee:
+		// The surprise may appear or not on one run; both are allowed.
+		if v.Device != "no" && v.Model != "no" {
+			v.Agree = "yes"
+		} else {
+			v.Agree = "no"
+		}
+	default:
+		v.Agree = "no"
+		if v.Device == v.Model {
+			v.Agree = "yes"
+		}
+	}
+	return v, nil
+}
+
+// didWhat says how a device run ended: its first op that did not return,
+// or that every op returned, and the nonzero final signals.
+func didWhat(c Case, dev *Device, o *verify.Outcome) string {
+	var b []string
+	if o.Err != nil {
+		b = append(b, o.Err.Error())
+	} else {
+		b = append(b, "every op returned")
+	}
+	for r := range Ranks {
+		for id, x := range dev.Results[r].Signals {
+			if x != 0 {
+				b = append(b, fmt.Sprintf("rank %d signal %d = %d", r, id, x))
+			}
+		}
+	}
+	for pi, p := range c.File.Programs {
+		for i, op := range p.Ops {
+			if op.Op == "read_signal" && i < len(o.Res.Ops[pi]) && o.Res.Ops[pi][i].Done {
+				b = append(b, fmt.Sprintf("rank %d op %d read_signal = %d", p.Rank, i, o.Res.Ops[pi][i].Value))
+			}
+		}
+	}
+	return strings.Join(b, "; ")
 }
