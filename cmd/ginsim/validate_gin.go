@@ -26,6 +26,7 @@ func newValidateGinCmd() *cobra.Command {
 	var (
 		programs                                          []string
 		backend, results, lower, cluster, fabric, execBin string
+		suite                                             string
 		asJSON                                            bool
 	)
 	c := &cobra.Command{
@@ -47,6 +48,17 @@ fabrics.txt (zero delay, and --cluster's link) for run.sh:
   bash validate/hw/native/run.sh cases      # on the GPU machine
   ginsim validate gin --program validate/hw/testdata/programs --backend hw --results results
 
+--suite conformance takes gin/verify's conformance tests instead of
+program files: every test for the proxy backend under NCCL 2.28 that the
+device harness can run (the others are listed with the reason), in
+verify's window layout. --lower writes them for run.sh; --backend hw
+judges the device's results (default: the committed run
+` + "`" + `2026-12-02-h200-conformance` + "`" + `, or --results DIR) and the model's
+(schedule 0) by each test's own rules:
+
+  ginsim validate gin --suite conformance --lower cases
+  ginsim validate gin --suite conformance --backend hw
+
 On the GPU machine itself, --exec BIN runs each program there and then (BIN
 is native/build.sh's output), two processes of GPU 0:
 
@@ -56,8 +68,17 @@ is native/build.sh's output), two processes of GPU 0:
 			"  ginsim validate gin --program validate/hw/testdata/programs --backend hw --json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if suite != "" {
+				if suite != "conformance" {
+					return Usagef("--suite: %q, want conformance", suite)
+				}
+				if len(programs) > 0 || execBin != "" {
+					return Usagef("--suite: not with --program or --exec")
+				}
+				return runConformance(cmd.OutOrStdout(), backend, results, lower, fabric, asJSON)
+			}
 			if len(programs) == 0 {
-				return Usagef("--program: a gin/prog file or a directory of them is required")
+				return Usagef("--program: a gin/prog file or a directory of them is required (or --suite conformance)")
 			}
 			if execBin != "" {
 				backend = "hw"
@@ -130,6 +151,7 @@ is native/build.sh's output), two processes of GPU 0:
 	}
 	fl := c.Flags()
 	fl.StringArrayVar(&programs, "program", nil, "gin/prog program file, or a directory of *.json program files (repeatable)")
+	fl.StringVar(&suite, "suite", "", "conformance: gin/verify's tests that the device can run, judged by the tests' own rules")
 	fl.StringVar(&backend, "backend", "sim", "sim (the model only) or hw (the model beside the device's results)")
 	fl.StringVar(&results, "results", "", "directory of the device's result files (--backend hw; default: the committed run)")
 	fl.StringVar(&lower, "lower", "", "write the executor's op lists and fabrics.txt into this directory and stop")
@@ -141,12 +163,18 @@ is native/build.sh's output), two processes of GPU 0:
 }
 
 func writeLowered(w io.Writer, dir string, cases []hw.Case, fab hw.Fabric) error {
+	return writeLoweredIn(w, dir, cases, []hw.Fabric{hw.Zero, fab}, hw.Layout{})
+}
+
+// writeLoweredIn writes each case's op list for layout l and fabrics.txt
+// with one line per fabric.
+func writeLoweredIn(w io.Writer, dir string, cases []hw.Case, fabs []hw.Fabric, l hw.Layout) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	var skipped []string
 	for _, c := range cases {
-		ops, _, err := hw.Lower(c.File)
+		ops, _, err := hw.LowerIn(c.File, l)
 		var ue *hw.UnsupportedError
 		if errors.As(err, &ue) {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", c.Path, err))
@@ -163,7 +191,10 @@ func writeLowered(w io.Writer, dir string, cases []hw.Case, fab hw.Fabric) error
 		}
 		fmt.Fprintf(w, "%s.ops\n", c.Name)
 	}
-	fabrics := "zero " + hw.Zero.Env() + "\n" + fab.Name + " " + fab.Env() + "\n"
+	var fabrics string
+	for _, fab := range fabs {
+		fabrics += fab.Name + " " + fab.Env() + "\n"
+	}
 	if err := atomicfile.Write(filepath.Join(dir, "fabrics.txt"), func(f io.Writer) error {
 		_, err := io.WriteString(f, fabrics)
 		return err

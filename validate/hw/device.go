@@ -14,6 +14,8 @@ import (
 type Device struct {
 	Results [Ranks]*RankResult
 	Traces  [Ranks]*Trace
+	// Reads are the bytes each rank's read ops read (conformance cases).
+	Reads [Ranks][]byte
 }
 
 // LoadDevice reads the results of case name with fabric fab from fsys
@@ -36,6 +38,11 @@ func LoadDevice(fsys fs.FS, name, fab string) (*Device, error) {
 			return nil, &ParseError{File: p, Line: 1, Field: "rank", Msg: fmt.Sprintf("rank %d in rank %d's file", res.Rank, r)}
 		}
 		d.Results[r] = res
+		if res.Reads > 0 {
+			if d.Reads[r], err = loadReads(fsys, p, res.Reads); err != nil {
+				return nil, err
+			}
+		}
 	}
 	traces, err := fs.Glob(fsys, name+"."+fab+".trace.*")
 	if err != nil {

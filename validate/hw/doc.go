@@ -31,7 +31,11 @@
 //     NCCL's device API (put, put_value, signal, flush, signal and counter
 //     read/wait/reset, rail GIN barriers, sleep) in a one-thread kernel and
 //     records each op's status, value and %globaltimer stamps, then the
-//     final signals, counters and window checksums (FNV-1a).
+//     final signals, counters and window checksums (FNV-1a). For the
+//     conformance cases ("fill verify") it fills windows with
+//     verify.Pattern, runs read (the window's bytes, copied on the GPU
+//     into RESULT.reads) and lsa_store (a store into the rank's own
+//     window); its waits compare as NCCL's rollingLessEq does.
 //   - ginhw_test.c: the plugin's bad-input checks (no GPU needed).
 //   - run.sh: builds the three and runs every case on two processes of GPU
 //     0 (NCCL_HOSTID=hostA/hostB, so NCCL sees two hosts and routes every
@@ -93,4 +97,17 @@
 // cluster, windows filled as the executor fills them). Compare lists the
 // disagreements (op statuses and read values, final signals, counters,
 // window contents) and Timings the timings real on both.
+//
+// # The conformance suite
+//
+// Conformance takes gin/verify's tests for the proxy backend under NCCL
+// 2.28 and keeps those the harness can run (two ranks, one program each,
+// context 0, rail GIN barriers; each other test with its reason); they are
+// lowered in verify's layout (ConfLayout: its 4 MiB window and pattern).
+// Device.VerifyOutcome turns a device run into a verify.Outcome (op values,
+// the bytes of reads, the first op that did not return), and JudgeConf
+// applies the test's own rules to it and to the model's run (verify's
+// schedule 0): a guarantee must be allowed, a non-guarantee may or may not
+// show its surprise, and a usage rule, which NCCL does not check, is
+// reported with what NCCL did.
 package hw

@@ -58,8 +58,32 @@ var hwOps = []string{"put", "put_value", "signal", "flush", "read_signal", "wait
 // device executor can run every op: two ranks, one program per rank,
 // context 0, the world team (the rail team is the world with one GPU per
 // host), indexed signals, offsets inside WindowBytes.
-func SetupOf(f *prog.File) (Setup, error) {
+func SetupOf(f *prog.File) (Setup, error) { return SetupIn(f, Layout{}) }
+
+// Layout is how a lowered program's windows are made. The zero Layout is
+// the one of --program files: WindowBytes each, filled with the
+// executor's own pattern. Verify is gin/verify's (4 MiB windows filled
+// with verify.Pattern), for which the executor also runs read and
+// lsa_store (a store into the rank's own window: peer 0 of its one-rank
+// LSA team), put_value of any size, and rail barriers with the "none"
+// fence (2.28's only level, relaxed).
+type Layout struct {
+	Verify bool
+	// Bytes is every window's size (0: WindowBytes).
+	Bytes uint64
+}
+
+func (l Layout) bytes() uint64 {
+	if l.Bytes == 0 {
+		return WindowBytes
+	}
+	return l.Bytes
+}
+
+// SetupIn is SetupOf for layout l.
+func SetupIn(f *prog.File, l Layout) (Setup, error) {
 	var s Setup
+	winBytes := l.bytes()
 	seen := map[int]bool{}
 	win := func(pi, oi int, field, name string) error {
 		if name == "" {
@@ -74,8 +98,8 @@ func SetupOf(f *prog.File) (Setup, error) {
 		return nil
 	}
 	span := func(pi, oi int, field string, off, n uint64) error {
-		if off > WindowBytes || n > WindowBytes-off {
-			return &UnsupportedError{pi, oi, field, fmt.Sprintf("%d bytes at offset %d outside the %d-byte window", n, off, WindowBytes)}
+		if off > winBytes || n > winBytes-off {
+			return &UnsupportedError{pi, oi, field, fmt.Sprintf("%d bytes at offset %d outside the %d-byte window", n, off, winBytes)}
 		}
 		return nil
 	}
@@ -90,7 +114,8 @@ func SetupOf(f *prog.File) (Setup, error) {
 		seen[p.Rank] = true
 		for oi := range p.Ops {
 			op := &p.Ops[oi]
-			if !slices.Contains(hwOps, op.Op) {
+			extra := l.Verify && (op.Op == "read" || op.Op == "lsa_store")
+			if !slices.Contains(hwOps, op.Op) && !extra {
 				return s, &UnsupportedError{pi, oi, "op", fmt.Sprintf("%s is not run on the device yet", op.Op)}
 			}
 			switch {
@@ -104,13 +129,15 @@ func SetupOf(f *prog.File) (Setup, error) {
 				return s, &UnsupportedError{pi, oi, "flags", "op flags are not passed to the device"}
 			case op.Release != nil:
 				return s, &UnsupportedError{pi, oi, "release", "release scopes are not passed to the device"}
-			case op.Op == "put_value" && op.Size != 8:
+			case op.Op == "lsa_store" && (op.Peer != 0 || op.Src != "" || op.Bytes != 0):
+				return s, &UnsupportedError{pi, oi, "peer", "lsa_store runs on the device only as a value stored into the rank's own window (peer 0)"}
+			case op.Op == "put_value" && op.Size != 8 && !(l.Verify && slices.Contains([]int{1, 2, 4}, op.Size)):
 				return s, &UnsupportedError{pi, oi, "size", "put_value of 8 bytes only"}
 			case op.Op == "barrier" && op.Kind != "rail_gin":
 				return s, &UnsupportedError{pi, oi, "kind", op.Kind + " barriers are not run on the device (NCCL 2.28 has rail GIN barriers)"}
 			case op.Op == "barrier" && op.All:
 				return s, &UnsupportedError{pi, oi, "all", "the executor uses one context"}
-			case op.Op == "barrier" && len(op.Fence) > 0:
+			case op.Op == "barrier" && len(op.Fence) > 0 && !(l.Verify && slices.Equal(op.Fence, []string{"none"})):
 				return s, &UnsupportedError{pi, oi, "fence", "NCCL 2.28 defines only the relaxed fence level"}
 			}
 			if op.Op == "barrier" {
@@ -149,6 +176,20 @@ func SetupOf(f *prog.File) (Setup, error) {
 				if err := span(pi, oi, "src_off", op.SrcOff, op.Bytes); err != nil {
 					return s, err
 				}
+			case "read":
+				if err := win(pi, oi, "src", op.Src); err != nil {
+					return s, err
+				}
+				if err := span(pi, oi, "src_off", op.SrcOff, op.Bytes); err != nil {
+					return s, err
+				}
+			case "lsa_store":
+				if err := win(pi, oi, "dst", op.Dst); err != nil {
+					return s, err
+				}
+				if err := span(pi, oi, "dst_off", op.DstOff, uint64(op.Size)); err != nil {
+					return s, err
+				}
 			case "put_value":
 				if err := win(pi, oi, "dst", op.Dst); err != nil {
 					return s, err
@@ -176,15 +217,22 @@ func SetupOf(f *prog.File) (Setup, error) {
 // compute and sleep both become a timed spin. A rail GIN barrier is
 // barrier_rail with ID its index and LEAST its memory order (0 relaxed,
 // 1 acquire, 2 release, 3 acq_rel).
-func Lower(f *prog.File) ([]byte, Setup, error) {
-	s, err := SetupOf(f)
+func Lower(f *prog.File) ([]byte, Setup, error) { return LowerIn(f, Layout{}) }
+
+// LowerIn is Lower for layout l; a Verify layout adds the line "fill
+// verify" (the executor fills windows with verify.Pattern).
+func LowerIn(f *prog.File, l Layout) ([]byte, Setup, error) {
+	s, err := SetupIn(f, l)
 	if err != nil {
 		return nil, s, err
 	}
 	var b strings.Builder
 	b.WriteString("ginhw-ops 1\n")
+	if l.Verify {
+		b.WriteString("fill verify\n")
+	}
 	for i, w := range s.Windows {
-		fmt.Fprintf(&b, "win %d %d %s\n", i, WindowBytes, w)
+		fmt.Fprintf(&b, "win %d %d %s\n", i, l.bytes(), w)
 	}
 	fmt.Fprintf(&b, "signals %d\ncounters %d\nbarriers %d\n", s.Signals, s.Counters, s.RailBarriers)
 	idx := func(name string) int { return slices.Index(s.Windows, name) }

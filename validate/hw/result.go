@@ -24,6 +24,9 @@ type RankResult struct {
 	// Done is true when the executor finished; Msg is its last word.
 	Done bool
 	Msg  string
+	// Reads is how many bytes the read ops read (in NAME.reads, 8-byte
+	// aligned each, in op order).
+	Reads uint64
 	// Stuck names the op the kernel did not get past, if any.
 	Stuck string
 }
@@ -239,6 +242,14 @@ func ParseResult(r io.Reader, file string) (*RankResult, error) {
 				return nil, err
 			}
 			res.Windows = append(res.Windows, v)
+		case "reads":
+			// The read ops' bytes are in the .reads file beside this one.
+			if err = l.want("bytes"); err != nil {
+				return nil, err
+			}
+			if res.Reads, err = l.uint(1, "bytes", 10); err != nil {
+				return nil, err
+			}
 		case "stuck":
 			res.Stuck = strings.Join(f[1:], " ")
 		case "async":

@@ -78,11 +78,11 @@ static long long wallNs() {
 // ------------------------------------------------------------------ ops
 enum Kind {
   K_PUT, K_PUT_VALUE, K_SIGNAL, K_FLUSH, K_READ_SIGNAL, K_WAIT_SIGNAL, K_RESET_SIGNAL, K_READ_COUNTER, K_WAIT_COUNTER,
-  K_RESET_COUNTER, K_SLEEP, K_BARRIER_RAIL, K_NKINDS
+  K_RESET_COUNTER, K_SLEEP, K_BARRIER_RAIL, K_READ, K_LSA_STORE, K_NKINDS
 };
 static const char* kindNames[K_NKINDS] = {"put", "put_value", "signal", "flush", "read_signal", "wait_signal",
                                           "reset_signal", "read_counter", "wait_counter", "reset_counter", "sleep",
-                                          "barrier_rail"};
+                                          "barrier_rail", "read", "lsa_store"};
 enum Status { S_OK = 0, S_TIMEOUT = 1, S_NOT_BUILT = 2 };
 
 struct Op {
@@ -100,6 +100,8 @@ struct Args {
   ncclWindow_t win[MAX_WINS];
   const Op* ops;
   int nops;
+  unsigned char* base[MAX_WINS];  // this rank's windows (read, lsa_store)
+  unsigned char* reads;           // what read ops read, at each op's value
   Rec* rec;  // mapped host memory
   volatile int* progress;
   unsigned long long waitNs;
@@ -135,6 +137,13 @@ __device__ void putValueSized(ncclGin& gin, ncclTeam team, const Args& a, const 
   }
 }
 
+// rollingLE is NCCL's rollingLessEq: a <= b modulo 2^bits, so a wait is
+// met by a value that wrapped past its threshold.
+__device__ __forceinline__ bool rollingLE(unsigned long long a, unsigned long long b, int bits) {
+  unsigned long long m = bits >= 64 ? ~0ULL : ((1ULL << bits) - 1);
+  return ((b - a) & m) <= (m >> 1);
+}
+
 __global__ void interp(Args a) {
   ncclGin gin{a.dc, 0};
   ncclTeam world = ncclTeamWorld(a.dc);
@@ -166,7 +175,7 @@ __global__ void interp(Args a) {
         // NCCL's waitSignal polls readSignal with acquire until it reaches
         // least; the same loop, bounded.
         unsigned long long v;
-        while ((v = gin.readSignal((ncclGinSignal_t)o.id, o.bits)) < o.least) {
+        while (!rollingLE(o.least, v = gin.readSignal((ncclGinSignal_t)o.id, o.bits), o.bits)) {
           if (gtime() - r.t0 > a.waitNs) { r.status = S_TIMEOUT; break; }
         }
         r.value = v;
@@ -180,7 +189,7 @@ __global__ void interp(Args a) {
         break;
       case K_WAIT_COUNTER: {
         unsigned long long v;
-        while ((v = gin.readCounter((ncclGinCounter_t)o.id, o.bits)) < o.least) {
+        while (!rollingLE(o.least, v = gin.readCounter((ncclGinCounter_t)o.id, o.bits), o.bits)) {
           if (gtime() - r.t0 > a.waitNs) { r.status = S_TIMEOUT; break; }
         }
         r.value = v;
@@ -193,6 +202,30 @@ __global__ void interp(Args a) {
         while (gtime() - r.t0 < o.ns) {
         }
         break;
+      case K_READ: {
+        // The rank's own window bytes, as a thread loads them now (not
+        // through L1: the plugin's copies wrote them behind its back).
+        const unsigned char* p = a.base[o.srcWin] + o.srcOff;
+        unsigned char* q = a.reads + o.value;
+        if (((o.srcOff | o.bytes) & 7) == 0) {
+          for (unsigned long long j = 0; j < o.bytes; j += 8)
+            *(unsigned long long*)(q + j) = __ldcv((const unsigned long long*)(p + j));
+        } else {
+          for (unsigned long long j = 0; j < o.bytes; j++) q[j] = ((volatile const unsigned char*)p)[j];
+        }
+        break;
+      }
+      case K_LSA_STORE: {
+        // A store into the rank's own window (peer 0 of its one-rank LSA team).
+        unsigned char* p = a.base[o.dstWin] + o.dstOff;
+        switch (o.size) {
+          case 1: *(volatile uint8_t*)p = (uint8_t)o.value; break;
+          case 2: *(volatile uint16_t*)p = (uint16_t)o.value; break;
+          case 4: *(volatile uint32_t*)p = (uint32_t)o.value; break;
+          default: *(volatile unsigned long long*)p = o.value; break;
+        }
+        break;
+      }
       case K_BARRIER_RAIL: {
 #ifdef GINHW_BARRIER
         // NCCL's rail GIN barrier (signals to every rail peer, then waits);
@@ -320,7 +353,8 @@ int main(int argc, char** argv) {
   if (!in) finish(2, "cannot open %s", opsPath);
   std::vector<Win> wins;
   std::vector<Op> ops;
-  int nsig = 0, ncnt = 0, nbar = 0, version = 0, line = 0, mine = 0;
+  int nsig = 0, ncnt = 0, nbar = 0, version = 0, line = 0, mine = 0, fill = 0;
+  unsigned long long nreads = 0;  // bytes the read ops read, 8-aligned each
   char buf[1024];
   while (fgets(buf, sizeof buf, in)) {
     line++;
@@ -335,6 +369,12 @@ int main(int argc, char** argv) {
       if (sscanf(buf, "%*s %d %llu %255s", &idx, &bytes, name) != 3 || idx != (int)wins.size() || idx >= MAX_WINS)
         finish(2, "%s:%d: bad win line", opsPath, line);
       wins.push_back({bytes, name});
+    } else if (!strcmp(word, "fill")) {
+      // "fill verify": gin/verify's pattern, byte i of rank r's windows is
+      // i*7 + r*101 + 13 + i/2048 (mod 256); otherwise rank*31 + w*7 + i.
+      char how[32];
+      if (sscanf(buf, "%*s %31s", how) != 1 || strcmp(how, "verify")) finish(2, "%s:%d: want fill verify", opsPath, line);
+      fill = 1;
     } else if (!strcmp(word, "signals")) {
       sscanf(buf, "%*s %d", &nsig);
     } else if (!strcmp(word, "counters")) {
@@ -363,6 +403,14 @@ int main(int argc, char** argv) {
         finish(2, "%s:%d: window %d", opsPath, line, o.dstWin);
       if (o.kind == K_PUT && (o.srcWin < 0 || o.srcWin >= (int)wins.size()))
         finish(2, "%s:%d: window %d", opsPath, line, o.srcWin);
+      if (o.kind == K_READ && (o.srcWin < 0 || o.srcWin >= (int)wins.size() || o.srcOff + o.bytes > wins[o.srcWin].bytes))
+        finish(2, "%s:%d: read outside window %d", opsPath, line, o.srcWin);
+      if (o.kind == K_LSA_STORE && (o.dstWin < 0 || o.dstWin >= (int)wins.size() || o.dstOff + 8 > wins[o.dstWin].bytes))
+        finish(2, "%s:%d: lsa_store outside window %d", opsPath, line, o.dstWin);
+      if (o.kind == K_READ) {
+        o.value = nreads;
+        nreads += (o.bytes + 7) & ~7ULL;
+      }
       if (o.bits == 0) o.bits = (o.kind == K_READ_COUNTER || o.kind == K_WAIT_COUNTER) ? 56 : 64;
       ops.push_back(o);
     } else if (!strcmp(word, "end")) {
@@ -416,7 +464,8 @@ int main(int argc, char** argv) {
   for (size_t w = 0; w < wins.size(); w++) {
     NCK(ncclMemAlloc(&bufs[w], wins[w].bytes));
     std::vector<unsigned char> init(wins[w].bytes);
-    for (size_t i = 0; i < init.size(); i++) init[i] = (unsigned char)(rank * 31 + w * 7 + i);
+    for (size_t i = 0; i < init.size(); i++)
+      init[i] = fill ? (unsigned char)(i * 7 + rank * 101 + 13 + (i >> 11)) : (unsigned char)(rank * 31 + w * 7 + i);
     CUCK(cudaMemcpy(bufs[w], init.data(), init.size(), cudaMemcpyHostToDevice));
     NCK(ncclCommWindowRegister(comm, bufs[w], wins[w].bytes, &hwins[w], NCCL_WIN_COLL_SYMMETRIC));
   }
@@ -449,6 +498,8 @@ int main(int argc, char** argv) {
   for (size_t w = 0; w < wins.size(); w++) a.win[w] = hwins[w];
   a.ops = dops;
   a.nops = (int)ops.size();
+  for (size_t w = 0; w < wins.size(); w++) a.base[w] = (unsigned char*)bufs[w];
+  CUCK(cudaMalloc((void**)&a.reads, nreads + 8));
   a.rec = rec;
   a.progress = progress;
   a.waitNs = waitNs;
@@ -478,6 +529,16 @@ int main(int argc, char** argv) {
            cudaGetErrorString(q), reached, (int)ops.size(), ncclGetErrorString(ae));
   }
   LOG("program of %d ops done in %.3f s", (int)ops.size(), nowS() - t);
+  if (nreads > 0) {
+    // The read ops' bytes, in op order, beside the result file.
+    std::vector<unsigned char> h(nreads);
+    CUCK(cudaMemcpy(h.data(), a.reads, nreads, cudaMemcpyDeviceToHost));
+    std::string rp = std::string(resPath) + ".reads";
+    FILE* rf = fopen(rp.c_str(), "wb");
+    if (!rf || fwrite(h.data(), 1, h.size(), rf) != h.size()) finish(1, "cannot write %s", rp.c_str());
+    fclose(rf);
+    fprintf(gRes, "reads %llu\n", nreads);
+  }
 
   calibrate(progress, s);
 
