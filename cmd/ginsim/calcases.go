@@ -28,7 +28,7 @@ import (
 //	    # or instead of trace: gen: {model: deepseek-v3, ep: 16, tokens: 128, routing: uniform}
 //	    mode: ll                    # replay --mode (default ll)
 //	    backend: gdaki              # replay --backend (default gdaki)
-//	    nvlink: false
+//	    rdma_only: true             # pure RDMA, as the published tables (default: the library's NVLink path)
 //	    layers: 1                   # steps to replay (default 1)
 //	    rows:
 //	      - {metric: dispatch_us, published: 171.0, source: "our run, 2026-11"}
@@ -38,16 +38,19 @@ type casesFile struct {
 }
 
 type fileCase struct {
-	Name    string    `yaml:"name"`
-	What    string    `yaml:"what"`
-	Cluster string    `yaml:"cluster"`
-	Trace   string    `yaml:"trace"`
-	Gen     *fileGen  `yaml:"gen"`
-	Mode    string    `yaml:"mode"`
-	Backend string    `yaml:"backend"`
-	NVLink  bool      `yaml:"nvlink"`
-	Layers  int       `yaml:"layers"`
-	Rows    []fileRow `yaml:"rows"`
+	Name    string   `yaml:"name"`
+	What    string   `yaml:"what"`
+	Cluster string   `yaml:"cluster"`
+	Trace   string   `yaml:"trace"`
+	Gen     *fileGen `yaml:"gen"`
+	Mode    string   `yaml:"mode"`
+	Backend string   `yaml:"backend"`
+	// NVLink is the library's default (kept for old files); RDMAOnly
+	// is replay's --rdma-only.
+	NVLink   bool      `yaml:"nvlink"`
+	RDMAOnly bool      `yaml:"rdma_only"`
+	Layers   int       `yaml:"layers"`
+	Rows     []fileRow `yaml:"rows"`
 }
 
 type fileGen struct {
@@ -159,6 +162,13 @@ func loadCases(path string, builtin []string) ([]calCase, error) {
 		if c.Layers < 0 {
 			return nil, bad(at("layers"), f("layers"), "%d must not be negative", c.Layers)
 		}
+		if c.RDMAOnly && c.NVLink {
+			return nil, bad(at("rdma_only"), f("rdma_only"), "contradicts nvlink: true; give one")
+		}
+		if c.RDMAOnly && (c.Mode == replay.ModeHT || c.Mode == replay.ModeV2Hybrid) && c.Backend != replay.BackendNCCL {
+			return nil, bad(at("rdma_only"), f("rdma_only"), "--mode %s forwards over NVLink inside the node by design; "+
+				"rdma_only applies to ll, v2-direct, v2 on one node, ncclep and backend nccl", c.Mode)
+		}
 		spec, ok := machine.Preset(c.Cluster)
 		if !ok {
 			p := c.Cluster
@@ -222,7 +232,7 @@ func fileCalCase(c fileCase, spec machine.Spec, tr *traces.Trace) calCase {
 		what = fmt.Sprintf("%s over %s, %s (cases file)", c.Mode, c.Backend, c.Cluster)
 	}
 	return calCase{c.Name, what, func(seed uint64) ([]calRow, error) {
-		rep, err := replay.Run(tr, spec, replay.Options{Mode: c.Mode, Backend: c.Backend, NVLink: c.NVLink, Seed: seed,
+		rep, err := replay.Run(tr, spec, replay.Options{Mode: c.Mode, Backend: c.Backend, NVLink: c.NVLink, RDMAOnly: c.RDMAOnly, Seed: seed,
 			Layers: c.Layers, Backends: ginBackends})
 		if err != nil {
 			return nil, err

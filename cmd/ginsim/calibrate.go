@@ -149,8 +149,11 @@ func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*replay.Repo
 	if !ok {
 		return nil, fmt.Errorf("no %s preset", preset)
 	}
-	return replay.Run(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, Seed: seed, Layers: 1,
-		Backends: ginBackends})
+	// The published LL figures are pure-RDMA runs (test_low_latency.py
+	// --disable-nvlink on one node): LL runs RDMA only, not its library's
+	// default NVLink path. HT has one path.
+	return replay.Run(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, RDMAOnly: mode == replay.ModeLL,
+		Seed: seed, Layers: 1, Backends: ginBackends})
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -63,9 +63,14 @@ forwarding inside the node) when EP spans several nodes, the direct kernels
 --mode v2-direct (allow_hybrid_mode=False) and --mode v2-hybrid (two or more
 nodes) force one.
 
---mode ncclep runs NCCL EP's low-latency kernels as the library does by
-default: NVLink (LSA) stores to the GPUs of the same node, RDMA to the rest;
---rdma-only sends everything through the NICs (ep_bench --disable-nvlink).
+Every mode runs as its library does by default. DeepEP V1 LL (Buffer
+allow_nvlink_for_low_latency_mode=True), V2's direct kernels, NCCL EP and the
+NCCL baseline (--backend nccl: P2P transport and PXN) send to the GPUs of the
+same node over NVLink and to the rest over RDMA; the header says which path
+ran. --rdma-only (alias --disable-nvlink, DeepEP's and ep_bench's name) sends
+everything through the NICs: the pure-RDMA runs of the published tables.
+--nvlink is the default and changes nothing. HT and V2's hybrid kernels
+forward over NVLink inside the node by design and take no --rdma-only.
 
 TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
 Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
@@ -75,6 +80,7 @@ Output files are written only when the run succeeds.`,
   ginsim replay --layers 1 --timeline tl.json --plot recv.svg
   ginsim replay --layers 1 --plot-breakdown breakdown.svg
   ginsim replay trace.jsonl.gz --mode v2-direct
+  ginsim replay --rdma-only
   ginsim replay --seeds 8 --backend proxy`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, &f) },
@@ -83,8 +89,10 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.cluster, "cluster", "h100-ib", "cluster preset name or YAML file")
 	fl.StringVar(&f.backend, "backend", replay.BackendGDAKI, "GIN backend: "+strings.Join(replay.Backends, "|"))
 	fl.StringVar(&f.mode, "mode", replay.ModeLL, "traffic pattern: "+strings.Join(replay.Modes, "|"))
-	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA) instead of RDMA (--mode ncclep does by default)")
-	fl.BoolVar(&f.rdmaOnly, "rdma-only", false, "--mode ncclep: send intra-node traffic over RDMA too, as NCCL EP's ep_bench --disable-nvlink")
+	fl.BoolVar(&f.nvlink, "nvlink", false, "send intra-node traffic over NVLink (LSA, NCCL's P2P): the default of ll, v2-direct, ncclep and --backend nccl, so it changes nothing")
+	fl.BoolVar(&f.rdmaOnly, "rdma-only", false, "send intra-node traffic through the NICs too (ll, v2-direct, ncclep, --backend nccl): the published pure-RDMA tables, as DeepEP's and ep_bench's --disable-nvlink, NCCL_P2P_DISABLE=1")
+	fl.BoolVar(&f.rdmaOnly, "disable-nvlink", false, "alias of --rdma-only")
+	_ = fl.MarkHidden("disable-nvlink")
 	fl.IntVar(&f.sms, "sms", 0, "the library's SM count instead of its default: V1 HT num_sms (even; default 24 as DeepEP's test_internode.py), V2 num_sms (default get_theoretical_num_sms), NCCL EP max_num_sms (default the device's); not --mode ll")
 	fl.IntVar(&f.sms, "num-sms", 0, "alias of --sms")
 	fl.IntVar(&f.qps, "num-qps-per-rank", 0, "num_qps_per_rank of DeepEP's Buffer and NCCL EP's ep_bench, --mode ll and ncclep: one GIN context per local expert (0: the libraries' default, num_experts / num_ranks, the one value modelled)")
@@ -158,8 +166,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.rdmaOnly && f.nvlink {
 		return Usagef("--rdma-only and --nvlink contradict each other; give one")
 	}
-	if f.rdmaOnly && f.mode != replay.ModeNCCLEP {
-		return Usagef("--rdma-only applies to --mode %s only (NCCL EP's default uses NVLink inside the node; the other modes' default is given by --nvlink)", replay.ModeNCCLEP)
+	if f.rdmaOnly && (f.mode == replay.ModeHT || f.mode == replay.ModeV2Hybrid) && f.backend != replay.BackendNCCL {
+		return Usagef("--rdma-only: --mode %s forwards over NVLink inside the node by design and has no pure-RDMA path; "+
+			"--rdma-only applies to ll, v2-direct (and v2 on one node), ncclep and --backend nccl", f.mode)
 	}
 	if f.sms < 0 {
 		return Usagef("--sms %d must not be negative", f.sms)
@@ -353,12 +362,13 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 
 // usageIf makes the replay errors that bad input causes usage errors
 // (exit 2): a --num-qps-per-rank the trace's experts refuse, a trace of
-// counts records for a mode that needs routes.
+// counts records for a mode that needs routes, --rdma-only for v2 where it
+// picks the hybrid kernels.
 func usageIf(err error) error {
 	switch {
 	case errors.Is(err, replay.ErrQPsPerRank):
 		return &UsageError{Err: fmt.Errorf("--num-qps-per-rank: %w", err)}
-	case errors.Is(err, replay.ErrNeedsRoutes):
+	case errors.Is(err, replay.ErrNeedsRoutes), errors.Is(err, replay.ErrNoRDMAOnly):
 		return &UsageError{Err: err}
 	}
 	return err

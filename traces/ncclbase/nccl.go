@@ -62,8 +62,8 @@ import (
 // they copy the chunk into the output and return the slot (head, host
 // memory), which the proxy reads before posting the next receive.
 //
-// PXN (NCCL_P2P_PXN_LEVEL=2, the default; --nvlink only: NCCL_P2P_DISABLE
-// removes the NVLink paths it needs). ncclTopoGetNetDev sends to a remote
+// PXN (NCCL_P2P_PXN_LEVEL=2, the default; not with --rdma-only:
+// NCCL_P2P_DISABLE removes the NVLink paths it needs). ncclTopoGetNetDev sends to a remote
 // rank from the NIC of the local GPU with the destination's local index —
 // the destination's rail — through that GPU (the intermediate) when NVLink
 // joins the two GPUs and GDR reaches its NIC. The send connection's proxy
@@ -87,10 +87,11 @@ import (
 // under PXN (NetP2PLL only) stores its lines into host memory that the
 // intermediate's NIC reads: no NVLink on that path.
 //
-// P2P transport. Same-node peers with --nvlink use it in write mode (Hopper
-// has P2P read off): Simple send warps copy the chunk over NVLink into the
-// receiver's FIFO, fence and store the tail into the receiver's memory; the
-// receiver copies out and stores the head back over NVLink. No proxy.
+// P2P transport. Same-node peers use it by default (not with --rdma-only),
+// in write mode (Hopper has P2P read off): Simple send warps copy the
+// chunk over NVLink into the receiver's FIFO, fence and store the tail
+// into the receiver's memory; the receiver copies out and stores the head
+// back over NVLink. No proxy.
 //
 // No LL128, as in NCCL: p2p operations pick LL or Simple only
 // (enqueue.cc, NCCL_P2P_LL_THRESHOLD), and the counts all-gather is small
@@ -190,7 +191,8 @@ type Config struct {
 	// PXNLevel is NCCL_P2P_PXN_LEVEL (2: use PXN as much as possible to
 	// maximise aggregation; 1: when needed; 0: never). On an HGX node a
 	// GPU reaches another GPU's NIC only through the CPU, so levels 1 and
-	// 2 pick the same intermediate; PXN needs the NVLink paths (--nvlink).
+	// 2 pick the same intermediate; PXN needs the NVLink paths (off with
+	// --rdma-only).
 	PXNLevel int
 	// SharedComms is NCCL_NET_SHARED_COMMS (1): the p2p connections of all
 	// local ranks through one NIC to one remote rank on one channel share
@@ -999,9 +1001,10 @@ func (w *Workload) receivers() []int {
 
 // Note is replay's note on what the nccl backend models.
 func Note(nvlink bool) string {
-	intra := "same-node peers also through the NIC (as NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; --nvlink: P2P transport, NVLink copies, no proxy)"
+	intra := "--rdma-only: same-node peers also through the NIC (as NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; NCCL's default, " +
+		"without --rdma-only: P2P transport, NVLink copies, no proxy)"
 	pxn := "no PXN: with NCCL_P2P_DISABLE=1 NCCL has no NVLink path to another GPU's NIC, so every rank sends from its own NIC and " +
-		"cross-rail sends cross the spine (--nvlink models NCCL's default PXN)"
+		"cross-rail sends cross the spine (NCCL's default, without --rdma-only, is PXN)"
 	if nvlink {
 		intra = "same-node peers over NCCL's P2P transport (write mode: NVLink copy into the peer's FIFO, tail/head over NVLink, no proxy)"
 		pxn = "PXN (NCCL_P2P_PXN_LEVEL=2): a send to a remote-node rank with another local index is copied over NVLink into the " +

@@ -17,7 +17,7 @@ import (
 func ncclReplay(t *testing.T, tr *traces.Trace, nvlink bool, seed uint64) *Report {
 	spec, ok := machine.Preset("h100-ib")
 	require.True(t, ok)
-	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: seed, Layers: 1,
+	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, RDMAOnly: !nvlink, Seed: seed, Layers: 1,
 		TraceName: "tiny"})
 	require.NoError(t, err)
 	return rep
@@ -153,7 +153,7 @@ func TestNCCLSlowerThanGDAKI(t *testing.T) {
 }
 
 // The report says how NCCL moved each phase: every send is P2P or NET;
-// without --nvlink everything is NET with no PXN and no LL (NET has no LL
+// with --rdma-only everything is NET with no PXN and no LL (NET has no LL
 // buffers by default); with it the same-node sends are P2P, remote sends
 // on another rail go through PXN and small P2P sends run LL. GIN
 // workloads carry no NCCL facts.
@@ -161,7 +161,7 @@ func TestNCCLFacts(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 16, 8)
 	for _, nvlink := range []bool{false, true} {
-		rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, Seed: 1, Layers: 1, Backends: backends})
+		rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendNCCL, NVLink: nvlink, RDMAOnly: !nvlink, Seed: 1, Layers: 1, Backends: backends})
 		require.NoError(t, err)
 		for i, f := range []*workload.NCCLFacts{rep.Layers[0].Dispatch.NCCL, rep.Layers[0].Combine.NCCL} {
 			require.NotNil(t, f)

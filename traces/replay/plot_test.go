@@ -82,11 +82,11 @@ func TestPlotsReadWell(t *testing.T) {
 	assert.ErrorContains(t, err, `plot format "gif"`)
 }
 
-// tinyReport replays a small trace.
+// tinyReport replays a small trace, RDMA only (its breakdown has a NIC).
 func tinyReport(t *testing.T) *Report {
 	t.Helper()
 	spec, _ := machine.Preset("h100-ib")
-	rep, err := Run(tinyTrace(t, 8, 4), spec, Options{Mode: ModeLL, Backend: BackendProxy, Seed: 1, Backends: backends})
+	rep, err := Run(tinyTrace(t, 8, 4), spec, Options{Mode: ModeLL, Backend: BackendProxy, RDMAOnly: true, Seed: 1, Backends: backends})
 	require.NoError(t, err)
 	return rep
 }

@@ -53,13 +53,19 @@ var (
 type Options struct {
 	Mode    string
 	Backend string
-	// NVLink sends intra-node traffic over NVLink (LSA stores) instead of
-	// RDMA loopback through the NIC. ModeNCCLEP sets it unless RDMAOnly.
+	// NVLink asks for NVLink (LSA stores, NCCL's P2P transport) to the
+	// peers of the node. It is the default of every mode whose library
+	// has the choice (see NVLinkChoice), so setting it changes nothing
+	// there; it only contradicts RDMAOnly. HT and V2 hybrid forward over
+	// NVLink inside the node whatever it says.
 	NVLink bool
 	// RDMAOnly sends every put through a NIC, intra-node ones included:
-	// NCCL EP's LL without LSA (ep_bench --disable-nvlink, which sets
-	// NCCL_P2P_DISABLE; NVIDIA/nccl contrib/nccl_ep/ep_bench.cu:2837).
-	// Only ModeNCCLEP uses NVLink by default; the other modes ignore it.
+	// the pure-RDMA runs of the published tables. DeepEP V1 LL's
+	// test_low_latency.py --disable-nvlink (Buffer
+	// allow_nvlink_for_low_latency_mode=False), NCCL EP's ep_bench
+	// --disable-nvlink (NCCL_P2P_DISABLE=1; NVIDIA/nccl
+	// contrib/nccl_ep/ep_bench.cu:2837), NCCL with NCCL_P2P_DISABLE=1
+	// (no P2P, no PXN). Only the modes of NVLinkChoice take it.
 	RDMAOnly bool
 	// SMs is the library's SM count in place of its default (0: the
 	// default): V1 HT's num_sms (Params.HTSMs), V2's num_sms, NCCL EP's
@@ -155,6 +161,33 @@ func qpsError(want, local int) error {
 		"(DeepEP's test_low_latency.py and NCCL EP's ep_bench default); sharing a QP between experts: %w", want, local, ErrQPsPerRank)
 }
 
+// NVLinkChoice reports whether kernel (a mode, v2 resolved) over backend
+// chooses between NVLink and the NIC for the peers of its node: DeepEP V1
+// LL, V2 direct, NCCL EP and the NCCL baseline, whose libraries all use
+// NVLink by default and RDMA with RDMAOnly. DeepEP V1 HT and V2 hybrid
+// forward over NVLink inside the node by design and have no pure-RDMA
+// path.
+func NVLinkChoice(kernel, backend string) bool {
+	return backend == BackendNCCL || kernel == ModeLL || kernel == ModeV2Direct || kernel == ModeNCCLEP
+}
+
+// ErrNoRDMAOnly is the error of RDMAOnly with kernels that have no
+// pure-RDMA path.
+var ErrNoRDMAOnly = errors.New("no pure-RDMA path")
+
+// errNoRDMAOnly says why kernel takes no RDMAOnly.
+func errNoRDMAOnly(kernel string, nodes int) error {
+	if kernel == ModeHT {
+		return fmt.Errorf("replay: rdma-only: DeepEP V1 HT forwards over NVLink inside the node by design: %w", ErrNoRDMAOnly)
+	}
+	if nodes == 0 {
+		return fmt.Errorf("replay: rdma-only: DeepEP V2's hybrid kernels forward over NVLink inside the node by design "+
+			"(--mode %s runs the direct kernels, which take rdma-only): %w", ModeV2Direct, ErrNoRDMAOnly)
+	}
+	return fmt.Errorf("replay: rdma-only: DeepEP V2's hybrid kernels, the ones v2 picks on %d nodes, forward over NVLink "+
+		"inside the node by design (--mode %s runs the direct kernels, which take rdma-only): %w", nodes, ModeV2Direct, ErrNoRDMAOnly)
+}
+
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
 
@@ -197,6 +230,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
+	}
+	if o.RDMAOnly && o.Mode != ModeV2 && !NVLinkChoice(o.Mode, o.Backend) {
+		return errNoRDMAOnly(o.Mode, 0)
 	}
 	if o.QPsPerRank < 0 {
 		return fmt.Errorf("replay: qps-per-rank %d must not be negative", o.QPsPerRank)
@@ -258,11 +294,15 @@ func Run(tr *traces.Trace, spec machine.Spec, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: backend nccl replays the all-to-all-v of every selection; use --mode ll")
 	}
 	opt.kernel = opt.Mode
-	if opt.Mode == ModeNCCLEP && !opt.RDMAOnly {
-		opt.NVLink = true // NCCL EP's default: LSA for LSA-reachable peers
-	}
 	if opt.Mode == ModeV2 {
 		opt.kernel = V2Kernels(nodes)
+	}
+	switch {
+	case NVLinkChoice(opt.kernel, opt.Backend):
+		// Every library's default: NVLink to the peers of the node.
+		opt.NVLink = !opt.RDMAOnly
+	case opt.RDMAOnly:
+		return nil, errNoRDMAOnly(opt.kernel, nodes)
 	}
 	if opt.kernel == ModeV2Hybrid && (nodes < 2 || tr.EP()%spec.GPUsPerNode != 0) {
 		return nil, fmt.Errorf("replay: --mode %s needs EP over two or more whole nodes (EP %d on %d-GPU nodes): "+

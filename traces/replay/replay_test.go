@@ -47,9 +47,9 @@ func TestReplayTiny(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := tinyTrace(t, c.ep, 4)
-			// ncclep's rows without nvlink are its pure-RDMA runs.
+			// The rows without nvlink are the pure-RDMA runs.
 			rep, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
-				RDMAOnly: c.mode == ModeNCCLEP && !c.nvlink, Seed: 1, TraceName: "tiny", Backends: backends})
+				RDMAOnly: !c.nvlink, Seed: 1, TraceName: "tiny", Backends: backends})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
 			l := rep.Layers[0]
@@ -83,34 +83,74 @@ func TestReplayTiny(t *testing.T) {
 	}
 }
 
-func TestReplayNVLinkFaster(t *testing.T) {
+// Every mode whose library chooses sends to the GPUs of its node over
+// NVLink by default, as the library does (DeepEP V1 LL's Buffer
+// allow_nvlink_for_low_latency_mode=True, V2's and NCCL EP's LSA stores,
+// NCCL's P2P transport); RDMAOnly sends everything through the NICs, the
+// published pure-RDMA runs. NVLink asks for the default. HT and V2 hybrid
+// have no pure-RDMA path.
+func TestEveryModeDefaultsToNVLink(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	tr := tinyTrace(t, 8, 32)
-	rdma, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, Backends: backends})
-	require.NoError(t, err)
-	nvl, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, NVLink: true, Seed: 1, Backends: backends})
-	require.NoError(t, err)
-	assert.Zero(t, nvl.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
-	assert.Less(t, nvl.DispatchUS, rdma.DispatchUS)
+	for _, c := range []struct{ mode, backend string }{
+		{ModeLL, BackendGDAKI}, {ModeLL, BackendProxy}, {ModeV2Direct, BackendGDAKI}, {ModeV2, BackendGDAKI},
+		{ModeNCCLEP, BackendGDAKI}, {ModeLL, BackendNCCL},
+	} {
+		name := c.mode + "/" + c.backend
+		run := func(o Options) *Report {
+			o.Mode, o.Backend, o.Seed, o.Layers, o.Backends = c.mode, c.backend, 1, 1, backends
+			rep, err := Run(tr, spec, o)
+			require.NoError(t, err, name)
+			return rep
+		}
+		def := run(Options{})
+		assert.True(t, def.NVLink, name)
+		assert.False(t, def.RDMAOnly, name)
+		assert.Zero(t, def.Layers[0].Dispatch.RDMABytes, "%s: EP8 in one node: nothing through the NIC", name)
+		asked := run(Options{NVLink: true})
+		assert.Equal(t, def.Layers, asked.Layers, "%s: NVLink is the default", name)
+		rdma := run(Options{RDMAOnly: true})
+		assert.False(t, rdma.NVLink, name)
+		assert.True(t, rdma.RDMAOnly, name)
+		assert.Positive(t, rdma.Layers[0].Dispatch.RDMABytes, name)
+		assert.Less(t, def.DispatchUS, rdma.DispatchUS, name)
+		_, err := Run(tr, spec, Options{Mode: c.mode, Backend: c.backend, RDMAOnly: true, NVLink: true})
+		assert.ErrorContains(t, err, "contradict", name)
+	}
+	for _, mode := range []string{ModeHT, ModeV2Hybrid} {
+		_, err := Run(tinyTrace(t, 16, 2), spec, Options{Mode: mode, Backend: BackendGDAKI, RDMAOnly: true, Backends: backends})
+		assert.ErrorIs(t, err, ErrNoRDMAOnly, mode)
+	}
+	// v2 picks the hybrid kernels on two nodes.
+	_, err := Run(tinyTrace(t, 16, 2), spec, Options{Mode: ModeV2, Backend: BackendGDAKI, RDMAOnly: true, Backends: backends})
+	assert.ErrorIs(t, err, ErrNoRDMAOnly)
+	assert.ErrorContains(t, err, "2 nodes")
 }
 
-// NCCL EP sends to the GPUs of its node over LSA by default (its
-// low_latency.cu); RDMAOnly sends everything through the NICs.
-func TestNCCLEPDefaultsToLSA(t *testing.T) {
+// The header names the path that ran, says whether it is the library's
+// default and which flag gives the other.
+func TestHeaderSaysThePath(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
-	tr := tinyTrace(t, 8, 32)
-	def, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, Seed: 1, Backends: backends})
-	require.NoError(t, err)
-	assert.True(t, def.NVLink)
-	assert.Zero(t, def.Layers[0].Dispatch.RDMABytes, "EP8 in one node: nothing through the NIC")
-	rdma, err := Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, Seed: 1, Backends: backends})
-	require.NoError(t, err)
-	assert.False(t, rdma.NVLink)
-	assert.True(t, rdma.RDMAOnly)
-	assert.Positive(t, rdma.Layers[0].Dispatch.RDMABytes)
-	assert.Less(t, def.DispatchUS, rdma.DispatchUS)
-	_, err = Run(tr, spec, Options{Mode: ModeNCCLEP, Backend: BackendGDAKI, RDMAOnly: true, NVLink: true})
-	assert.ErrorContains(t, err, "contradict")
+	tr := tinyTrace(t, 16, 2)
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Mode: ModeLL, Backend: BackendGDAKI}, "NVLink inside the node (the library's default: DeepEP's Buffer(allow_nvlink_for_low_latency_mode=True); --rdma-only for pure RDMA"},
+		{Options{Mode: ModeLL, Backend: BackendGDAKI, RDMAOnly: true}, "RDMA only (--rdma-only, as the published pure-RDMA tables; the library's default is NVLink inside the node"},
+		{Options{Mode: ModeV2Direct, Backend: BackendGDAKI}, "NVLink inside the node (the library's default: DeepEP V2's LSA stores"},
+		{Options{Mode: ModeV2, Backend: BackendGDAKI}, "NVLink forwarding inside the node (DeepEP V2 hybrid's only path)"},
+		{Options{Mode: ModeNCCLEP, Backend: BackendProxy, RDMAOnly: true}, "RDMA only (--rdma-only, as the published pure-RDMA tables; the library's default is NVLink inside the node: NCCL EP's LSA"},
+		{Options{Mode: ModeLL, Backend: BackendNCCL}, "NVLink inside the node (the library's default: NCCL's P2P transport and PXN; --rdma-only"},
+	} {
+		c.o.Seed, c.o.Layers, c.o.Backends = 1, 1, backends
+		rep, err := Run(tr, spec, c.o)
+		require.NoError(t, err)
+		var b strings.Builder
+		require.NoError(t, rep.WriteTable(&b))
+		head, _, _ := strings.Cut(b.String(), "\n\n")
+		assert.Contains(t, head, c.want)
+	}
 }
 
 // Same trace, same seed: byte-identical reports, for every GIN workload.
@@ -156,7 +196,8 @@ func TestReplayCalibrationLL(t *testing.T) {
 	tr, err := traces.OpenExample("deepseek-v3-ll-ep8-288e.jsonl.gz")
 	require.NoError(t, err)
 	spec, _ := machine.Preset("h100-ib")
-	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, Seed: 1, TraceName: "ep8-288e", Backends: backends})
+	// The paper's row is a pure-RDMA run.
+	rep, err := Run(tr, spec, Options{Mode: ModeLL, Backend: BackendGDAKI, RDMAOnly: true, Seed: 1, TraceName: "ep8-288e", Backends: backends})
 	require.NoError(t, err)
 	t.Logf("EP8 LL GDAKI: dispatch %.1f us (paper 160.8), combine %.1f us (paper 302.8)", rep.DispatchUS, rep.CombineUS)
 }
@@ -166,8 +207,11 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // The LL family's report and timeline are pinned by their sha256 in
 // testdata/golden-ll.txt: DeepEP V1 LL and NCCL EP over GDAKI and Proxy,
-// with and without --nvlink, and the NCCL baseline. Their process-free
-// sender warps replaced process closures that gave the same hashes.
+// RDMA only (rdma) and NVLink, and the NCCL baseline. Their process-free
+// sender warps replaced process closures that gave the same hashes. The
+// ll and nccl rows without nvlink were the default before NVLink became
+// it; they set RDMAOnly, which adds "rdma_only": true to their reports
+// and changes nothing else. The ncclep rows are NCCL EP's default (LSA).
 func TestLLGolden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	var got strings.Builder
@@ -176,19 +220,20 @@ func TestLLGolden(t *testing.T) {
 		tr      *traces.Trace
 		mode    string
 		nvlink  bool
+		rdma    bool
 		backend string
 	}{
-		{"ll-gdaki-ep8", tinyTrace(t, 8, 160), ModeLL, false, BackendGDAKI},
-		{"ll-gdaki-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, BackendGDAKI},
-		{"ncclep-gdaki-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendGDAKI},
-		{"ll-proxy-ep8", tinyTrace(t, 8, 160), ModeLL, false, BackendProxy},
-		{"ll-proxy-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, BackendProxy},
-		{"ncclep-proxy-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, BackendProxy},
-		{"ll-nccl-ep16", tinyTrace(t, 16, 32), ModeLL, false, BackendNCCL},
+		{"ll-gdaki-ep8", tinyTrace(t, 8, 160), ModeLL, false, true, BackendGDAKI},
+		{"ll-gdaki-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, false, BackendGDAKI},
+		{"ncclep-gdaki-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, false, BackendGDAKI},
+		{"ll-proxy-ep8", tinyTrace(t, 8, 160), ModeLL, false, true, BackendProxy},
+		{"ll-proxy-ep16-nvlink", tinyTrace(t, 16, 32), ModeLL, true, false, BackendProxy},
+		{"ncclep-proxy-ep16", tinyTrace(t, 16, 32), ModeNCCLEP, false, false, BackendProxy},
+		{"ll-nccl-ep16", tinyTrace(t, 16, 32), ModeLL, false, true, BackendNCCL},
 	} {
 		var tl bytes.Buffer
 		tw := timeline.NewWriter(&tl)
-		rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, Backend: c.backend, Seed: 1, Layers: 1,
+		rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, RDMAOnly: c.rdma, Backend: c.backend, Seed: 1, Layers: 1,
 			Backends: backends, Timeline: tw})
 		require.NoError(t, err, c.name)
 		require.NoError(t, tw.Close(), c.name)

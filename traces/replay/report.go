@@ -23,8 +23,8 @@ type Report struct {
 	Mode    string `json:"mode"`
 	Backend string `json:"backend"`
 	NVLink  bool   `json:"nvlink"`
-	// RDMAOnly is set when --rdma-only turned off a library's default
-	// NVLink path (ncclep).
+	// RDMAOnly is set when --rdma-only turned off the library's default
+	// NVLink path (ll, v2-direct, ncclep and the nccl backend).
 	RDMAOnly bool `json:"rdma_only,omitempty"`
 	// SMs is the SM count given with --sms (absent: the library's own).
 	SMs     int    `json:"sms,omitempty"`
@@ -197,21 +197,35 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return err
 }
 
+// pathHeader says which intra-node path ran, whether it is the library's
+// default, and which flag gives the other one.
+func (r *Report) pathHeader() string {
+	lib := map[string]string{
+		ModeLL:       "DeepEP's Buffer(allow_nvlink_for_low_latency_mode=True)",
+		ModeV2Direct: "DeepEP V2's LSA stores to the peers of the node",
+		ModeNCCLEP:   "NCCL EP's LSA stores to the peers of the node",
+	}[r.Mode]
+	if r.Backend == BackendNCCL {
+		lib = "NCCL's P2P transport and PXN"
+	}
+	switch {
+	case r.Mode == ModeHT:
+		return "RDMA between rails, NVLink forwarding inside the node (DeepEP HT's only path)"
+	case r.Mode == ModeV2Hybrid:
+		return "RDMA between rail peers, NVLink forwarding inside the node (DeepEP V2 hybrid's only path)"
+	case r.RDMAOnly:
+		return "RDMA only (--rdma-only, as the published pure-RDMA tables; the library's default is NVLink inside the node: " + lib + ")"
+	case r.NVLink:
+		return "NVLink inside the node (the library's default: " + lib + "; --rdma-only for pure RDMA, as the published tables)"
+	}
+	return "RDMA only"
+}
+
 // WriteTable writes a per-layer table and a summary for people.
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "trace %s  model %s (H %d, top-%d, %d experts)  EP %d on %d nodes (%s)\n",
 		r.Trace, r.Model, r.Hidden, r.TopK, r.Experts, r.EP, r.Nodes, r.Cluster)
-	nv := "RDMA only"
-	switch {
-	case r.Mode == ModeHT:
-		nv = "RDMA between rails, NVLink forwarding inside the node"
-	case r.Mode == ModeNCCLEP && r.RDMAOnly:
-		nv = "RDMA only (--rdma-only; NCCL EP's default is NVLink inside the node)"
-	case r.Mode == ModeNCCLEP:
-		nv = "NVLink inside the node (NCCL EP's default; --rdma-only for RDMA only)"
-	case r.NVLink:
-		nv = "NVLink inside the node"
-	}
+	nv := r.pathHeader()
 	sms := ""
 	switch {
 	case r.SMs > 0:

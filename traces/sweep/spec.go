@@ -55,10 +55,14 @@ type Settings struct {
 	Cluster   string `json:"cluster"`
 	Mode      string `json:"mode"`
 	Backend   string `json:"backend"`
-	NVLink    bool   `json:"nvlink"`
+	// NVLink is the intra-node path: for ll, v2-direct (v2 on one node)
+	// and backend nccl the path that runs, true (the library's default)
+	// unless RDMAOnly; ncclep and the rest take it as replay's --nvlink.
+	NVLink bool `json:"nvlink"`
 	// RDMAOnly and SMs are replay's --rdma-only and --sms (0: the
 	// library's default SM count); omitted when unset, so that a point
-	// that sets neither keeps its ID.
+	// that sets neither keeps its ID. The ID leaves RDMAOnly out where
+	// NVLink says the path (see pointID).
 	RDMAOnly  bool   `json:"rdma_only,omitempty"`
 	SMs       int    `json:"sms,omitempty"`
 	Seed      uint64 `json:"seed"`
@@ -306,7 +310,8 @@ func valueString(n *yaml.Node) string {
 func resolve(as []assignment, file string, clusters map[string]machine.Spec, bad badFunc) (Point, error) {
 	s := defaults()
 	var fields []Field
-	pos := map[string]*yaml.Node{} // cluster field path -> value
+	pos := map[string]*yaml.Node{}   // cluster field path -> value
+	setAt := map[string]*yaml.Node{} // nvlink, rdma_only -> value
 	var clusterNode *yaml.Node
 	generated := false
 	for _, a := range as {
@@ -384,6 +389,7 @@ func resolve(as []assignment, file string, clusters map[string]machine.Spec, bad
 			if a.key == "rdma_only" {
 				b = &s.RDMAOnly
 			}
+			setAt[a.key] = v
 			var x string
 			if x, err = str(); err == nil {
 				if *b, err = strconv.ParseBool(x); err != nil {
@@ -448,13 +454,52 @@ func resolve(as []assignment, file string, clusters map[string]machine.Spec, bad
 			return Point{}, bad(nil, "ep", "EP %d on cluster %s: %v", s.EP, spec.Name, err)
 		}
 	}
+	nodes := 0 // a trace file's EP is read at run time
+	if s.Trace == "" {
+		nodes, _ = spec.NodesFor(s.EP)
+	}
+	turned := newDefault(s, nodes)
+	switch {
+	case s.RDMAOnly && s.NVLink:
+		return Point{}, bad(setAt["rdma_only"], "rdma_only", "contradicts nvlink: true; give one")
+	case s.RDMAOnly && !turned && s.Mode != replay.ModeNCCLEP:
+		kernel := s.Mode
+		if s.Mode == replay.ModeV2 {
+			kernel = replay.V2Kernels(nodes)
+		}
+		return Point{}, bad(setAt["rdma_only"], "rdma_only", "--mode %s runs %s, which forwards over NVLink inside the node "+
+			"by design: no pure-RDMA path (rdma_only applies to ll, v2-direct, v2 on one node, ncclep and backend nccl)", s.Mode, kernel)
+	case turned && !s.NVLink && !s.RDMAOnly && setAt["nvlink"] != nil:
+		// An old study's nvlink: false meant pure RDMA; it would now run
+		// the default, NVLink.
+		return Point{}, bad(setAt["nvlink"], "nvlink", "false: NVLink to the peers of the node is the library's default for "+
+			"--mode %s over %s; give rdma_only: true for pure RDMA", s.Mode, s.Backend)
+	case turned:
+		s.NVLink = !s.RDMAOnly
+	}
 	p := Point{Settings: s, Cluster: spec}
-	p.ID = pointID(s, spec)
+	p.ID = pointID(s, spec, turned)
 	return p, nil
 }
 
-// pointID hashes a point's full configuration.
-func pointID(s Settings, spec machine.Spec) string {
+// newDefault reports whether s runs a library whose default became NVLink
+// to the peers of the node (DeepEP V1 LL, V2's direct kernels, the NCCL
+// baseline; NCCL EP already was): its NVLink setting is then the path that
+// runs, true unless rdma_only. nodes is 0 when the trace is a file (v2
+// counts as direct there; its hybrid kernels ignore nvlink).
+func newDefault(s Settings, nodes int) bool {
+	return s.Backend == replay.BackendNCCL || s.Mode == replay.ModeLL || s.Mode == replay.ModeV2Direct ||
+		(s.Mode == replay.ModeV2 && nodes <= 1)
+}
+
+// pointID hashes a point's full configuration. For the modes whose default
+// turned to NVLink (newDefault) nvlink is the path that runs and rdma_only
+// is left out, so that a pure-RDMA point keeps the id it had when RDMA was
+// the default, and a default point takes the id of the NVLink runs.
+func pointID(s Settings, spec machine.Spec, turned bool) string {
+	if turned {
+		s.RDMAOnly = false
+	}
 	y, _ := machine.MarshalSpec(spec)
 	j, _ := json.Marshal(s)
 	h := sha256.New()

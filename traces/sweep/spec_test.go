@@ -70,6 +70,35 @@ func TestParseSMsAndRDMAOnly(t *testing.T) {
 	assert.NotEqual(t, st.Points[0].ID, st.Points[2].ID)
 }
 
+// DeepEP V1 LL, V2 direct and the NCCL baseline run NVLink to the peers of
+// the node by default. The path decides the id: a default point takes the
+// id of the NVLink runs (nvlink: true), a pure-RDMA one the id of the runs
+// from when RDMA was the default; NCCL EP, whose default was already
+// NVLink, and V2 hybrid keep theirs.
+func TestParseDefaultPathIDs(t *testing.T) {
+	id := func(y string) string {
+		st, err := Parse([]byte(y), "s.yaml")
+		require.NoError(t, err, y)
+		return st.Points[0].ID
+	}
+	for _, base := range []string{"mode: ll", "mode: ll, backend: nccl", "mode: v2-direct", "mode: v2, ep: 8"} {
+		def := id("base: {" + base + "}\n")
+		assert.Equal(t, id("base: {"+base+", nvlink: true}\n"), def, base)
+		rdma := id("base: {" + base + ", rdma_only: true}\n")
+		assert.NotEqual(t, def, rdma, base)
+		st, err := Parse([]byte("base: {"+base+", rdma_only: true}\n"), "s.yaml")
+		require.NoError(t, err)
+		s := st.Points[0].Settings
+		assert.True(t, s.RDMAOnly, base)
+		assert.False(t, s.NVLink, base)
+		s.RDMAOnly = false
+		assert.Equal(t, pointID(s, st.Points[0].Cluster, false), rdma, "%s: rdma_only keeps the id of nvlink: false", base)
+	}
+	ncclep := id("base: {mode: ncclep}\n")
+	assert.NotEqual(t, ncclep, id("base: {mode: ncclep, nvlink: true}\n"), "ncclep keeps its ids")
+	assert.NotEqual(t, ncclep, id("base: {mode: ncclep, rdma_only: true}\n"))
+}
+
 func TestParseFaultAxes(t *testing.T) {
 	st, err := Parse([]byte("grid:\n  loss: [0, 0.1%]\n  faults.straggler.rank: [3]\n  faults.straggler.factor: [2]\n"), "f.yaml")
 	require.NoError(t, err)
@@ -102,6 +131,10 @@ func TestParseErrors(t *testing.T) {
 		{"", `s.yaml: empty file`},
 		{"grid:\n  sms: [8, -2]\n", `s.yaml:2:12: field "sms": "-2": want a whole number in [0, 65536]`},
 		{"grid:\n  rdma_only: [maybe]\n", `s.yaml:2:15: field "rdma_only": "maybe": want true or false`},
+		{"grid:\n  nvlink: [false, true]\n", `s.yaml:2:12: field "nvlink": false: NVLink to the peers of the node is the library's default`},
+		{"base: {mode: ht, rdma_only: true}\n", `s.yaml:1:29: field "rdma_only": --mode ht runs ht, which forwards over NVLink`},
+		{"base: {mode: v2, rdma_only: true}\n", `s.yaml:1:29: field "rdma_only": --mode v2 runs v2-hybrid, which forwards over NVLink`},
+		{"base: {rdma_only: true, nvlink: true}\n", `s.yaml:1:19: field "rdma_only": contradicts nvlink: true`},
 	} {
 		_, err := Parse([]byte(c.yaml), "s.yaml")
 		require.Error(t, err, c.yaml)

@@ -27,7 +27,9 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.txt with the ac
 const goldenFile = "testdata/golden.txt"
 
 // goldenCases are the V2 runs whose outputs are pinned: both modes, both
-// replaytest.Backends, with and without NVLink.
+// replaytest.Backends, with and without NVLink. nvlink false on a direct
+// case is replay's RDMAOnly (the library's default is NVLink); hybrid
+// forwards over NVLink whatever it says.
 var goldenCases = []struct {
 	name    string
 	mode    string
@@ -93,7 +95,7 @@ func TestV2Golden(t *testing.T) {
 			var tl, js bytes.Buffer
 			tw := timeline.NewWriter(&tl)
 			rep, err := replay.Run(tr, spec, replay.Options{Observe: obs, Mode: c.mode, Backend: c.backend, NVLink: c.nvlink,
-				Seed: 1, Layers: 1, TraceName: "tiny", Backends: replaytest.Backends, Timeline: tw})
+				RDMAOnly: c.mode == replay.ModeV2Direct && !c.nvlink, Seed: 1, Layers: 1, TraceName: "tiny", Backends: replaytest.Backends, Timeline: tw})
 			require.NoError(t, err)
 			require.NoError(t, tw.Close())
 			require.NoError(t, rep.WriteJSON(&js))

@@ -187,7 +187,7 @@ func TestV2HybridDedupsByNode(t *testing.T) {
 	_, remote, _ := v2Pairs(t, tr)
 	x := v2hExpected(t, tr, 8, 1)
 	require.Less(t, sum64(x.puts), remote, "the routing must have tokens with several GPUs on one remote node")
-	d := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct})
+	d := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct, RDMAOnly: true})
 	h := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Hybrid})
 	assert.Less(t, h.Layers[0].Dispatch.RDMABytes, d.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, h.Layers[0].Combine.RDMABytes, d.Layers[0].Combine.RDMABytes)
@@ -206,8 +206,9 @@ func TestV2ModeChoice(t *testing.T) {
 		nvlink bool
 	}{
 		{16, replay.ModeV2, replay.ModeV2Hybrid, true},
-		{8, replay.ModeV2, replay.ModeV2Direct, false},
-		{16, replay.ModeV2Direct, replay.ModeV2Direct, false},
+		// Direct stores to the peers of its node by default.
+		{8, replay.ModeV2, replay.ModeV2Direct, true},
+		{16, replay.ModeV2Direct, replay.ModeV2Direct, true},
 	} {
 		rep := replayOne(t, replaytest.TinyTrace(t, c.ep, 4), replay.Options{Mode: c.mode})
 		assert.Equal(t, c.want, rep.Mode, "EP%d --mode %s", c.ep, c.mode)

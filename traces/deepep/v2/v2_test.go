@@ -73,8 +73,8 @@ func TestV2Replay(t *testing.T) {
 				gd = g
 				return map[gin.Type]gin.Backend{gin.TypeGDAKI: g, gin.TypeProxy: p}
 			}
-			rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: backend, Seed: 1, Layers: 1, TraceName: "tiny",
-				Backends: bk})
+			rep, err := replay.Run(tr, spec, replay.Options{Mode: replay.ModeV2Direct, Backend: backend, RDMAOnly: true, Seed: 1,
+				Layers: 1, TraceName: "tiny", Backends: bk})
 			require.NoError(t, err)
 			require.Len(t, rep.Layers, 1)
 			l := rep.Layers[0]
@@ -115,17 +115,24 @@ func TestV2DedupSavesRDMA(t *testing.T) {
 	tr := replaytest.TinyTrace(t, 16, 32)
 	all, _, sel := v2Pairs(t, tr)
 	require.Less(t, all, sel, "the routing must have tokens with several experts on one rank")
-	v2 := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct})
-	ll := replayOne(t, tr, replay.Options{Mode: replay.ModeLL})
+	v2 := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct, RDMAOnly: true})
+	ll := replayOne(t, tr, replay.Options{Mode: replay.ModeLL, RDMAOnly: true})
 	assert.Less(t, v2.Layers[0].Dispatch.RDMABytes, ll.Layers[0].Dispatch.RDMABytes)
 	assert.Less(t, v2.Layers[0].Combine.RDMABytes, ll.Layers[0].Combine.RDMABytes)
 	assert.Less(t, v2.Layers[0].Dispatch.Messages, ll.Layers[0].Dispatch.Messages)
 }
 
+// DeepEP V2's direct kernels store to the peers of their node (LSA) by
+// default; RDMAOnly sends every record through the NIC.
 func TestV2NVLink(t *testing.T) {
 	tr := replaytest.TinyTrace(t, 16, 8)
 	_, remote, _ := v2Pairs(t, tr)
-	rep := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct, NVLink: true})
+	rep := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct})
+	assert.True(t, rep.NVLink)
+	assert.False(t, rep.RDMAOnly)
+	rdma := replayOne(t, tr, replay.Options{Mode: replay.ModeV2Direct, RDMAOnly: true})
+	assert.False(t, rdma.NVLink)
+	assert.Greater(t, rdma.Layers[0].Dispatch.RDMABytes, rep.Layers[0].Dispatch.RDMABytes)
 	rec := int64(traces.V2TokenBytes(rep.Hidden, rep.TopK, traces.FP8))
 	assert.Less(t, rep.Layers[0].Dispatch.RDMABytes, remote*rec, "same-node records go over NVLink")
 	assert.Greater(t, rep.Layers[0].Dispatch.RDMABytes, int64(0))
