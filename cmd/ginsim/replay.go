@@ -179,9 +179,6 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 		utilEvery = sim.Duration(d)
 	}
-	if f.check && f.mode == replay.ModeHT {
-		return Usagef("--check: %v", replay.ErrCheckHT)
-	}
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}

@@ -903,6 +903,14 @@ func (c *Checker) End(failed bool) {
 	}
 }
 
+// Cut ends the check of a run that its driver stopped while work may
+// still be in flight: replay stops a step's simulation as soon as the last
+// receiver of the phase is done, and the credits a DeepEP HT kernel
+// returns as it exits may not have landed by then. The end-of-run checks
+// judge nothing (an op in flight is not lost); Report.Live counts the ops
+// that had not taken all their effects.
+func (c *Checker) Cut() { c.End(true) }
+
 // Add adds o's counts to r and keeps o's violations up to MaxKept (a
 // driver that runs one machine per step sums the steps' reports).
 func (r *Report) Add(o Report) {

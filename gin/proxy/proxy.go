@@ -292,7 +292,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		g := rs.gpu
 		host := g.Bus().Host()
 		for ctx := range cs.nctx {
-			pre := fmt.Sprintf("proxy/r%d/c%d/", r, ctx)
+			pre := fmt.Sprintf("proxy/%sr%d/c%d/", dc.RegionTag(), r, ctx)
 			rs.pis = append(rs.pis, g.Alloc(pre+"pis", sim.Bytes(8*cs.nranks), true))
 			rs.cis = append(rs.cis, g.Alloc(pre+"cis", sim.Bytes(8*cs.nranks), true))
 			sig := g.Alloc(pre+"signals", sim.Bytes(8*max(cs.nsig, 1)), true)

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -122,11 +121,6 @@ func V2Kernels(nodes int) string {
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
 
-// ErrCheckHT says why the semantic check refuses DeepEP HT for now.
-var ErrCheckHT = errors.New("the semantic check does not run --mode ht yet: HT's communicators each name " +
-	"their signal regions alike (\"gdaki/r10/c3/signals\"), and gin/check, which keys a signal word by region " +
-	"name and offset, takes their SignalAdds to one word for lost updates")
-
 // Validate checks the options.
 func (o *Options) Validate() error {
 	ok := func(v string, in []string) bool {
@@ -161,9 +155,6 @@ func (o *Options) Validate() error {
 	}
 	if o.RDMAOnly && o.NVLink {
 		return fmt.Errorf("replay: rdma-only and nvlink contradict each other; give one")
-	}
-	if o.Check && o.Mode == ModeHT {
-		return fmt.Errorf("replay: %w", ErrCheckHT)
 	}
 	if o.Check && o.Backends == nil {
 		return fmt.Errorf("replay: the semantic check needs Options.Backends (it observes each backend)")
