@@ -231,6 +231,8 @@ type op struct {
 	signaled        bool
 	countered       bool
 	cqe             bool
+	cqeErr          bool     // a CQE with an error status
+	cqeAt           sim.Time // the first CQE
 	posted          bool
 	nwords          uint8
 	seq             uint64
@@ -489,7 +491,10 @@ func (c *Checker) Observe(e obs.Event) {
 		c.update(&e)
 	case obs.CQE:
 		if o := c.ops.get(e.Op); o != nil {
-			o.cqe = true
+			if !o.cqe {
+				o.cqe, o.cqeAt = true, e.At
+			}
+			o.cqeErr = o.cqeErr || e.Code != 0 // nic.StatusSuccess is 0
 			c.retire(o)
 		}
 	case obs.SignalSeen:
@@ -899,6 +904,29 @@ func (c *Checker) End(failed bool) {
 		v.Who = o.who
 		v.Detail = fmt.Sprintf("landed %d of %d bytes, signal %v (wanted %v), counter %v (wanted %v)",
 			o.landed, o.bytes, o.signaled, o.wantSignal(), o.countered, o.wantCounter())
+		c.flag(v)
+	}
+}
+
+// Drained ends the check of a run that failed because its simulation ran
+// out of events with work left (a deadlock): nothing can still land, so
+// an op the NIC completed without error (its CQE) whose payload, signal or
+// counter never took effect was lost, the NIC having acknowledged what it
+// never carried out (Lost). Ops without a CQE are stuck behind the
+// deadlock, not judged.
+func (c *Checker) Drained() {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	for _, o := range c.ops.all() {
+		if o == nil || !o.cqe || o.cqeErr || o.applied() && (!o.wantCounter() || o.countered) {
+			continue
+		}
+		v := violation(Lost, o.at, o.id, o)
+		v.Who = o.who
+		v.Detail = fmt.Sprintf("completed (CQE at %v) but landed %d of %d bytes, signal %v (wanted %v), counter %v (wanted %v), and nothing was left in flight",
+			o.cqeAt, o.landed, o.bytes, o.signaled, o.wantSignal(), o.countered, o.wantCounter())
 		c.flag(v)
 	}
 }

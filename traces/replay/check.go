@@ -64,6 +64,26 @@ func (sc *stepChecker) end() check.Report {
 	return sc.chk.Report()
 }
 
+// failed adds to the error of a step that failed what the checker found
+// (nil sc: no check): a broken model often makes the run fail (a deadlock,
+// a reset race) after the breach. drained says the simulation ran out of
+// events (a deadlock): then ops the NIC completed but never carried out
+// are judged lost (check.Checker.Drained).
+func (sc *stepChecker) failed(err error, drained bool) error {
+	if sc == nil {
+		return err
+	}
+	if drained {
+		sc.chk.Drained()
+	} else {
+		sc.chk.End(true)
+	}
+	if cerr := sc.chk.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", err, cerr)
+	}
+	return err
+}
+
 // checkOf sums the steps' reports in step order and names the first
 // violation; nil when the replay ran without Check.
 func checkOf(outs []stepOut) *CheckReport {

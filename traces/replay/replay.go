@@ -102,6 +102,11 @@ type Options struct {
 	// Check runs the GIN semantic checker (gin/check) beside every step;
 	// Report.Check sums what it found. It reads the run, never changes it.
 	Check bool
+	// Tune, when set, adjusts every step's hardware profile after the
+	// cluster's (machine.BuildTuned): how a gin/verify mutant of the NIC
+	// or the GPU reaches a replay (replay's hidden --mutant, which tests
+	// that Check catches it).
+	Tune func(*machine.Profile)
 
 	// kernel is the mode Run runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
@@ -362,7 +367,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		return stepOut{}, err
 	}
 	s := sim.New(sim.Config{Seed: opt.Seed})
-	m, err := machine.Build(s, spec, nodes)
+	m, err := machine.BuildTuned(s, spec, nodes, opt.Tune)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -441,12 +446,12 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		util = newUtilSampler(s, snap, opt.UtilEvery)
 	}
 	if err := e.Run(); err != nil {
-		return stepOut{}, err
+		return stepOut{}, chk.failed(err, s.Pending() == 0)
 	}
 	s1 := snap.take()
 	w.Combine()
 	if err := e.Run(); err != nil {
-		return stepOut{}, err
+		return stepOut{}, chk.failed(err, s.Pending() == 0)
 	}
 	s2 := snap.take()
 	d, c := s1.Since(s0), s2.Since(s1)
