@@ -873,9 +873,9 @@ func (c *Checker) read(e *obs.Event) {
 		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: int(s.rank), Ctx: int(s.ctx), Peer: int(s.ch.key.peer), OtherRank: -1,
 			Who: e.Who, Where: e.Where, Addr: max(lo, s.lo)}
 		if s.get {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get before a flush, wait or Get-fenced barrier", rank, lo, hi)
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get issued at %v before a flush, wait or Get-fenced barrier", rank, lo, hi, s.at)
 		} else {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put", rank, lo, hi)
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put issued at %v", rank, lo, hi, s.at)
 		}
 		c.flag(v)
 		return
