@@ -21,6 +21,8 @@ type Rank struct {
 	GPU   *gpu.GPU
 	NICs  []*nic.NIC
 	Host  pcie.DevID // the root complex (CPU, host memory) of the rank's node
+
+	devComms int // device communicators created over this rank (DevComm.Index)
 }
 
 // CommConfig configures a communicator.

@@ -3,6 +3,7 @@ package gin
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -74,6 +75,7 @@ type Requirements struct {
 // rank's kernels use, created collectively.
 type DevComm struct {
 	c       *Comm
+	index   int    // see Index
 	dom     uint64 // observer domain (obs.Bus.NewDomain), drawn on first use
 	hasDom  bool
 	req     Requirements
@@ -107,6 +109,24 @@ type barrierSet struct {
 	count int // barriers
 	width int // signals per barrier (team size for 2.30, 1 for 2.28)
 	rail  bool
+}
+
+// Index numbers the device communicators created over the same ranks, in
+// creation order from 0, whatever communicator they belong to: a backend
+// names the regions of the second and later ones with it
+// ("gdaki/d1/r10/c3/signals"), so that the signal tables of two
+// communicators on one GPU have different names (gin/check and
+// obs.Bus.LastOp tell words apart by region name and offset).
+func (dc *DevComm) Index() int { return dc.index }
+
+// RegionTag is "" for the first device communicator over its ranks and
+// "d<Index>/" for the others: what a backend puts after its own prefix
+// in the names of its per-communicator regions.
+func (dc *DevComm) RegionTag() string {
+	if dc.index == 0 {
+		return ""
+	}
+	return "d" + strconv.Itoa(dc.index) + "/"
 }
 
 // DevCommCreate is ncclDevCommCreate: it sizes contexts and resources,
@@ -146,6 +166,12 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		}
 	}
 	dc.req.ConnectionType = conn
+	for _, r := range c.ranks {
+		dc.index = max(dc.index, r.devComms)
+	}
+	for _, r := range c.ranks {
+		r.devComms = dc.index + 1
+	}
 	if dc.gin {
 		if err := dc.selectBackend(); err != nil {
 			return nil, err

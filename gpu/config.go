@@ -242,4 +242,13 @@ const (
 	// MutParallelDropLast: a coop's Parallel fan-out of n > 1 items skips
 	// the last item.
 	MutParallelDropLast
+	// MutStoreUndrained: a local 8-byte store (Store64) lingers on its way
+	// to L2 for StoreLinger, and no fence waits for it: a release fence no
+	// longer makes the group's earlier stores visible, so a GIN put that
+	// follows may read its source before the store (spec 2.4.5).
+	MutStoreUndrained
 )
+
+// StoreLinger is how long a store takes to land under MutStoreUndrained:
+// longer than any path from a put's issue to the NIC reading its source.
+const StoreLinger = 20 * sim.Microsecond

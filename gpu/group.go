@@ -321,8 +321,11 @@ func (t *Group) store64(r *mem.Region, off uint64, v uint64) sim.Time {
 	default:
 		landed = g.bus.Write(now.Add(g.cfg.HubLatency), g.dev, g.bus.Host(), 8)
 	}
-	g.later(landed, pending{r: r, off: off, v: v, op: pendStore, agent: t.agent})
 	t.noteposted(landed)
+	if g.cfg.Mutations&MutStoreUndrained != 0 && g.where(r) == local {
+		landed = landed.Add(StoreLinger) // after what the fences wait for
+	}
+	g.later(landed, pending{r: r, off: off, v: v, op: pendStore, agent: t.agent})
 	return landed
 }
 

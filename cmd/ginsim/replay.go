@@ -10,9 +10,11 @@ import (
 	"strings"
 
 	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/gdaki"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/gin/verify"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/pcap"
@@ -44,6 +46,7 @@ type replayFlags struct {
 	loss, corrupt          string
 	faults                 []string
 	ibTimeout              uint8
+	mutant                 string // hidden: a gin/verify backend mutant, to test --check
 }
 
 func newReplayCmd() *cobra.Command {
@@ -107,6 +110,8 @@ Output files are written only when the run succeeds.`,
 	fl.StringVar(&f.timelineUtil, "timeline-util", "", "with --timeline, sample every resource's utilisation each `INTERVAL` (1us, 500ns) and draw the busy ones as counter tracks")
 	fl.BoolVar(&f.timelineDetail, "timeline-detail", false, "with --timeline, add per-warp tracks (each device group's GIN activity and blocking waits) and per-QP tracks (send queue busy, outstanding WQEs) under every rank")
 	fl.BoolVar(&f.check, "check", false, "run the GIN semantic checker (gin/check) beside every step: its counts go in the report (\"check\" in JSON); a violation fails the run")
+	fl.StringVar(&f.mutant, "mutant", "", "switch on a GDAKI or Proxy mutant of ginsim verify (--list-mutants) in every step's backends: what --check must catch")
+	_ = fl.MarkHidden("mutant")
 	fl.IntVar(&f.pcapSnapLen, "pcap-snaplen", 0, fmt.Sprintf("store at most `N` bytes of each --pcap frame (0: whole frames; %d: every RoCEv2 header, no payload)", pcap.HeaderSnapLen))
 	fl.StringVar(&f.plot, "plot", "", "write a plot (`FILE`.png or .svg): per-layer bars, or receive-time CDF for one layer")
 	fl.StringVar(&f.plotBreakdown, "plot-breakdown", "", "write a stacked bar chart (`FILE`.png or .svg) of the critical-path breakdown of each phase, as in the report's \"breakdown\"")
@@ -202,9 +207,6 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if f.timelineDetail && f.timeline == "" {
 		return Usagef("--timeline-detail draws into the timeline: add --timeline FILE")
 	}
-	if f.check && f.mode == replay.ModeHT {
-		return Usagef("--check: %v", replay.ErrCheckHT)
-	}
 	if f.pcapSnapLen < 0 {
 		return Usagef("--pcap-snaplen %d must not be negative (0: whole frames)", f.pcapSnapLen)
 	}
@@ -254,8 +256,14 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	if err != nil {
 		return err
 	}
+	var tune func(*machine.Profile)
+	if f.mutant != "" {
+		if backends, tune, err = mutantBackends(spec, f.ibTimeout, f.mutant); err != nil {
+			return err
+		}
+	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, QPsPerRank: f.qps, Seed: f.seed,
-		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check,
+		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check, Tune: tune,
 		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
 	// Output files go to temporaries renamed on success.
@@ -456,4 +464,33 @@ func (p *pendingFile) abort() {
 	p.done = true
 	p.f.Close()
 	os.Remove(p.f.Name())
+}
+
+// mutantBackends is sweep.Backends with the gin/verify mutant name
+// switched on, and the profile tuning that carries a NIC or GPU mutant
+// (replay's hidden --mutant, which tests that --check catches a broken
+// model). Front-end mutants act on the communicators replay builds and are
+// refused.
+func mutantBackends(spec machine.Spec, ibTimeout uint8, name string) (func() map[gin.Type]gin.Backend, func(*machine.Profile), error) {
+	m, ok := verify.MutantByName(name)
+	if !ok {
+		return nil, nil, Usagef("--mutant %q: not a mutant (see ginsim verify --list-mutants)", name)
+	}
+	prof, err := spec.Hardware()
+	if err != nil {
+		return nil, nil, err
+	}
+	gc, pc := prof.GDAKI, prof.Proxy
+	if ibTimeout != 0 {
+		gc.AckTimeout, pc.AckTimeout = ibTimeout, ibTimeout
+	}
+	if f := spec.Faults; f.SlowProxy.Factor != 0 {
+		pc.CPUPermille = f.ProxyCPUPermille
+	}
+	cfg := bench.EnvConfig{GDAKI: &gc, Proxy: &pc}
+	m.Apply(&cfg)
+	if cfg.Mutations != 0 {
+		return nil, nil, Usagef("--mutant %s breaks %s; replay switches on the backend, NIC and GPU mutants only", name, m.Where)
+	}
+	return sweep.ProfileBackends(pc, gc), cfg.Tune, nil
 }

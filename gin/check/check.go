@@ -1,7 +1,6 @@
 package check
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -108,41 +107,139 @@ const (
 
 type chanKey struct {
 	dom             uint64 // the device communicator (obs.Issued Addr)
-	rank, ctx, peer int
+	rank, ctx, peer int32
 }
 
 // channel is one (rank, context, peer) ordering domain: the ops posted on
 // it that are not yet applied, in post order.
 type channel struct {
-	key     chanKey
-	seq     uint64
-	pending []*op
+	key chanKey
+	seq uint64
+	// pending are the ops posted that may not be applied yet, in post
+	// order; an entry whose op was applied or retired since is dropped
+	// when it reaches the front (the common case, ops applied in order,
+	// is then O(1)).
+	pending fifo[pend]
 	// covered is the highest post sequence of a strong signal on the
 	// channel that its destination observed.
 	covered uint64
 }
 
+// pend is an entry of channel.pending: the op and its id, which tells a
+// retired op (reused for a later id) from a live one.
+type pend struct {
+	o  *op
+	id obs.OpID
+}
+
+// waiting says whether the entry's op is still to be applied.
+func (p pend) waiting() bool { return p.o.id == p.id && !p.o.applied() }
+
+// trim drops the entries at the front that no longer wait.
+func (ch *channel) trim() {
+	for ch.pending.len() > 0 && !ch.pending.items()[0].waiting() {
+		ch.pending.pop()
+	}
+}
+
+// fifo is a queue on a slice that reuses its storage: pop moves a head
+// index, and push moves the items down when the head has passed half
+// the slice (plain reslicing would make append reallocate over and over).
+type fifo[T any] struct {
+	s    []T
+	head int
+}
+
+func (q *fifo[T]) len() int   { return len(q.s) - q.head }
+func (q *fifo[T]) items() []T { return q.s[q.head:] }
+
+func (q *fifo[T]) push(v T) {
+	if q.head > 0 && q.head*2 >= len(q.s) {
+		n := copy(q.s, q.s[q.head:])
+		clear(q.s[n:])
+		q.s, q.head = q.s[:n], 0
+	}
+	q.s = append(q.s, v)
+}
+
+func (q *fifo[T]) pop() {
+	var zero T
+	q.s[q.head] = zero
+	q.head++
+}
+
+// opTable holds the live ops by id. Ids are dense (obs.Bus.NewOp hands
+// them out 1, 2, ...) and ops retire roughly in issue order, so a window
+// of ids [base, base+q.len()) whose front moves past retired ops replaces
+// a map.
+type opTable struct {
+	base obs.OpID
+	q    fifo[*op]
+	n    int // live ops
+}
+
+func (t *opTable) get(id obs.OpID) *op {
+	if id < t.base || id-t.base >= obs.OpID(t.q.len()) {
+		return nil
+	}
+	return t.q.items()[id-t.base]
+}
+
+func (t *opTable) put(o *op) {
+	id := o.id
+	switch {
+	case t.q.len() == 0:
+		t.base = id
+		t.q.push(o)
+	case id < t.base: // issued after later ids retired: widen the front
+		old := t.q.items()
+		s := make([]*op, int(t.base-id)+len(old), int(t.base-id)+cap(old))
+		copy(s[t.base-id:], old)
+		s[0] = o
+		t.q, t.base = fifo[*op]{s: s}, id
+	default:
+		for id-t.base >= obs.OpID(t.q.len()) {
+			t.q.push(nil)
+		}
+		t.q.items()[id-t.base] = o
+	}
+	t.n++
+}
+
+func (t *opTable) remove(id obs.OpID) {
+	t.q.items()[id-t.base] = nil
+	t.n--
+	for t.q.len() > 0 && t.q.items()[0] == nil {
+		t.q.pop()
+		t.base++
+	}
+}
+
+// all returns the window, retired ops included (nil).
+func (t *opTable) all() []*op { return t.q.items() }
+
 type op struct {
-	id        obs.OpID
-	kind      string
-	who       string
-	at        sim.Time
-	dom       uint64
-	rank, ctx int
-	peer      int
-	bytes     uint64
-	code      uint32
-	landed    uint64
-	signaled  bool
-	countered bool
-	cqe       bool
-	posted    bool
-	seq       uint64
-	ch        *channel
-	words     [2]word // words this op updated (a signal and a counter)
-	nwords    int
-	last      *span   // the span its last landing made or extended
-	spans     []*span // its spans, kept for a weak signal to cover
+	id              obs.OpID
+	kind            string
+	who             string
+	at              sim.Time
+	dom             uint64
+	rank, ctx, peer int32
+	code            uint32
+	bytes           uint64
+	landed          uint64
+	signaled        bool
+	countered       bool
+	cqe             bool
+	cqeErr          bool     // a CQE with an error status
+	cqeAt           sim.Time // the first CQE
+	posted          bool
+	nwords          uint8
+	seq             uint64
+	ch              *channel
+	words           [2]*wordState // words this op updated (a signal and a counter)
+	last            *span         // the span its last landing made or extended
+	spans           []*span       // its spans, kept for a weak signal to cover
 }
 
 func (o *op) data() bool {
@@ -167,19 +264,38 @@ type word struct {
 	addr  uint64
 }
 
-// wordState is a signal or counter word's recent history.
+// wordState is a signal or counter word's recent history: update k
+// (from 0) is h[k%history]; h grows to history entries as updates come
+// (most words see one or two per run).
 type wordState struct {
-	vals  [history]uint64
-	ops   [history]sigRef // what observing each value covers (ch nil: nothing)
-	n     uint64          // updates seen
+	h     []wordVal
+	n     uint64 // updates seen
 	last  uint64
 	reset bool
+}
+
+// wordVal is a value a word held and what observing it covers (ref.ch
+// nil: nothing).
+type wordVal struct {
+	val uint64
+	ref sigRef
+}
+
+func (ws *wordState) at(k uint64) *wordVal { return &ws.h[k%history] }
+
+func (ws *wordState) add(v wordVal) {
+	if len(ws.h) < history {
+		ws.h = append(ws.h, v)
+	} else {
+		*ws.at(ws.n) = v
+	}
+	ws.n++
+	ws.last = v.val
 }
 
 // sigRef is what an observation of a signal value covers: the signalling
 // op's channel and post sequence (strong), or the op alone (weak).
 type sigRef struct {
-	id    obs.OpID
 	ch    *channel
 	seq   uint64
 	weak  bool
@@ -191,13 +307,12 @@ type sigRef struct {
 type span struct {
 	id      obs.OpID
 	kind    string
-	rank    int // issuer
+	rank    int32 // issuer
+	ctx     int32
 	at      sim.Time
-	region  string
 	lo, hi  uint64
 	ch      *channel
 	seq     uint64
-	ctx     int
 	get     bool
 	covered bool
 	dead    bool // overwritten or dropped
@@ -218,12 +333,27 @@ type spanKey struct {
 // regionSpans are the uncovered landings in one region of one rank,
 // sorted by start offset.
 type regionSpans struct {
-	s      []*span
+	s      []spanAt
 	maxLen uint64 // the longest span, to find those that start before a range
 }
 
+// spanAt is a span and its start, kept beside it for the binary search.
+type spanAt struct {
+	lo uint64
+	s  *span
+}
+
+// lowerBound is the index of the first span that starts at or after lo.
 func (rs *regionSpans) lowerBound(lo uint64) int {
-	i, _ := slices.BinarySearchFunc(rs.s, lo, func(s *span, lo uint64) int { return cmp.Compare(s.lo, lo) })
+	i, j := 0, len(rs.s)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if rs.s[h].lo < lo {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
 	return i
 }
 
@@ -231,14 +361,14 @@ func (rs *regionSpans) grow(s *span) { rs.maxLen = max(rs.maxLen, s.hi-s.lo) }
 
 func (rs *regionSpans) insert(s *span) {
 	i := rs.lowerBound(s.lo)
-	rs.s = slices.Insert(rs.s, i, s)
+	rs.s = slices.Insert(rs.s, i, spanAt{s.lo, s})
 	rs.grow(s)
 }
 
 // Checker is the semantic checker; use New, subscribe it to the run's bus
 // (Attach), run, then End and Report.
 type Checker struct {
-	ops    map[obs.OpID]*op
+	ops    opTable
 	issued []uint64 // bitset of issued op ids
 	chans  map[chanKey]*channel
 	words  map[word]*wordState
@@ -247,12 +377,44 @@ type Checker struct {
 	rep    Report
 	byKind [NumKinds]int64
 	ended  bool
-	free   *op // a retired op to reuse
+	free   []*op // retired ops to reuse
+	// opSlab and spanSlab are allocated in blocks of slab, which costs
+	// the collector far less than one object each.
+	opSlab   []op
+	spanSlab []span
+	// lastKey and lastRS cache the region of the last landing.
+	lastKey spanKey
+	lastRS  *regionSpans
+}
+
+// slab is how many ops or spans are allocated at once.
+const slab = 256
+
+func (c *Checker) newSpan() *span {
+	if len(c.spanSlab) == 0 {
+		c.spanSlab = make([]span, slab)
+	}
+	s := &c.spanSlab[0]
+	c.spanSlab = c.spanSlab[1:]
+	return s
+}
+
+// region returns the spans of region where at rank (nil: none yet).
+func (c *Checker) region(rank int, where string) *regionSpans {
+	k := spanKey{rank, where}
+	if c.lastRS != nil && c.lastKey == k {
+		return c.lastRS
+	}
+	rs := c.spans[k]
+	if rs != nil {
+		c.lastKey, c.lastRS = k, rs
+	}
+	return rs
 }
 
 // New returns an empty checker.
 func New() *Checker {
-	return &Checker{ops: map[obs.OpID]*op{}, chans: map[chanKey]*channel{}, words: map[word]*wordState{},
+	return &Checker{chans: map[chanKey]*channel{}, words: map[word]*wordState{},
 		spans: map[spanKey]*regionSpans{}, byRank: map[int][]*regionSpans{}}
 }
 
@@ -304,13 +466,13 @@ func (c *Checker) flag(v Violation) {
 func violation(k Kind, at sim.Time, id obs.OpID, o *op) Violation {
 	v := Violation{Kind: k, At: at, Op: id, OtherRank: -1, Rank: -1, Ctx: -1, Peer: -1}
 	if o != nil {
-		v.OpKind, v.Rank, v.Ctx, v.Peer = o.kind, o.rank, o.ctx, o.peer
+		v.OpKind, v.Rank, v.Ctx, v.Peer = o.kind, int(o.rank), int(o.ctx), int(o.peer)
 	}
 	return v
 }
 
 func (v *Violation) other(o *op) {
-	v.Other, v.OtherKind, v.OtherRank, v.OtherAt = o.id, o.kind, o.rank, o.at
+	v.Other, v.OtherKind, v.OtherRank, v.OtherAt = o.id, o.kind, int(o.rank), o.at
 }
 
 // Observe implements obs.Observer.
@@ -318,48 +480,56 @@ func (c *Checker) Observe(e obs.Event) {
 	c.rep.Events++
 	switch e.Kind {
 	case obs.Issued:
-		c.issue(e)
+		c.issue(&e)
 	case obs.Posted:
-		if o := c.ops[e.Op]; o != nil && !o.posted {
+		if o := c.ops.get(e.Op); o != nil && !o.posted {
 			c.post(o)
 		}
 	case obs.Landed:
-		c.land(e)
+		c.land(&e)
 	case obs.Atomic, obs.Counter:
-		c.update(e)
+		c.update(&e)
 	case obs.CQE:
-		if o := c.ops[e.Op]; o != nil {
-			o.cqe = true
+		if o := c.ops.get(e.Op); o != nil {
+			if !o.cqe {
+				o.cqe, o.cqeAt = true, e.At
+			}
+			o.cqeErr = o.cqeErr || e.Code != 0 // nic.StatusSuccess is 0
 			c.retire(o)
 		}
 	case obs.SignalSeen:
-		c.seen(e, int(e.Index))
+		c.seen(&e, int(e.Index))
 	case obs.Completed:
-		c.completed(e)
+		c.completed(&e)
 	case obs.Read:
 		if e.Note == "window" {
-			c.read(e)
+			c.read(&e)
 		} else {
-			c.seen(e, int(e.Index))
+			c.seen(&e, int(e.Index))
 		}
 	}
 }
 
-func (c *Checker) issue(e obs.Event) {
+func (c *Checker) issue(e *obs.Event) {
 	if e.Op == 0 {
 		return
 	}
 	c.rep.Ops++
 	c.markIssued(e.Op)
-	o := c.free
-	if o != nil {
-		c.free = nil
+	var o *op
+	if n := len(c.free); n > 0 {
+		o = c.free[n-1]
+		c.free = c.free[:n-1]
 	} else {
-		o = &op{}
+		if len(c.opSlab) == 0 {
+			c.opSlab = make([]op, slab)
+		}
+		o = &c.opSlab[0]
+		c.opSlab = c.opSlab[1:]
 	}
-	*o = op{id: e.Op, kind: e.Where, who: e.Who, at: e.At, dom: e.Addr, rank: int(e.Index), ctx: int(e.QP),
-		peer: int(e.Value), bytes: e.Bytes, code: e.Code}
-	c.ops[e.Op] = o
+	*o = op{id: e.Op, kind: e.Where, who: e.Who, at: e.At, dom: e.Addr, rank: int32(e.Index), ctx: int32(e.QP),
+		peer: int32(e.Value), bytes: e.Bytes, code: e.Code}
+	c.ops.put(o)
 }
 
 func (c *Checker) post(o *op) {
@@ -373,37 +543,32 @@ func (c *Checker) post(o *op) {
 	ch.seq++
 	o.ch, o.seq = ch, ch.seq
 	if o.kind != "get" && !o.applied() {
-		ch.pending = append(ch.pending, o)
+		ch.pending.push(pend{o, o.id})
 	}
 }
 
 // retire forgets o once every effect it has was observed.
 func (c *Checker) retire(o *op) {
-	if o.ch != nil && o.applied() {
-		c.unpend(o)
+	if ch := o.ch; ch != nil && ch.pending.len() > 0 && ch.pending.items()[0].o == o && o.applied() {
+		// Only the front can have stopped waiting: every earlier
+		// change of an op's state came through here.
+		ch.trim()
 	}
 	if o.done() {
-		delete(c.ops, o.id)
-		c.free = o // nothing points to a retired op
+		c.ops.remove(o.id)
+		// Only channel.pending may still point to o, and its entry's
+		// id tells the reuse apart. The free list is at most the peak
+		// of live ops.
+		c.free = append(c.free, o)
 	}
 }
 
-func (c *Checker) unpend(o *op) {
-	p := o.ch.pending
-	for i, x := range p {
-		if x == o {
-			o.ch.pending = append(p[:i], p[i+1:]...)
-			return
-		}
-	}
-}
-
-func (c *Checker) land(e obs.Event) {
+func (c *Checker) land(e *obs.Event) {
 	if e.Op == 0 {
 		return
 	}
 	c.rep.Landings++
-	o := c.ops[e.Op]
+	o := c.ops.get(e.Op)
 	if o == nil {
 		if c.wasIssued(e.Op) {
 			v := violation(DoubleLanding, e.At, e.Op, nil)
@@ -424,12 +589,12 @@ func (c *Checker) land(e obs.Event) {
 	if o.kind == "get" {
 		rank = o.rank
 	}
-	c.addSpan(rank, o, e)
+	c.addSpan(int(rank), o, e)
 	c.retire(o)
 }
 
 // isCounter says whether an update by o of region where is its counter.
-func isCounter(o *op, e obs.Event) bool {
+func isCounter(o *op, e *obs.Event) bool {
 	if e.Kind == obs.Counter {
 		return true
 	}
@@ -439,7 +604,7 @@ func isCounter(o *op, e obs.Event) bool {
 	return !o.wantSignal() || strings.HasSuffix(e.Where, "counters")
 }
 
-func (c *Checker) update(e obs.Event) {
+func (c *Checker) update(e *obs.Event) {
 	c.rep.Updates++
 	w := word{e.Where, e.Addr}
 	ws := c.words[w]
@@ -448,24 +613,22 @@ func (c *Checker) update(e obs.Event) {
 		c.words[w] = ws
 	}
 	if e.Old != ws.last && e.Old != 0 {
-		v := violation(LostUpdate, e.At, e.Op, c.ops[e.Op])
+		v := violation(LostUpdate, e.At, e.Op, c.ops.get(e.Op))
 		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
 		v.Detail = fmt.Sprintf("old value %d, the word held %d", e.Old, ws.last)
 		c.flag(v)
 	}
 	var ref sigRef
 	if e.Op != 0 {
-		ref = c.opUpdate(e, w)
+		ref = c.opUpdate(e, ws)
 	}
-	ws.vals[ws.n%history], ws.ops[ws.n%history] = e.Value, ref
-	ws.n++
-	ws.last = e.Value
+	ws.add(wordVal{e.Value, ref})
 }
 
 // opUpdate checks an update of w by op e.Op and returns what observing
 // it covers.
-func (c *Checker) opUpdate(e obs.Event, w word) sigRef {
-	o := c.ops[e.Op]
+func (c *Checker) opUpdate(e *obs.Event, w *wordState) sigRef {
+	o := c.ops.get(e.Op)
 	if o == nil {
 		if c.wasIssued(e.Op) {
 			v := violation(DoubleUpdate, e.At, e.Op, nil)
@@ -484,7 +647,7 @@ func (c *Checker) opUpdate(e obs.Event, w word) sigRef {
 			return sigRef{}
 		}
 	}
-	if o.nwords == len(o.words) { // a third word: no op has one
+	if int(o.nwords) == len(o.words) { // a third word: no op has one
 		v := violation(DoubleUpdate, e.At, e.Op, o)
 		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
 		v.Detail = "a third word updated by one op"
@@ -505,14 +668,14 @@ func (c *Checker) opUpdate(e obs.Event, w word) sigRef {
 		return sigRef{}
 	}
 	c.signalApplied(e, o)
-	ref := sigRef{id: o.id, ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
+	ref := sigRef{ch: o.ch, seq: o.seq, weak: o.weak(), spans: o.spans}
 	o.signaled = true
 	c.retire(o)
 	return ref
 }
 
 // signalApplied checks that what signal o covers has landed.
-func (c *Checker) signalApplied(e obs.Event, o *op) {
+func (c *Checker) signalApplied(e *obs.Event, o *op) {
 	if o.data() && o.landed < o.bytes {
 		v := violation(SignalBeforePayload, e.At, o.id, o)
 		v.other(o)
@@ -523,23 +686,25 @@ func (c *Checker) signalApplied(e obs.Event, o *op) {
 	if o.weak() || o.ch == nil {
 		return
 	}
-	for _, p := range o.ch.pending {
+	for _, pe := range o.ch.pending.items() {
+		if !pe.waiting() {
+			continue
+		}
+		p := pe.o
 		if p.seq >= o.seq {
 			break
 		}
-		if !p.applied() {
-			v := violation(SignalBeforePayload, e.At, o.id, o)
-			v.other(p)
-			v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
-			v.Detail = fmt.Sprintf("strong signal overtook an earlier op on its (context, peer) (landed %d of %d bytes)", p.landed, p.bytes)
-			c.flag(v)
-		}
+		v := violation(SignalBeforePayload, e.At, o.id, o)
+		v.other(p)
+		v.Who, v.Where, v.Addr = e.Who, e.Where, e.Addr
+		v.Detail = fmt.Sprintf("strong signal overtook an earlier op on its (context, peer) (landed %d of %d bytes)", p.landed, p.bytes)
+		c.flag(v)
 	}
 }
 
 // seen checks a value a waiter or reader at rank saw in a signal or
 // counter word and applies what it covers.
-func (c *Checker) seen(e obs.Event, rank int) {
+func (c *Checker) seen(e *obs.Event, rank int) {
 	if e.Where == "" {
 		return
 	}
@@ -556,12 +721,11 @@ func (c *Checker) seen(e obs.Event, rank int) {
 	}
 	n := min(ws.n, history)
 	for i := uint64(0); i < n; i++ {
-		j := (ws.n - 1 - i) % history
-		if ws.vals[j] == v {
+		if ws.at(ws.n-1-i).val == v {
 			// Seeing this value covers it and every update before it
 			// that is still in the history.
 			for k := i; k < n; k++ {
-				c.cover(rank, &ws.ops[(ws.n-1-k)%history])
+				c.cover(rank, &ws.at(ws.n-1-k).ref)
 			}
 			return
 		}
@@ -575,8 +739,8 @@ func (c *Checker) seen(e obs.Event, rank int) {
 	}
 }
 
-func (c *Checker) unwritten(e obs.Event, why string) {
-	vi := violation(UnwrittenValue, e.At, e.Op, c.ops[e.Op])
+func (c *Checker) unwritten(e *obs.Event, why string) {
+	vi := violation(UnwrittenValue, e.At, e.Op, c.ops.get(e.Op))
 	vi.Who, vi.Where, vi.Addr = e.Who, e.Where, e.Addr
 	vi.Detail = fmt.Sprintf("saw %d; %s", e.Value, why)
 	c.flag(vi)
@@ -596,14 +760,14 @@ func (c *Checker) cover(rank int, ref *sigRef) {
 	}
 }
 
-func (c *Checker) completed(e obs.Event) {
-	rank, ctx, dom := int(e.Index), int(e.QP), e.Addr
+func (c *Checker) completed(e *obs.Event) {
+	rank, ctx, dom := int(e.Index), int32(e.QP), e.Addr
 	switch e.Note {
 	case "counter":
 		c.seen(e, rank)
 	case "flush", "wait":
-		for _, o := range c.ops {
-			if o.dom != dom || o.rank != rank || o.ctx != ctx || o.who != e.Who || o.at > e.At || (e.Note == "wait" && o.peer != int(e.Value)) {
+		for _, o := range c.ops.all() {
+			if o == nil || o.dom != dom || int(o.rank) != rank || o.ctx != ctx || o.who != e.Who || o.at > e.At || (e.Note == "wait" && o.peer != int32(e.Value)) {
 				continue
 			}
 			if !o.cqe || (o.kind == "get" && o.landed < o.bytes) {
@@ -615,7 +779,7 @@ func (c *Checker) completed(e obs.Event) {
 		}
 		onePeer := e.Note == "wait"
 		c.coverAt(rank, func(s *span) bool {
-			return s.get && s.ch.key.dom == dom && s.ctx == ctx && (!onePeer || s.ch.key.peer == int(e.Value))
+			return s.get && s.ch.key.dom == dom && s.ctx == ctx && (!onePeer || s.ch.key.peer == int32(e.Value))
 		})
 	case "barrier":
 		all := e.Value == 1
@@ -631,46 +795,46 @@ func (c *Checker) completed(e obs.Event) {
 // coverAt marks the spans at rank that pick accepts covered.
 func (c *Checker) coverAt(rank int, pick func(*span) bool) {
 	for _, rs := range c.byRank[rank] {
-		for _, s := range rs.s {
-			if pick(s) {
-				s.covered = true
+		for _, x := range rs.s {
+			if pick(x.s) {
+				x.s.covered = true
 			}
 		}
 	}
 }
 
-func (c *Checker) addSpan(rank int, o *op, e obs.Event) {
+func (c *Checker) addSpan(rank int, o *op, e *obs.Event) {
 	lo, hi := e.Addr, e.Addr+e.Bytes
-	if s := o.last; s != nil && !s.dead && s.region == e.Where && s.hi == lo {
+	if s := o.last; s != nil && !s.dead && s.hi == lo && s.rs == c.region(rank, e.Where) {
 		// This landing continues the op's last one.
 		s.hi = hi
 		s.rs.grow(s)
 		c.dropContained(s.rs, s.lo, s.hi, s)
 		return
 	}
-	k := spanKey{rank, e.Where}
-	rs := c.spans[k]
+	rs := c.region(rank, e.Where)
 	if rs == nil {
 		rs = &regionSpans{}
-		c.spans[k] = rs
+		c.spans[spanKey{rank, e.Where}] = rs
 		c.byRank[rank] = append(c.byRank[rank], rs)
 	}
 	ch := o.ch
 	if ch == nil { // landed before its post was seen: order by nothing
 		ch = &channel{key: chanKey{o.dom, o.rank, o.ctx, o.peer}}
 	}
-	s := &span{id: o.id, kind: o.kind, rank: o.rank, at: o.at, region: e.Where, lo: lo, hi: hi,
+	s := c.newSpan()
+	*s = span{id: o.id, kind: o.kind, rank: o.rank, at: o.at, lo: lo, hi: hi,
 		ch: ch, seq: o.seq, ctx: o.ctx, get: o.kind == "get", rs: rs}
 	c.dropContained(rs, lo, hi, s)
 	if len(rs.s) >= MaxSpans {
-		rs.s = slices.DeleteFunc(rs.s, func(s *span) bool {
-			s.dead = s.isCovered()
-			return s.dead
+		rs.s = slices.DeleteFunc(rs.s, func(x spanAt) bool {
+			x.s.dead = x.s.isCovered()
+			return x.s.dead
 		})
 	}
 	if len(rs.s) >= MaxSpans {
 		c.rep.Untracked++
-		rs.s[0].dead = true
+		rs.s[0].s.dead = true
 		rs.s = slices.Delete(rs.s, 0, 1)
 	}
 	rs.insert(s)
@@ -684,7 +848,7 @@ func (c *Checker) addSpan(rank int, o *op, e obs.Event) {
 // overwrote entirely.
 func (c *Checker) dropContained(rs *regionSpans, lo, hi uint64, keep *span) {
 	for i := rs.lowerBound(lo); i < len(rs.s) && rs.s[i].lo < hi; {
-		if s := rs.s[i]; s != keep && s.hi <= hi {
+		if s := rs.s[i].s; s != keep && s.hi <= hi {
 			s.dead = true
 			rs.s = slices.Delete(rs.s, i, i+1)
 			continue
@@ -693,25 +857,25 @@ func (c *Checker) dropContained(rs *regionSpans, lo, hi uint64, keep *span) {
 	}
 }
 
-func (c *Checker) read(e obs.Event) {
+func (c *Checker) read(e *obs.Event) {
 	c.rep.Reads++
 	rank := int(e.Index)
-	rs := c.spans[spanKey{rank, e.Where}]
+	rs := c.region(rank, e.Where)
 	if rs == nil {
 		return
 	}
 	lo, hi := e.Addr, e.Addr+e.Bytes
 	for i := rs.lowerBound(lo - min(lo, rs.maxLen)); i < len(rs.s) && rs.s[i].lo < hi; i++ {
-		s := rs.s[i]
+		s := rs.s[i].s
 		if s.hi <= lo || s.isCovered() {
 			continue
 		}
-		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: s.rank, Ctx: s.ctx, Peer: s.ch.key.peer, OtherRank: -1,
+		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: int(s.rank), Ctx: int(s.ctx), Peer: int(s.ch.key.peer), OtherRank: -1,
 			Who: e.Who, Where: e.Where, Addr: max(lo, s.lo)}
 		if s.get {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get before a flush, wait or Get-fenced barrier", rank, lo, hi)
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get issued at %v before a flush, wait or Get-fenced barrier", rank, lo, hi, s.at)
 		} else {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put", rank, lo, hi)
+			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put issued at %v", rank, lo, hi, s.at)
 		}
 		c.flag(v)
 		return
@@ -728,13 +892,11 @@ func (c *Checker) End(failed bool) {
 	if failed {
 		return
 	}
-	ids := make([]obs.OpID, 0, len(c.ops))
-	for id := range c.ops {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		o := c.ops[id]
+	for _, o := range c.ops.all() {
+		if o == nil {
+			continue
+		}
+		id := o.id
 		if o.applied() && (!o.wantCounter() || o.countered) {
 			continue
 		}
@@ -745,6 +907,37 @@ func (c *Checker) End(failed bool) {
 		c.flag(v)
 	}
 }
+
+// Drained ends the check of a run that failed because its simulation ran
+// out of events with work left (a deadlock): nothing can still land, so
+// an op the NIC completed without error (its CQE) whose payload, signal or
+// counter never took effect was lost, the NIC having acknowledged what it
+// never carried out (Lost). Ops without a CQE are stuck behind the
+// deadlock, not judged.
+func (c *Checker) Drained() {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	for _, o := range c.ops.all() {
+		if o == nil || !o.cqe || o.cqeErr || o.applied() && (!o.wantCounter() || o.countered) {
+			continue
+		}
+		v := violation(Lost, o.at, o.id, o)
+		v.Who = o.who
+		v.Detail = fmt.Sprintf("completed (CQE at %v) but landed %d of %d bytes, signal %v (wanted %v), counter %v (wanted %v), and nothing was left in flight",
+			o.cqeAt, o.landed, o.bytes, o.signaled, o.wantSignal(), o.countered, o.wantCounter())
+		c.flag(v)
+	}
+}
+
+// Cut ends the check of a run that its driver stopped while work may
+// still be in flight: replay stops a step's simulation as soon as the last
+// receiver of the phase is done, and the credits a DeepEP HT kernel
+// returns as it exits may not have landed by then. The end-of-run checks
+// judge nothing (an op in flight is not lost); Report.Live counts the ops
+// that had not taken all their effects.
+func (c *Checker) Cut() { c.End(true) }
 
 // Add adds o's counts to r and keeps o's violations up to MaxKept (a
 // driver that runs one machine per step sums the steps' reports).
@@ -783,7 +976,7 @@ func (c *Checker) Report() Report {
 		}
 	}
 	r.Kept = append([]Violation(nil), c.rep.Kept...)
-	r.Live = len(c.ops)
+	r.Live = c.ops.n
 	for _, rs := range c.spans {
 		r.Spans += len(rs.s)
 	}

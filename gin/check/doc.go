@@ -63,7 +63,9 @@
 //	// later communicators and backends: x.SetObserver(bus)
 //
 // (or check.Wire(machine, comm, backend) to take the fabric too), runs,
-// then chk.End(runErr != nil) and chk.Report(); Report.Add sums the
+// then chk.End(runErr != nil) (chk.Cut() when the driver stopped the
+// simulation with work in flight, chk.Drained() when the run deadlocked
+// with nothing in flight) and chk.Report(); Report.Add sums the
 // reports of several machines.
 //
 // The package is pure: no goroutines, no I/O; it never changes the run.

@@ -106,3 +106,32 @@ func TestBarrierCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestDrained: when a run deadlocks (nothing left in flight), an op whose
+// CQE said success but whose bytes never landed is lost; an op still
+// without a CQE, or completed in error, is stuck, not lost; a complete
+// op is neither. Cut judges none of them.
+func TestDrained(t *testing.T) {
+	feed := func(c *check.Checker) {
+		put(c, 1, 0, 10) // complete
+		for id, code := range map[obs.OpID]uint32{2: 0, 3: 5} {
+			c.Observe(obs.Event{Kind: obs.Issued, At: 20, Op: id, Who: "n0g0/k", Where: "put", Index: 0, Value: 1, Bytes: 64})
+			c.Observe(obs.Event{Kind: obs.Posted, At: 20, Op: id, Where: "gdaki/r0/c0/p1"})
+			c.Observe(obs.Event{Kind: obs.CQE, At: 30, Op: id, Code: code}) // 2: success, 3: error
+		}
+		c.Observe(obs.Event{Kind: obs.Issued, At: 40, Op: 4, Who: "n0g0/k", Where: "put", Index: 0, Value: 1, Bytes: 64})
+	}
+	c := check.New()
+	feed(c)
+	c.Drained()
+	r := c.Report()
+	if r.Violations != 1 || r.Kept[0].Kind != check.Lost || r.Kept[0].Op != 2 || r.Live != 3 {
+		t.Fatalf("drained: %+v", r)
+	}
+	c = check.New()
+	feed(c)
+	c.Cut()
+	if r := c.Report(); r.Violations != 0 || r.Live != 3 {
+		t.Fatalf("cut: %+v", r)
+	}
+}

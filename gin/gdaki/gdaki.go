@@ -223,8 +223,9 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		dev := rs.gpu.Dev()
 		for ctx := range cs.nctx {
 			n, _ := rs.nic(cs, ctx)
-			sig := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/signals", r, ctx), sim.Bytes(8*max(cs.nsig, 1)), true)
-			ctr := rs.gpu.Alloc(fmt.Sprintf("gdaki/r%d/c%d/counters", r, ctx), sim.Bytes(8*max(cs.nctr, 1)), true)
+			pre := fmt.Sprintf("gdaki/%sr%d/c%d/", dc.RegionTag(), r, ctx)
+			sig := rs.gpu.Alloc(pre+"signals", sim.Bytes(8*max(cs.nsig, 1)), true)
+			ctr := rs.gpu.Alloc(pre+"counters", sim.Bytes(8*max(cs.nctr, 1)), true)
 			smr, err := n.RegMR(sig, 0, uint64(sig.Size()), ibwin.VA(sig), ibwin.SigAccess, dev, true)
 			if err != nil {
 				return fmt.Errorf("gdaki: signal table of rank %d: %w", r, err)

@@ -276,7 +276,7 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 		g := rs.gpu
 		host := g.Bus().Host()
 		for ctx := range cs.nctx {
-			pre := fmt.Sprintf("proxy/r%d/c%d/", r, ctx)
+			pre := fmt.Sprintf("proxy/%sr%d/c%d/", dc.RegionTag(), r, ctx)
 			rs.pis = append(rs.pis, g.Alloc(pre+"pis", sim.Bytes(8*cs.nranks), true))
 			rs.cis = append(rs.cis, b.cpuVisible(g, pre+"cis", sim.Bytes(8*cs.nranks)))
 			sig := g.Alloc(pre+"signals", sim.Bytes(8*max(cs.nsig, 1)), true)

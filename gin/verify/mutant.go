@@ -91,6 +91,8 @@ func Mutants() []Mutant {
 			apply: tune(func(p *machine.Profile) { p.GPU.Mutations |= gpu.MutFenceNoWait })},
 		{Name: "gpu-parallel-drop-last", Where: "gpu", Breaks: "6.4.2 coop fan-out: flush covers every peer (the last is skipped)",
 			apply: tune(func(p *machine.Profile) { p.GPU.Mutations |= gpu.MutParallelDropLast })},
+		{Name: "gpu-store-undrained", Where: "gpu", Breaks: "2.4.5 a put carries the issuing thread's earlier stores to its source: a local store lingers 20 us and no release fence waits for it",
+			apply: tune(func(p *machine.Profile) { p.GPU.Mutations |= gpu.MutStoreUndrained })},
 	}
 }
 

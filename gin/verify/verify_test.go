@@ -37,3 +37,32 @@ func TestMutantsCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestMutantCaughtBy pins the litmus test that owns a spec row to a
+// mutant that breaks that row: the test fails on every backend and
+// version it runs with the mutant on (TestMutantsCaught only asks that
+// some test fail). 2.4.5 (put after a store) had no such mutant.
+func TestMutantCaughtBy(t *testing.T) {
+	for _, c := range []struct{ mutant, test string }{
+		{"gpu-store-undrained", "put-after-store"},
+		{"wait-no-rolling", "wait-rolling-wrap"},
+		{"putvalue-wide", "put-value-size"},
+		{"lsa-barrier-no-fence", "lsa-barrier-release"},
+	} {
+		t.Run(c.mutant, func(t *testing.T) {
+			m, ok := MutantByName(c.mutant)
+			if !ok {
+				t.Fatalf("no mutant %s", c.mutant)
+			}
+			rep := NewRunner(Options{Schedules: 5, Mutant: &m, Tests: []string{c.test}}).Run()
+			if len(rep.Tests) == 0 {
+				t.Fatalf("test %s did not run", c.test)
+			}
+			for _, r := range rep.Tests {
+				if r.Passed {
+					t.Errorf("%s survived %s on %s %s", c.mutant, c.test, r.Backend, r.NCCL)
+				}
+			}
+		})
+	}
+}

@@ -115,6 +115,11 @@ type Options struct {
 	// Check runs the GIN semantic checker (gin/check) beside every step;
 	// Report.Check sums what it found. It reads the run, never changes it.
 	Check bool
+	// Tune, when set, adjusts every step's hardware profile after the
+	// cluster's (machine.BuildTuned): how a gin/verify mutant of the NIC
+	// or the GPU reaches a replay (replay's hidden --mutant, which tests
+	// that Check catches it).
+	Tune func(*machine.Profile)
 
 	// kernel is the mode Run runs: Mode with v2 resolved to v2-direct
 	// or v2-hybrid.
@@ -191,11 +196,6 @@ func errNoRDMAOnly(kernel string, nodes int) error {
 // isV2 reports whether mode runs DeepEP V2 kernels.
 func isV2(mode string) bool { return mode == ModeV2 || mode == ModeV2Direct || mode == ModeV2Hybrid }
 
-// ErrCheckHT says why the semantic check refuses DeepEP HT for now.
-var ErrCheckHT = errors.New("the semantic check does not run --mode ht yet: HT's communicators each name " +
-	"their signal regions alike (\"gdaki/r10/c3/signals\"), and gin/check, which keys a signal word by region " +
-	"name and offset, takes their SignalAdds to one word for lost updates")
-
 // Validate checks the options.
 func (o *Options) Validate() error {
 	ok := func(v string, in []string) bool {
@@ -239,9 +239,6 @@ func (o *Options) Validate() error {
 	}
 	if o.QPsPerRank > 0 && !TakesQPs(o.Mode, o.Backend) {
 		return fmt.Errorf("replay: qps-per-rank: %s", NoQPs(o.Mode, o.Backend))
-	}
-	if o.Check && o.Mode == ModeHT {
-		return fmt.Errorf("replay: %w", ErrCheckHT)
 	}
 	if o.TimelineDetail && o.Timeline == nil {
 		return fmt.Errorf("replay: timeline detail draws into the timeline: set Options.Timeline")
@@ -476,7 +473,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		return stepOut{}, err
 	}
 	s := sim.New(sim.Config{Seed: opt.Seed})
-	m, err := machine.Build(s, spec, nodes)
+	m, err := machine.BuildTuned(s, spec, nodes, opt.Tune)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -558,7 +555,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		util = newUtilSampler(s, snap, opt.UtilEvery)
 	}
 	if err := e.Run(); err != nil {
-		return stepOut{}, err
+		return stepOut{}, chk.failed(err, s.Pending() == 0)
 	}
 	s1 := snap.take()
 	d := s1.Since(s0)
@@ -567,7 +564,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	so.trk.Reset()
 	w.Combine()
 	if err := e.Run(); err != nil {
-		return stepOut{}, err
+		return stepOut{}, chk.failed(err, s.Pending() == 0)
 	}
 	s2 := snap.take()
 	c := s2.Since(s1)

@@ -278,6 +278,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c := r.Check; c != nil {
 		fmt.Fprintf(w, "\ncheck (gin/check): %d events, %d ops, %d landings, %d updates, %d waits/reads: %d violations\n",
 			c.Events, c.Ops, c.Landings, c.Updates, c.Observed, c.Violations)
+		if c.Live > 0 {
+			fmt.Fprintf(w, "  %d ops still in flight when their step stopped (not judged lost)\n", c.Live)
+		}
 		if c.First != "" {
 			fmt.Fprintf(w, "  first: %s\n", c.First)
 		}
