@@ -872,10 +872,15 @@ func (c *Checker) read(e *obs.Event) {
 		}
 		v := Violation{Kind: Race, At: e.At, Op: s.id, OpKind: s.kind, Rank: int(s.rank), Ctx: int(s.ctx), Peer: int(s.ch.key.peer), OtherRank: -1,
 			Who: e.Who, Where: e.Where, Addr: max(lo, s.lo)}
+		// The reader: its rank, context (QP carries it) and the read's
+		// time (At); the op at fault: its issuer, context, peer and issue
+		// time.
 		if s.get {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) of a get issued at %v before a flush, wait or Get-fenced barrier", rank, lo, hi, s.at)
+			v.Detail = fmt.Sprintf("rank %d ctx %d read [%d,%d) at %v of a get issued at %v before a flush, wait or Get-fenced barrier",
+				rank, e.QP, lo, hi, e.At, s.at)
 		} else {
-			v.Detail = fmt.Sprintf("rank %d read [%d,%d) before observing a signal that covers the put issued at %v", rank, lo, hi, s.at)
+			v.Detail = fmt.Sprintf("rank %d ctx %d read [%d,%d) at %v before observing a signal that covers the put issued at %v",
+				rank, e.QP, lo, hi, e.At, s.at)
 		}
 		c.flag(v)
 		return

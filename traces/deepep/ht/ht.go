@@ -147,8 +147,8 @@ type Workload struct {
 	hbmLat, l2Lat, poll sim.Duration
 	st                  Stats
 
-	dch, cch []chanState           // per (rank, channel): shared-memory state
-	fwdPath  []workload.Seen       // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
+	dch, cch []chanState     // per (rank, channel): shared-memory state
+	fwdPath  []workload.Seen // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
 }
 
 // chanState is the shared-memory state of one channel's SMs (the locks,
