@@ -204,18 +204,8 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 		for off := 1; off < N; off++ {
 			j := (i + off) % N
 			peer := r.hosts[j].qps[N-off] // j's QP towards i: offset (i-j) mod N
-			steps := []struct {
-				st nic.QPState
-				at nic.ModifyAttr
-			}{
-				{nic.QPSInit, nic.ModifyAttr{}},
-				{nic.QPSRTR, nic.ModifyAttr{RemoteEP: fabric.EndpointID(j), RemoteQPN: peer.QPN(), MTU: o.MTU, MinRNRTimer: 12}},
-				{nic.QPSRTS, nic.ModifyAttr{Timeout: 14, RetryCnt: 7, RNRRetry: 7}},
-			}
-			for _, st := range steps {
-				if err := h.qps[off].Modify(st.st, st.at); err != nil {
-					return nil, fmt.Errorf("perftest: %w", err)
-				}
+			if err := Connect(h.qps[off], fabric.EndpointID(j), peer.QPN(), o.MTU, 14); err != nil {
+				return nil, fmt.Errorf("perftest: %w", err)
 			}
 		}
 	}

@@ -143,21 +143,32 @@ func build(o *Options, size int64) (*pair, error) {
 	for i := range 2 {
 		a, b := p.sd[i], p.sd[1-i]
 		a.remote = b.mr
-		steps := []struct {
-			st nic.QPState
-			at nic.ModifyAttr
-		}{
-			{nic.QPSInit, nic.ModifyAttr{}},
-			{nic.QPSRTR, nic.ModifyAttr{RemoteEP: c.Endpoint(1-i, 0), RemoteQPN: b.qp.QPN(), RQPSN: 0, MTU: o.MTU, MinRNRTimer: 12}},
-			{nic.QPSRTS, nic.ModifyAttr{SQPSN: 0, Timeout: 14, RetryCnt: 7, RNRRetry: 7}},
-		}
-		for _, st := range steps {
-			if err := a.qp.Modify(st.st, st.at); err != nil {
-				return nil, err
-			}
+		if err := Connect(a.qp, c.Endpoint(1-i, 0), b.qp.QPN(), o.MTU, 14); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// Connect takes qp from RESET to RTS towards the peer QP peerQPN on port
+// ep, as perftest's RC setup does: path MTU mtu, local ACK timeout code
+// timeout, 7 transport and infinite RNR retries, RNR NAK timer code 12,
+// PSNs 0.
+func Connect(qp *nic.QP, ep fabric.EndpointID, peerQPN uint32, mtu int, timeout uint8) error {
+	steps := []struct {
+		st nic.QPState
+		at nic.ModifyAttr
+	}{
+		{nic.QPSInit, nic.ModifyAttr{}},
+		{nic.QPSRTR, nic.ModifyAttr{RemoteEP: ep, RemoteQPN: peerQPN, MTU: mtu, MinRNRTimer: 12}},
+		{nic.QPSRTS, nic.ModifyAttr{Timeout: timeout, RetryCnt: 7, RNRRetry: 7}},
+	}
+	for _, st := range steps {
+		if err := qp.Modify(st.st, st.at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // post models the CPU: PostCost to build the WQEs, then the doorbell store

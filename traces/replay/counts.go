@@ -71,22 +71,11 @@ func newStep(tr *traces.Trace, iter, layer int) (*workload.Step, error) {
 // identities (TopKIdx, RecvTokens) stay nil: only a workload that never
 // reads them (ncclbase) may run it.
 func countsStep(tr *traces.Trace, iter, layer int) (*workload.Step, error) {
-	h := tr.Header()
+	st, err := workload.PlacedStep(tr, iter, layer)
+	if err != nil {
+		return nil, err
+	}
 	ep, nodes := tr.EP(), tr.Nodes()
-	st := &workload.Step{Iter: iter, Layer: layer, EP: ep, Slots: tr.Slots(), TopK: h.Model.TopK, MaxTokens: h.MaxTokensPerRank}
-	st.Home = tr.Placement(layer)
-	if len(st.Home) != st.Slots {
-		return nil, fmt.Errorf("layer %d: placement has %d experts, want %d", layer, len(st.Home), st.Slots)
-	}
-	st.Experts = make([][]int, ep)
-	st.LocalIdx = make([]int, st.Slots)
-	for e, r := range st.Home {
-		st.LocalIdx[e] = len(st.Experts[r])
-		st.Experts[r] = append(st.Experts[r], e)
-	}
-	for _, xs := range st.Experts {
-		st.Local = max(st.Local, len(xs))
-	}
 	st.Tokens, st.Selections = make([]int, ep), make([]int64, ep)
 	st.Count, st.RankTokens, st.NodeTokens = make([][]int, ep), make([][]int, ep), make([][]int, ep)
 	for r := range ep {

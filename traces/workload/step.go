@@ -33,10 +33,12 @@ type Step struct {
 	Selections []int64 // per source rank, valid selections
 }
 
-// NewStep resolves (iter, layer) of tr; it needs route records.
-func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
+// PlacedStep gives the part of step (iter, layer) that every record kind
+// shares: the header's shape and layer's expert placement (Home, Experts,
+// LocalIdx, Local). The caller fills the traffic from route or counts
+// records.
+func PlacedStep(tr *traces.Trace, iter, layer int) (*Step, error) {
 	h := tr.Header()
-	routes := tr.StepRoutes(iter, layer)
 	ep := tr.EP()
 	st := &Step{Iter: iter, Layer: layer, EP: ep, Slots: tr.Slots(), TopK: h.Model.TopK,
 		MaxTokens: h.MaxTokensPerRank}
@@ -53,6 +55,17 @@ func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
 	for _, xs := range st.Experts {
 		st.Local = max(st.Local, len(xs))
 	}
+	return st, nil
+}
+
+// NewStep resolves (iter, layer) of tr; it needs route records.
+func NewStep(tr *traces.Trace, iter, layer int) (*Step, error) {
+	routes := tr.StepRoutes(iter, layer)
+	st, err := PlacedStep(tr, iter, layer)
+	if err != nil {
+		return nil, err
+	}
+	ep := st.EP
 	nodes := tr.Nodes()
 	st.Tokens = make([]int, ep)
 	st.TopKIdx = make([][][]int32, ep)

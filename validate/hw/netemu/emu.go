@@ -7,6 +7,7 @@ import (
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/nic"
+	"github.com/ginsim/ginsim/nic/perftest"
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 )
@@ -171,18 +172,8 @@ func New(o Options, deliver func(Delivery)) (*Emulator, error) {
 				continue
 			}
 			a, b := e.pairs[src*o.Ranks+dst], e.pairs[dst*o.Ranks+src]
-			steps := []struct {
-				st nic.QPState
-				at nic.ModifyAttr
-			}{
-				{nic.QPSInit, nic.ModifyAttr{}},
-				{nic.QPSRTR, nic.ModifyAttr{RemoteEP: m.Topo.Endpoint(dst, 0), RemoteQPN: b.qp.QPN(), MTU: o.MTU, MinRNRTimer: 12}},
-				{nic.QPSRTS, nic.ModifyAttr{Timeout: o.IBTimeout, RetryCnt: 7, RNRRetry: 7}},
-			}
-			for _, st := range steps {
-				if err := a.qp.Modify(st.st, st.at); err != nil {
-					return nil, fmt.Errorf("netemu: QP %d->%d: %w", src, dst, err)
-				}
+			if err := perftest.Connect(a.qp, m.Topo.Endpoint(dst, 0), b.qp.QPN(), o.MTU, o.IBTimeout); err != nil {
+				return nil, fmt.Errorf("netemu: QP %d->%d: %w", src, dst, err)
 			}
 		}
 	}
