@@ -454,15 +454,8 @@ func (b *Backend) connect(a *channel, na *nic.NIC, z *channel, nz *nic.NIC) erro
 		peer *channel
 		ep   *nic.NIC
 	}{{a, z, nz}, {z, a, na}} {
-		if err := x.ch.qp.Modify(nic.QPSInit, nic.ModifyAttr{}); err != nil {
-			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
-		}
-		if err := x.ch.qp.Modify(nic.QPSRTR, nic.ModifyAttr{RemoteEP: x.ep.Endpoint(), RemoteQPN: x.peer.qp.QPN(),
-			MTU: c.MTU, MinRNRTimer: c.MinRNRTimer}); err != nil {
-			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
-		}
-		if err := x.ch.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: c.AckTimeout, RetryCnt: c.RetryCnt,
-			RNRRetry: c.RNRRetry}); err != nil {
+		if err := x.ch.qp.Connect(x.ep.Endpoint(), x.peer.qp.QPN(), nic.ConnParams{MTU: c.MTU, MinRNRTimer: c.MinRNRTimer,
+			Timeout: c.AckTimeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry}); err != nil {
 			return fmt.Errorf("gdaki: %s: %w", x.ch.name, err)
 		}
 	}

@@ -431,14 +431,8 @@ func connect(a, z *channel, timeout uint8) error {
 	for _, x := range [2][2]*channel{{a, z}, {z, a}} {
 		me, peer := x[0], x[1]
 		ep := peer.nic.Endpoint()
-		if err := me.qp.Modify(nic.QPSInit, nic.ModifyAttr{}); err != nil {
-			return fmt.Errorf("proxy: %s: %w", me.name, err)
-		}
-		if err := me.qp.Modify(nic.QPSRTR, nic.ModifyAttr{RemoteEP: ep, RemoteQPN: peer.qp.QPN(), MTU: 4096,
-			MinRNRTimer: 12}); err != nil {
-			return fmt.Errorf("proxy: %s: %w", me.name, err)
-		}
-		if err := me.qp.Modify(nic.QPSRTS, nic.ModifyAttr{Timeout: timeout, RetryCnt: 7, RNRRetry: 7}); err != nil {
+		if err := me.qp.Connect(ep, peer.qp.QPN(),
+			nic.ConnParams{MTU: 4096, MinRNRTimer: 12, Timeout: timeout, RetryCnt: 7, RNRRetry: 7}); err != nil {
 			return fmt.Errorf("proxy: %s: %w", me.name, err)
 		}
 	}

@@ -204,7 +204,7 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 		for off := 1; off < N; off++ {
 			j := (i + off) % N
 			peer := r.hosts[j].qps[N-off] // j's QP towards i: offset (i-j) mod N
-			if err := Connect(h.qps[off], fabric.EndpointID(j), peer.QPN(), o.MTU, 14); err != nil {
+			if err := h.qps[off].Connect(fabric.EndpointID(j), peer.QPN(), RC(o.MTU, 14)); err != nil {
 				return nil, fmt.Errorf("perftest: %w", err)
 			}
 		}

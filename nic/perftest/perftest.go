@@ -143,32 +143,11 @@ func build(o *Options, size int64) (*pair, error) {
 	for i := range 2 {
 		a, b := p.sd[i], p.sd[1-i]
 		a.remote = b.mr
-		if err := Connect(a.qp, c.Endpoint(1-i, 0), b.qp.QPN(), o.MTU, 14); err != nil {
+		if err := a.qp.Connect(c.Endpoint(1-i, 0), b.qp.QPN(), RC(o.MTU, 14)); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
-}
-
-// Connect takes qp from RESET to RTS towards the peer QP peerQPN on port
-// ep, as perftest's RC setup does: path MTU mtu, local ACK timeout code
-// timeout, 7 transport and infinite RNR retries, RNR NAK timer code 12,
-// PSNs 0.
-func Connect(qp *nic.QP, ep fabric.EndpointID, peerQPN uint32, mtu int, timeout uint8) error {
-	steps := []struct {
-		st nic.QPState
-		at nic.ModifyAttr
-	}{
-		{nic.QPSInit, nic.ModifyAttr{}},
-		{nic.QPSRTR, nic.ModifyAttr{RemoteEP: ep, RemoteQPN: peerQPN, MTU: mtu, MinRNRTimer: 12}},
-		{nic.QPSRTS, nic.ModifyAttr{Timeout: timeout, RetryCnt: 7, RNRRetry: 7}},
-	}
-	for _, st := range steps {
-		if err := qp.Modify(st.st, st.at); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // post models the CPU: PostCost to build the WQEs, then the doorbell store
@@ -428,4 +407,11 @@ func AtomicLat(o Options) ([]Row, error) {
 	}
 	lat := end.Sub(0) / sim.Duration(iters)
 	return []Row{{Bytes: 8, Iters: iters, LatencyUs: lat.Us(), BandwidthGBps: 8 / lat.Seconds() / 1e9}}, nil
+}
+
+// RC is the connection perftest's hosts make: path MTU mtu, ACK timeout
+// code timeout, 7 transport retries, unlimited RNR retries, RNR NAK timer
+// code 12.
+func RC(mtu int, timeout uint8) nic.ConnParams {
+	return nic.ConnParams{MTU: mtu, MinRNRTimer: 12, Timeout: timeout, RetryCnt: 7, RNRRetry: 7}
 }

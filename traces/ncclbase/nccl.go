@@ -644,17 +644,9 @@ func (w *Workload) finishComm(m *ncclNetComm) error {
 		qp, peer *nic.QP
 		ep       *nic.NIC
 	}{{m.sqp, m.rqp, m.rnic}, {m.rqp, m.sqp, m.snic}} {
-		for _, st := range []struct {
-			to nic.QPState
-			a  nic.ModifyAttr
-		}{
-			{nic.QPSInit, nic.ModifyAttr{}},
-			{nic.QPSRTR, nic.ModifyAttr{RemoteEP: p.ep.Endpoint(), RemoteQPN: p.peer.QPN(), MTU: cfg.MTU, MinRNRTimer: 12}},
-			{nic.QPSRTS, nic.ModifyAttr{Timeout: cfg.QPTimeout, RetryCnt: cfg.QPRetry, RNRRetry: 7}},
-		} {
-			if err := p.qp.Modify(st.to, st.a); err != nil {
-				return fmt.Errorf("nccl: %w", err)
-			}
+		if err := p.qp.Connect(p.ep.Endpoint(), p.peer.QPN(),
+			nic.ConnParams{MTU: cfg.MTU, MinRNRTimer: 12, Timeout: cfg.QPTimeout, RetryCnt: cfg.QPRetry, RNRRetry: 7}); err != nil {
+			return fmt.Errorf("nccl: %w", err)
 		}
 	}
 	return nil

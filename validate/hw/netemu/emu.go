@@ -172,7 +172,7 @@ func New(o Options, deliver func(Delivery)) (*Emulator, error) {
 				continue
 			}
 			a, b := e.pairs[src*o.Ranks+dst], e.pairs[dst*o.Ranks+src]
-			if err := perftest.Connect(a.qp, m.Topo.Endpoint(dst, 0), b.qp.QPN(), o.MTU, o.IBTimeout); err != nil {
+			if err := a.qp.Connect(m.Topo.Endpoint(dst, 0), b.qp.QPN(), perftest.RC(o.MTU, o.IBTimeout)); err != nil {
 				return nil, fmt.Errorf("netemu: QP %d->%d: %w", src, dst, err)
 			}
 		}
