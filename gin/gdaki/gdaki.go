@@ -601,20 +601,27 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 }
 
 // detach takes the WRs just built out of the channel's scratch and gives
-// the channel a spare list (allocated only the first time two groups
-// issue on one channel at once).
+// the channel a spare list, or none: addWR allocates one only if another
+// group builds on the channel before release gives these back.
 func (ch *channel) detach() []nic.WR {
 	wrs := ch.wrs
 	if n := len(ch.spare); n > 0 {
 		ch.wrs, ch.spare = ch.spare[n-1][:0], ch.spare[:n-1]
 	} else {
-		ch.wrs = make([]nic.WR, 0, cap(wrs))
+		ch.wrs = nil
 	}
 	return wrs
 }
 
-// release returns a posted WR list to the spares.
-func (ch *channel) release(wrs []nic.WR) { ch.spare = append(ch.spare, wrs[:0]) }
+// release returns a posted WR list: it becomes the scratch again if the
+// channel has none, else a spare.
+func (ch *channel) release(wrs []nic.WR) {
+	if ch.wrs == nil {
+		ch.wrs = wrs[:0]
+		return
+	}
+	ch.spare = append(ch.spare, wrs[:0])
+}
 
 // addWR appends a signaled WR of opcode op to the channel's scratch list
 // and returns it for the caller to fill.

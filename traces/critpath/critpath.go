@@ -101,6 +101,12 @@ type op struct {
 	// Per responder QP: first request sent, last request received, last
 	// effect applied (landing or atomic) and the words atomics hit.
 	qps []qpPath
+	// Storage for the first path, its ports and its atomic, the usual
+	// case: an op then costs no allocation of its own (ops come from
+	// Tracker's slab and are never copied).
+	qps0   [1]qpPath
+	ports0 [4]int
+	atoms0 [1]word
 }
 
 type word struct {
@@ -137,7 +143,12 @@ func (o *op) path(qp uint32) *qpPath {
 			return &o.qps[i]
 		}
 	}
-	o.qps = append(o.qps, qpPath{qp: qp})
+	if o.qps == nil {
+		o.qps = o.qps0[:0]
+		o.qps = append(o.qps, qpPath{qp: qp, ports: o.ports0[:0], atomics: o.atoms0[:0]})
+	} else {
+		o.qps = append(o.qps, qpPath{qp: qp})
+	}
 	return &o.qps[len(o.qps)-1]
 }
 
@@ -149,11 +160,16 @@ type Tracker struct {
 	// drawn in order, so the slice grows at its end as ops are issued.
 	ops  []*op
 	base obs.OpID
+	// slab holds ops not yet issued, allocated a chunk at a time.
+	slab []op
 	// Signals follows only operations that update a signal at the peer
 	// (Issued's Code has IssuedSignal or IssuedVASignal): the ones a
 	// waiter can see. A run's data puts then cost one index per event.
 	Signals bool
 }
+
+// opChunk is how many ops Tracker allocates at once.
+const opChunk = 256
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker { return &Tracker{base: 1} }
@@ -183,7 +199,12 @@ func (t *Tracker) Observe(e obs.Event) {
 		if e.Op < t.base || t.Signals && e.Code&(obs.IssuedSignal|obs.IssuedVASignal) == 0 {
 			return
 		}
-		o := &op{issued: true}
+		if len(t.slab) == 0 {
+			t.slab = make([]op, opChunk)
+		}
+		o := &t.slab[0]
+		t.slab = t.slab[1:]
+		o.issued = true
 		o.row.Op, o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.Op, e.At, e.Where, e.Who, e.Bytes
 		o.row.Rank, o.row.Peer = int(e.Index), int(e.Value)
 		for obs.OpID(len(t.ops)) <= e.Op-t.base {
@@ -358,7 +379,10 @@ func (o *op) finish() (Row, bool) {
 		r.Phases[x.ph], r.Phases[NIC] = d, r.Phases[NIC]-d
 	}
 	r.End, r.Seen, r.Proxy = end, seen, o.proxy
-	r.NIC, r.DstEP, r.Ports = p.nic, p.dstEP, p.ports
+	r.NIC, r.DstEP = p.nic, p.dstEP
+	if len(p.ports) > 0 { // nil when none, as before
+		r.Ports = slices.Clip(p.ports)
+	}
 	if o.local != 0 {
 		r.Local = o.local.Sub(r.Start)
 	} else if o.cqe != 0 {
