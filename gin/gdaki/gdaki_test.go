@@ -104,6 +104,12 @@ func TestConcurrentIssuersShareChannel(t *testing.T) {
 	backendtest.ConcurrentIssuersShareChannel(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4})
 }
 
+// The same with a system-scope fence between building and posting each
+// op: a group in the fence keeps the WRs it built.
+func TestConcurrentIssuersFenced(t *testing.T) {
+	backendtest.ConcurrentIssuersFenced(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4})
+}
+
 // Without counters, contexts past the first are built on first use. A put
 // on context 2 then reaches the same QP number as when every context is
 // built at DevCommCreate (with counters), so UDP source ports and ECMP

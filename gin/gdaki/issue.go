@@ -117,6 +117,10 @@ func (m *issuer) Step() {
 		switch m.PC {
 		case stIssue:
 			m.ch = b.build(m.cs, m.rank, m.op)
+			// Take the WRs out of the channel's scratch list now: the
+			// fence below may block, and another group issuing on the
+			// same channel meanwhile builds into that list.
+			m.wrs = m.ch.detach()
 			b.st.Ops++
 			m.PC = stPost
 			if m.FenceSys(m.op, false, b.events) {
@@ -147,6 +151,7 @@ func (m *issuer) Step() {
 					}
 				}
 				m.clast = m.last
+				m.wrs = comp.detach()
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
 				continue
 			}
@@ -172,7 +177,6 @@ func (m *issuer) Step() {
 			m.ring(m.ch.comp, m.clast+1, stEnd)
 
 		case stPReserve:
-			m.wrs = m.pch.detach()
 			m.PC = stPReserved
 			t.AtomicAdd64Then(m.pch.ctrl, offRsvd, uint64(len(m.wrs)), m.scope, m, 0)
 			return
@@ -316,6 +320,7 @@ func (m *issuer) Step() {
 
 		case stFlushNop:
 			m.ch.wrs = append(m.ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
+			m.wrs = m.ch.detach()
 			m.post(m.ch, gpu.ScopeDevice, false, stFlushRing)
 		case stFlushRing:
 			m.ticket = m.last + 1
@@ -350,8 +355,8 @@ func (m *issuer) opID() obs.OpID {
 	return m.op.ID
 }
 
-// post starts posting the WRs built in ch's scratch list; the machine
-// continues at ret with m.last set.
+// post starts posting m.wrs (detached from ch's scratch list when they
+// were built) on ch; the machine continues at ret with m.last set.
 func (m *issuer) post(ch *channel, scope gpu.Scope, skip bool, ret uint8) {
 	m.pch, m.scope, m.skip, m.pret = ch, scope, skip, ret
 	m.PC = stPReserve

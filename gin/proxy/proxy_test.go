@@ -181,6 +181,14 @@ func TestConcurrentWritersShareRing(t *testing.T) {
 	backendtest.ConcurrentIssuersShareChannel(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4, Proxy: &pc})
 }
 
+// The same with the system-scope fence the Proxy issues before a GFD when
+// the thread gave less than a system release.
+func TestConcurrentWritersFenced(t *testing.T) {
+	pc := proxy.DefaultConfig()
+	pc.QwordFlagCost = 200 * sim.Nanosecond
+	backendtest.ConcurrentIssuersFenced(t, bench.EnvConfig{Backend: backend, Seed: 3, Signals: 4, Proxy: &pc})
+}
+
 // A signal alone to a window address (VASignalAdd, DeepEP V2's red_add to
 // a remote tail) is one VA-signal GFD and one atomic: no empty put GFD
 // before it.

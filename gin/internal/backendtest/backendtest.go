@@ -220,6 +220,20 @@ func CounterAndFlushImplyLocalCompletion(t *testing.T, backend string) {
 // arrives exactly once (the signal sums to the sum of the values).
 func ConcurrentIssuersShareChannel(t *testing.T, cfg bench.EnvConfig) {
 	t.Helper()
+	concurrentIssuers(t, cfg, false)
+}
+
+// ConcurrentIssuersFenced is ConcurrentIssuersShareChannel with every put
+// requiring a system-scope release the thread has not given, so GDAKI
+// fences between building an op's WRs and posting them: a group blocked in
+// that fence must keep its WRs while another builds into the channel.
+func ConcurrentIssuersFenced(t *testing.T, cfg bench.EnvConfig) {
+	t.Helper()
+	concurrentIssuers(t, cfg, true)
+}
+
+func concurrentIssuers(t *testing.T, cfg bench.EnvConfig, fenced bool) {
+	t.Helper()
 	const warps, per = 16, 12
 	e, err := bench.NewEnv(cfg)
 	if err != nil {
@@ -229,6 +243,9 @@ func ConcurrentIssuersShareChannel(t *testing.T, cfg bench.EnvConfig) {
 	for w := range warps {
 		e.Ranks[0].GPU.Launch("w"+string(rune('a'+w)), 32, func(tg *gpu.Group) {
 			g := e.Dev.Gin(tg, 0, 0)
+			if fenced {
+				g.SetRelease(gpu.ScopeThread, gpu.ScopeSystem)
+			}
 			tg.Sleep(sim.Duration(w) * 97 * sim.Nanosecond)
 			for i := range per {
 				v := uint64(w*per + i + 1)
