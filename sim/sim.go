@@ -103,6 +103,13 @@ type Sim struct {
 	running *Proc
 
 	ties *ties // nil unless SetTies perturbs same-instant order
+
+	// Set when s is a partition of a World.
+	w       *World
+	part    int
+	out     [2][][]msg // by window parity, then destination partition
+	sentMin Time       // earliest event sent across partitions this window
+	stopReq bool       // Stop was called: the World stops after the window
 }
 
 // New returns a simulation at time 0.
@@ -262,8 +269,15 @@ func (s *Sim) Fail(err error) {
 	s.stopped = true
 }
 
-// Stop ends the run after the current event without an error.
-func (s *Sim) Stop() { s.stopped = true }
+// Stop ends the run after the current event without an error. In a World
+// it ends the World's run at the end of the current window instead.
+func (s *Sim) Stop() {
+	if s.w != nil {
+		s.stopReq = true
+		return
+	}
+	s.stopped = true
+}
 
 // Step fires the next event. It returns false if no event is pending.
 func (s *Sim) Step() bool {
@@ -314,6 +328,9 @@ func (s *Sim) Run() error { return s.RunUntil(MaxTime) }
 // RunUntil is Run, but it also stops before the first event later than
 // limit and then advances the clock to limit (unless limit is MaxTime).
 func (s *Sim) RunUntil(limit Time) error {
+	if s.w != nil {
+		panic("sim: Run on a partition of a World: run the World")
+	}
 	s.stopped = false
 	if s.ties != nil {
 		return s.runTies(limit)

@@ -1,0 +1,321 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+)
+
+// A World is one simulation split into partitions, each a Sim with its own
+// clock and queue, run by the conservative (lookahead-window) algorithm:
+//
+//   - A partition's events touch only its own state. The one way to reach
+//     another partition is Send, which must name a time at least the
+//     World's lookahead after the sender's clock (a packet's least cable
+//     plus switch delay, fabric.Network.Lookahead).
+//   - Time advances in windows [T, T+lookahead), where T is the earliest
+//     pending event anywhere. Every partition runs its events before the
+//     window's end, independently of the others (on as many goroutines as
+//     the Exec allows); no event it can receive from another partition
+//     falls inside the window.
+//   - Events sent across partitions during window k are delivered at the
+//     start of window k+1, in the order (sending partition, send order),
+//     before the receiver runs anything. A partition's queue, and so the
+//     order it fires same-instant events in, is therefore a function of
+//     the model alone: the output is the same for every worker count.
+//
+// Stop from a partition ends Run at the end of the current window (the
+// other partitions finish the window); every partition's clock is then the
+// window's end. Fail ends its partition's window at once, and Run returns
+// the failure of the lowest partition that failed.
+//
+// A World is not safe for concurrent use; only its Exec runs partitions
+// concurrently, and a partition's handlers must not touch another
+// partition's state.
+type World struct {
+	cfg   Config
+	parts []*Sim
+	la    Duration
+	exec  Exec
+	now   Time
+	// window is the number of windows run so far: its parity names the
+	// outboxes senders fill (the other set is being delivered).
+	window uint64
+	hooks  []func(end Time)
+	run    func(int) // the per-partition window body, built once
+	end    Time      // the current window's end (exclusive)
+}
+
+// Exec runs f(0), ..., f(n-1) and returns when all have returned. It may
+// run them concurrently; the World's results do not depend on how.
+type Exec func(n int, f func(i int))
+
+// Serial is the Exec that runs f(0), ..., f(n-1) in order on the caller's
+// goroutine.
+func Serial(n int, f func(i int)) {
+	for i := range n {
+		f(i)
+	}
+}
+
+// msg is an event sent across partitions, waiting for the next window.
+type msg struct {
+	at  Time
+	h   Handler
+	arg uint64
+}
+
+// NewWorld returns a World of parts partitions at time 0. lookahead is the
+// least delay of any Send and must be positive; every partition shares cfg
+// (so Rand gives a partition the same stream for a name as a lone Sim).
+func NewWorld(cfg Config, parts int, lookahead Duration) *World {
+	if parts < 1 {
+		panic(fmt.Sprintf("sim: world of %d partitions", parts))
+	}
+	if lookahead <= 0 {
+		panic(fmt.Sprintf("sim: world lookahead %v must be positive", lookahead))
+	}
+	w := &World{cfg: cfg, la: lookahead, exec: Serial}
+	for i := range parts {
+		s := New(cfg)
+		s.w, s.part, s.sentMin = w, i, MaxTime
+		s.out[0] = make([][]msg, parts)
+		s.out[1] = make([][]msg, parts)
+		w.parts = append(w.parts, s)
+	}
+	w.run = w.runPart
+	return w
+}
+
+// Parts returns the number of partitions.
+func (w *World) Parts() int { return len(w.parts) }
+
+// Part returns partition i.
+func (w *World) Part(i int) *Sim { return w.parts[i] }
+
+// Lookahead returns the least delay of a Send between partitions.
+func (w *World) Lookahead() Duration { return w.la }
+
+// Now returns the time every partition has reached: after Run, the end of
+// the window that stopped it, or the time of the last event.
+func (w *World) Now() Time { return w.now }
+
+// Seed returns the run's root seed.
+func (w *World) Seed() uint64 { return w.cfg.Seed }
+
+// Windows returns the number of windows run so far.
+func (w *World) Windows() uint64 { return w.window }
+
+// Fired returns the number of events dispatched so far, in all partitions.
+func (w *World) Fired() uint64 {
+	var n uint64
+	for _, s := range w.parts {
+		n += s.fired
+	}
+	return n
+}
+
+// Pending returns the number of scheduled, not cancelled events, counting
+// events sent and not yet delivered.
+func (w *World) Pending() int {
+	n := 0
+	for _, s := range w.parts {
+		n += s.q.live
+		for _, o := range s.out {
+			for _, m := range o {
+				n += len(m)
+			}
+		}
+	}
+	return n
+}
+
+// SetExec sets how partitions run within a window (nil: Serial).
+func (w *World) SetExec(e Exec) {
+	if e == nil {
+		e = Serial
+	}
+	w.exec = e
+}
+
+// OnWindow registers f to run after every window, on the caller of Run,
+// with no partition running: the place to merge what partitions recorded
+// (observations, counters) in a deterministic order. end is the window's
+// end; every event before it has fired.
+func (w *World) OnWindow(f func(end Time)) { w.hooks = append(w.hooks, f) }
+
+// Blocked returns the processes of every partition that are waiting, by
+// partition.
+func (w *World) Blocked() []*Proc {
+	var b []*Proc
+	for _, s := range w.parts {
+		b = append(b, s.Blocked()...)
+	}
+	return b
+}
+
+// Send schedules h.Handle(dst, arg) at time at on partition dst. Within a
+// partition (dst == s) it is Post. Across partitions at must be at least
+// the World's lookahead after s's clock: anything sooner is a model bug
+// (the cross-partition delay was under-estimated) and panics. Events sent
+// across partitions cannot be cancelled.
+func (s *Sim) Send(dst *Sim, at Time, h Handler, arg uint64) {
+	if dst == s {
+		s.Post(at, h, arg)
+		return
+	}
+	w := s.w
+	if w == nil || dst.w != w {
+		panic(fmt.Sprintf("sim: Send to a Sim of another world (handler %T)", h))
+	}
+	if h == nil || at < s.now.Add(w.la) {
+		panic(fmt.Sprintf("sim: Send from partition %d at %v to partition %d at %v is within the lookahead %v (handler %T arg %#x)",
+			s.part, s.now, dst.part, at, w.la, h, arg))
+	}
+	o := &s.out[w.window&1][dst.part]
+	*o = append(*o, msg{at: at, h: h, arg: arg})
+	if at < s.sentMin {
+		s.sentMin = at
+	}
+}
+
+// Part returns the partition index of s in its World (0 for a lone Sim).
+func (s *Sim) Part() int { return s.part }
+
+// World returns the World s is a partition of, or nil.
+func (s *Sim) World() *World { return s.w }
+
+// Run runs windows until no event is pending anywhere, a partition calls
+// Stop (the run ends with the window) or Fail, or the watchdog trips. It
+// returns the first failure by partition index, a *WatchdogError, or nil.
+func (w *World) Run() error {
+	for _, s := range w.parts {
+		s.stopped, s.stopReq = false, false
+	}
+	for {
+		// The earliest pending event: in a queue, or sent in the last
+		// window and not yet delivered.
+		t := MaxTime
+		for _, s := range w.parts {
+			t = min(t, s.sentMin, s.nextAt())
+		}
+		if t == MaxTime {
+			w.align(w.maxNow())
+			return nil
+		}
+		w.end = t.Add(w.la)
+		if w.end < t { // overflow near MaxTime
+			w.end = MaxTime
+		}
+		w.window++
+		w.exec(len(w.parts), w.run)
+		for _, f := range w.hooks {
+			f(w.end)
+		}
+		var stop bool
+		var err error
+		var fired uint64
+		for _, s := range w.parts {
+			stop = stop || s.stopReq
+			if err == nil && s.failErr != nil {
+				err = s.failErr
+			}
+			fired += s.fired
+		}
+		if err != nil {
+			w.align(w.maxNow())
+			return err
+		}
+		if stop {
+			w.align(w.end)
+			return nil
+		}
+		if b := w.cfg.EventBudget; b > 0 && fired >= b {
+			return w.parts[0].watchdog("event budget of %d events spent (all partitions)", b)
+		}
+	}
+}
+
+// runPart runs partition i's share of the current window: it takes the
+// events sent to it in the previous window (in sending-partition order),
+// then fires its events before the window's end.
+func (w *World) runPart(i int) {
+	s := w.parts[i]
+	prev := (w.window - 1) & 1
+	for _, src := range w.parts {
+		box := &src.out[prev][i]
+		for _, m := range *box {
+			s.Post(m.at, m.h, m.arg)
+		}
+		clear(*box) // drop handler references
+		*box = (*box)[:0]
+	}
+	s.sentMin = MaxTime
+	limit := w.end - 1
+	if err := s.runWindow(limit); err != nil && s.failErr == nil {
+		s.failErr = err
+	}
+}
+
+// nextAt returns the time of s's earliest pending event, or MaxTime.
+func (s *Sim) nextAt() Time {
+	if s.ties != nil && len(s.ties.pool) > 0 {
+		return s.ties.at
+	}
+	if e := s.q.front(s.now); e != nil {
+		return e.at
+	}
+	return MaxTime
+}
+
+// runWindow fires s's events due by limit without moving the clock past
+// the last of them. Stop only marks the request (the World ends the run
+// after the window); Fail ends the window at once.
+func (s *Sim) runWindow(limit Time) error {
+	s.stopped = false
+	if s.ties != nil {
+		for !s.stopped && s.stepTies(limit) {
+			if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
+				return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+			}
+		}
+		return s.failErr
+	}
+	for !s.stopped {
+		e := s.q.front(s.now)
+		if e == nil || e.at > limit {
+			break
+		}
+		s.fire(e)
+		if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
+			return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+		}
+	}
+	return s.failErr
+}
+
+func (w *World) maxNow() Time {
+	t := w.now
+	for _, s := range w.parts {
+		t = max(t, s.now)
+	}
+	return t
+}
+
+// align sets every partition's clock, and the World's, to t.
+func (w *World) align(t Time) {
+	if t == MaxTime {
+		t = w.maxNow()
+	}
+	w.now = t
+	for _, s := range w.parts {
+		s.now = max(s.now, t)
+	}
+}
+
+// PartsOf returns the distinct partitions of sims in index order: a helper
+// for code that must visit each partition once.
+func PartsOf(sims []*Sim) []*Sim {
+	out := slices.Clone(sims)
+	slices.SortFunc(out, func(a, b *Sim) int { return a.part - b.part })
+	return slices.CompactFunc(out, func(a, b *Sim) bool { return a == b })
+}

@@ -1,0 +1,158 @@
+package sim_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ginsim/ginsim/internal/par"
+	"github.com/ginsim/ginsim/sim"
+)
+
+// gossip is a model for the World's tests: every partition holds agents
+// that, on each event, log it, then schedule a local event (sometimes at
+// the same instant) and sometimes Send one to a random partition at least
+// the lookahead later. Each partition draws from its own stream, so its
+// log depends only on the order its events fire in.
+type gossip struct {
+	parts []*gpart
+	la    sim.Duration
+	limit sim.Time
+}
+
+type gpart struct {
+	g   *gossip
+	s   *sim.Sim
+	rnd *rand.Rand
+	log strings.Builder
+	n   int
+}
+
+func (p *gpart) Handle(s *sim.Sim, arg uint64) {
+	if s != p.s {
+		panic("event on the wrong partition")
+	}
+	p.n++
+	fmt.Fprintf(&p.log, "%d:%d ", s.Now(), arg)
+	if s.Now() > p.g.limit {
+		return
+	}
+	// Each event has one successor: the population of tokens is fixed.
+	if p.rnd.IntN(3) == 0 {
+		dst := p.g.parts[p.rnd.IntN(len(p.g.parts))]
+		p.s.Send(dst.s, s.Now().Add(p.g.la+sim.Duration(p.rnd.IntN(4))*50), dst, arg*17+2)
+		return
+	}
+	p.s.Post(s.Now().Add(sim.Duration(p.rnd.IntN(3))*100), p, arg*31+1)
+}
+
+func newGossip(w *sim.World, limit sim.Time) *gossip {
+	g := &gossip{la: w.Lookahead(), limit: limit}
+	for i := range w.Parts() {
+		s := w.Part(i)
+		p := &gpart{g: g, s: s, rnd: s.Rand(fmt.Sprintf("gossip/%d", i))}
+		g.parts = append(g.parts, p)
+		for k := range 4 {
+			s.Post(sim.Time(i*70+k*30), p, uint64(i*4+k))
+		}
+	}
+	return g
+}
+
+func (g *gossip) logs() string {
+	var b strings.Builder
+	for i, p := range g.parts {
+		fmt.Fprintf(&b, "part %d (%d events): %s\n", i, p.n, p.log.String())
+	}
+	return b.String()
+}
+
+func runGossip(t *testing.T, parts int, exec sim.Exec) (string, sim.Time, uint64) {
+	t.Helper()
+	w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
+	w.SetExec(exec)
+	g := newGossip(w, 200_000)
+	require.NoError(t, w.Run())
+	return g.logs(), w.Now(), w.Fired()
+}
+
+func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
+	for _, parts := range []int{1, 2, 5, 16} {
+		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
+		require.Greater(t, wantFired, uint64(parts*100))
+		for _, workers := range []int{1, 2, 3, 8} {
+			p := par.NewPool(workers)
+			got, now, fired := runGossip(t, parts, p.Exec)
+			p.Close()
+			require.Equal(t, want, got, "parts %d workers %d", parts, workers)
+			require.Equal(t, wantNow, now)
+			require.Equal(t, wantFired, fired)
+		}
+	}
+}
+
+// A World of one partition is the lone Sim: same events in the same order.
+func TestWorldOfOneIsTheSim(t *testing.T) {
+	w := sim.NewWorld(sim.Config{Seed: 7}, 1, 250)
+	gw := newGossip(w, 100_000)
+	require.NoError(t, w.Run())
+
+	s := sim.New(sim.Config{Seed: 7})
+	g := &gossip{la: 250, limit: 100_000}
+	p := &gpart{g: g, s: s, rnd: s.Rand("gossip/0")}
+	g.parts = []*gpart{p}
+	for k := range 4 {
+		s.Post(sim.Time(k*30), p, uint64(k))
+	}
+	require.NoError(t, s.Run())
+	require.Equal(t, g.logs(), gw.logs())
+	require.Equal(t, s.Now(), w.Now())
+}
+
+func TestWorldSendWithinLookaheadPanics(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 2, 250)
+	a, b := w.Part(0), w.Part(1)
+	a.Post(1000, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {
+		s.Send(b, s.Now().Add(249), sim.HandlerFunc(func(*sim.Sim, uint64) {}), 0)
+	}), 0)
+	require.PanicsWithValue(t, "sim: Send from partition 0 at 1ns to partition 1 at 1.249ns is within the lookahead 250ps (handler sim.HandlerFunc arg 0x0)",
+		func() { _ = w.Run() })
+}
+
+// Stop ends the run with the window: the other partitions fire their
+// events before the window's end, none after, and every clock is the
+// window's end; a second Run carries on.
+func TestWorldStopEndsTheWindow(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 2, 1000)
+	var fired []string
+	rec := func(name string) sim.Handler {
+		return sim.HandlerFunc(func(s *sim.Sim, _ uint64) { fired = append(fired, fmt.Sprintf("%s@%d", name, s.Now())) })
+	}
+	a, b := w.Part(0), w.Part(1)
+	a.Post(100, sim.HandlerFunc(func(s *sim.Sim, _ uint64) { fired = append(fired, "stop@100"); s.Stop() }), 0)
+	a.Post(500, rec("a"), 0)
+	b.Post(900, rec("b"), 0)
+	b.Post(1100, rec("late"), 0)
+	require.NoError(t, w.Run())
+	require.Equal(t, []string{"stop@100", "a@500", "b@900"}, fired)
+	require.Equal(t, sim.Time(1100), w.Now()) // the window [100, 1100)
+	require.Equal(t, sim.Time(1100), a.Now())
+	require.Equal(t, sim.Time(1100), b.Now())
+	require.NoError(t, w.Run())
+	require.Equal(t, "late@1100", fired[len(fired)-1])
+}
+
+func TestWorldFailReturnsLowestPartition(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 3, 1000)
+	for i, at := range []sim.Time{0, 300, 200} {
+		w.Part(i).Post(at, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {
+			if s.Part() > 0 {
+				s.Fail(fmt.Errorf("part %d failed", s.Part()))
+			}
+		}), 0)
+	}
+	require.EqualError(t, w.Run(), "part 1 failed")
+}
