@@ -98,7 +98,7 @@ type Network struct {
 	// of equal-cost egress ports, followed by the ports.
 	route []int32
 	hops  []int32
-	drop DropHook
+	drop  DropHook
 }
 
 // netPart is the state of one partition: its Sim, its packet pool and its
@@ -133,7 +133,7 @@ type pchunk struct {
 type endpoint struct {
 	ep    Endpoint
 	node  NodeID
-	part  int32 // partition (Place)
+	part  int32  // partition (Place)
 	up    PortID // the NIC port's transmit direction; -1 until connected
 	rxTap Tap
 	rxIf  int
