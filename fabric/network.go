@@ -79,14 +79,14 @@ type PortStats struct {
 // Build a network with New, AddEndpoint, AddSwitch, Connect and Build (or
 // use NewSingleSwitch or fabric/topo). It owns the packet pool.
 //
-// Not safe for concurrent use.
+// A network built with NewPartitioned runs on the partitions of a
+// sim.World: every endpoint is placed on one (Place), and every port is
+// owned by one, whose events alone touch it (see Partitioned). Otherwise it
+// is not safe for concurrent use.
 type Network struct {
-	s     *sim.Sim
+	parts []*netPart // one per partition; a lone network has one
+	w     *sim.World // nil: a lone network on one Sim
 	ipv6  bool
-	chunk [][]Packet
-	hot   []hot // per-hop state, indexed like the pool
-	free  []int32
-	ids   uint64
 	eps   []endpoint
 	nodes []node
 	sws   []swtch
@@ -98,17 +98,42 @@ type Network struct {
 	// of equal-cost egress ports, followed by the ports.
 	route []int32
 	hops  []int32
-	// kind[node] is the switch index of a switch node, or -(ep+1) for an
-	// endpoint: the one field of node that forwarding reads.
-	kind []int32
+	drop  DropHook
+}
 
-	drop DropHook
-	obs  *obs.Bus // nil: not observed
+// netPart is the state of one partition: its Sim, its packet pool and its
+// observer. Only events of the partition touch it, except that another
+// partition reads (never writes) the pool's directory and the packets a
+// packet index names once the packet has reached it.
+type netPart struct {
+	s   *sim.Sim
+	idx int32
+	// dir holds the pool's chunks; a partitioned network allocates it at
+	// its final length, so that another partition reading a chunk
+	// pointer never races with a growing slice header.
+	dir    []*pchunk
+	chunks int32 // chunks in use
+	used   int32 // packets handed out from dir[chunks-1]
+	free   []int32
+	// ret[q] holds partition q's packets freed here; they go back to q's
+	// free list at the end of the window.
+	ret [][]int32
+	ids uint64
+	obs *obs.Bus // nil: not observed
+	_   [64]byte // keep partitions' hot fields on separate cache lines
+}
+
+// pchunk is a chunk of the packet pool: packets and their per-hop state
+// under the same index.
+type pchunk struct {
+	pkt [chunkSize]Packet
+	hot [chunkSize]hot
 }
 
 type endpoint struct {
 	ep    Endpoint
 	node  NodeID
+	part  int32  // partition (Place)
 	up    PortID // the NIC port's transmit direction; -1 until connected
 	rxTap Tap
 	rxIf  int
@@ -143,6 +168,8 @@ type port struct {
 	kmaxTime sim.Duration // time to drain Kmax bytes: backlog ≥ Kmax ⟺ wait ≥ kmaxTime
 	to       NodeID
 	toEp     int32 // endpoint at the far end, or -1
+	toSw     int32 // switch index of the far end, or -1
+	part     int32 // partition owning the port (Partitioned)
 	fromSw   bool
 	ecn      bool
 	nextCut  bool
@@ -174,11 +201,59 @@ type faultState struct {
 	rnd *rand.Rand
 }
 
-const chunkSize = 1024
+const (
+	chunkSize  = 1024
+	chunkShift = 10
+	// partChunks is the fixed pool directory of a partition of a
+	// partitioned network: 8 Mi packets alive at once per partition.
+	partChunks = 8192
+)
 
-// New returns an empty network.
+// New returns an empty network on a lone Sim.
 func New(s *sim.Sim, cfg Config) *Network {
-	return &Network{s: s, ipv6: cfg.IPv6}
+	return &Network{parts: []*netPart{{s: s}}, ipv6: cfg.IPv6}
+}
+
+// NewPartitioned returns an empty network on the partitions of w. Every
+// endpoint starts on partition 0; Place moves it before Build. See
+// Partitioned for who owns what.
+func NewPartitioned(w *sim.World, cfg Config) *Network {
+	n := &Network{w: w, ipv6: cfg.IPv6}
+	for i := range w.Parts() {
+		p := &netPart{s: w.Part(i), idx: int32(i)}
+		if w.Parts() > 1 {
+			p.dir = make([]*pchunk, partChunks)
+			p.ret = make([][]int32, w.Parts())
+		}
+		n.parts = append(n.parts, p)
+	}
+	if w.Parts() > 1 {
+		w.OnWindow(n.reclaim)
+	}
+	return n
+}
+
+// Place puts endpoint id on partition part of the network's World (before
+// Build): its NIC must run on w.Part(part).
+func (n *Network) Place(id EndpointID, part int) {
+	n.mustNotBeBuilt("Place")
+	if part < 0 || part >= len(n.parts) {
+		panic(fmt.Sprintf("fabric: Place endpoint %d on partition %d of %d", id, part, len(n.parts)))
+	}
+	n.eps[id].part = int32(part)
+}
+
+// reclaim returns the packets freed by a partition other than their own to
+// their own free lists, in partition order (a World's window hook).
+func (n *Network) reclaim(sim.Time) {
+	for _, q := range n.parts {
+		for _, r := range n.parts {
+			if b := r.ret[q.idx]; len(b) > 0 {
+				q.free = append(q.free, b...)
+				r.ret[q.idx] = b[:0]
+			}
+		}
+	}
 }
 
 // NewSingleSwitch builds a network of n endpoints, each attached to one
@@ -229,9 +304,10 @@ func (n *Network) AddSwitch(name string, cfg SwitchConfig) NodeID {
 	}
 	nid := NodeID(len(n.nodes))
 	n.nodes = append(n.nodes, node{name: name, ep: -1, sw: int32(len(n.sws))})
-	sw := swtch{cfg: cfg, node: nid, salt: n.s.Rand("fabric/switch/" + name + "/ecmp").Uint64()}
+	s := n.parts[0].s
+	sw := swtch{cfg: cfg, node: nid, salt: s.Rand("fabric/switch/" + name + "/ecmp").Uint64()}
 	if cfg.ECN.Enabled {
-		sw.rnd = n.s.Rand("fabric/switch/" + name + "/ecn")
+		sw.rnd = s.Rand("fabric/switch/" + name + "/ecn")
 	}
 	n.sws = append(n.sws, sw)
 	return nid
@@ -260,7 +336,7 @@ func (n *Network) Connect(a, b NodeID, cfg LinkConfig) (LinkID, error) {
 
 func (n *Network) addPort(from, to NodeID, cfg LinkConfig) {
 	id := PortID(len(n.ports))
-	p := port{from: from, to: to, toEp: n.nodes[to].ep, rate: cfg.Rate, prop: cfg.Prop}
+	p := port{from: from, to: to, toEp: n.nodes[to].ep, toSw: n.nodes[to].sw, rate: cfg.Rate, prop: cfg.Prop}
 	if perByte := 8 * int64(sim.Second); perByte%int64(cfg.Rate) == 0 {
 		p.psPerByte = sim.Duration(perByte / int64(cfg.Rate)) // 20 ps at 400 Gb/s
 	}
@@ -368,20 +444,59 @@ func (n *Network) Build() error {
 			}
 		}
 	}
-	n.kind = make([]int32, len(n.nodes))
-	for i, nd := range n.nodes {
-		if nd.sw >= 0 {
-			n.kind[i] = nd.sw
-		} else {
-			n.kind[i] = -(nd.ep + 1)
-		}
+	if err := n.own(); err != nil {
+		return err
 	}
 	n.built = true
 	return nil
 }
 
-// Sim returns the simulation the network runs on.
-func (n *Network) Sim() *sim.Sim { return n.s }
+// own assigns every port its partition (see Partitioned) and, on several
+// partitions, gives every ECN-marking port its own random stream.
+func (n *Network) own() error {
+	k := 0
+	for i := range n.ports {
+		pt := &n.ports[i]
+		switch {
+		case !pt.fromSw:
+			pt.part = n.eps[n.nodes[pt.from].ep].part
+			if pt.toEp >= 0 && n.eps[pt.toEp].part != pt.part {
+				return fmt.Errorf("fabric: endpoints %q and %q share a link but not a partition",
+					n.nodes[pt.from].name, n.nodes[pt.to].name)
+			}
+		case pt.toEp >= 0:
+			pt.part = n.eps[pt.toEp].part
+		default:
+			pt.part = int32(k % len(n.parts))
+			k++
+		}
+		if len(n.parts) > 1 && pt.ecn {
+			pt.ecnRnd = n.parts[0].s.Rand("fabric/port/" + n.PortName(PortID(i)) + "/ecn")
+		}
+	}
+	return nil
+}
+
+// Sim returns the simulation a lone network runs on; for a partitioned
+// one, partition 0.
+func (n *Network) Sim() *sim.Sim { return n.parts[0].s }
+
+// World returns the World of a partitioned network, or nil.
+func (n *Network) World() *sim.World { return n.w }
+
+// Parts returns the number of partitions (1 for a lone network).
+func (n *Network) Parts() int { return len(n.parts) }
+
+// SimOf returns the Sim endpoint id runs on: its partition's, or the lone
+// network's Sim.
+func (n *Network) SimOf(id EndpointID) *sim.Sim { return n.parts[n.eps[id].part].s }
+
+// PartOf returns endpoint id's partition (0 for a lone network).
+func (n *Network) PartOf(id EndpointID) int { return int(n.eps[id].part) }
+
+// PortPart returns the partition owning port p (0 for a lone network): its
+// taps, statistics and drops happen there. Valid after Build.
+func (n *Network) PortPart(p PortID) int { return int(n.ports[p].part) }
 
 // IPv6 reports whether packets are framed over IPv6.
 func (n *Network) IPv6() bool { return n.ipv6 }
@@ -469,7 +584,7 @@ func (n *Network) PortRate(p PortID) sim.BitRate { return n.ports[p].rate }
 // time: rate × (freeAt − now).
 func (n *Network) Backlog(p PortID) sim.Bytes {
 	pt := &n.ports[p]
-	now := n.s.Now()
+	now := n.parts[pt.part].s.Now()
 	if pt.freeAt <= now {
 		return 0
 	}
@@ -493,10 +608,24 @@ func (n *Network) TapEndpoint(id EndpointID, iface int, fn Tap) {
 }
 
 // SetObserver makes the network emit obs.Hop, obs.Dropped and
-// obs.Received events into b (nil: off).
-func (n *Network) SetObserver(b *obs.Bus) { n.obs = b }
+// obs.Received events into b (nil: off), on every partition: on a
+// partitioned network run by more than one worker, give each partition its
+// own bus with SetPartObserver instead.
+func (n *Network) SetObserver(b *obs.Bus) {
+	for _, p := range n.parts {
+		p.obs = b
+	}
+}
 
-// SetDropHook installs a hook told about every dropped packet (nil removes it).
+// SetPartObserver makes partition part emit its packet events (those of
+// the ports it owns and the endpoints on it) into b (nil: off).
+func (n *Network) SetPartObserver(part int, b *obs.Bus) { n.parts[part].obs = b }
+
+// SetDropHook installs a hook told about every dropped packet (nil removes
+// it). On a partitioned network it runs in the partition that drops the
+// packet (PortPart, or the endpoint's for an unbound endpoint), possibly
+// at the same time as in another: it must touch only that partition's
+// state.
 func (n *Network) SetDropHook(h DropHook) { n.drop = h }
 
 // SetFaults sets the impairments of port p; the zero Faults removes them.
@@ -510,7 +639,7 @@ func (n *Network) SetFaults(p PortID, f Faults) error {
 		n.ports[p].fault = nil
 		return nil
 	}
-	n.ports[p].fault = &faultState{f: f, rnd: n.s.Rand("fabric/port/" + n.PortName(p) + "/faults")}
+	n.ports[p].fault = &faultState{f: f, rnd: n.parts[0].s.Rand("fabric/port/" + n.PortName(p) + "/faults")}
 	return nil
 }
 
@@ -540,16 +669,31 @@ func (n *Network) SetGlobalFaults(f Faults) error {
 // as before a routing protocol reconverges.
 func (n *Network) SetLinkDown(l LinkID, at, up sim.Time) {
 	ab, ba := n.LinkPorts(l)
-	set := func(v bool) func() {
-		return func() { n.ports[ab].down, n.ports[ba].down = v, v }
-	}
-	if at <= n.s.Now() {
-		set(true)()
-	} else {
-		n.s.At(at, set(true))
-	}
-	if up > at && up != sim.MaxTime {
-		n.s.At(up, set(false))
+	// Each direction changes on the partition owning it: one event when
+	// both are on one (always on a lone network).
+	for _, ps := range [][]PortID{{ab, ba}, {ba}} {
+		if len(ps) == 1 && n.ports[ab].part == n.ports[ba].part {
+			break
+		}
+		if len(ps) == 2 && n.ports[ab].part != n.ports[ba].part {
+			ps = ps[:1]
+		}
+		s := n.parts[n.ports[ps[0]].part].s
+		set := func(v bool) func() {
+			return func() {
+				for _, p := range ps {
+					n.ports[p].down = v
+				}
+			}
+		}
+		if at <= s.Now() {
+			set(true)()
+		} else {
+			s.At(at, set(true))
+		}
+		if up > at && up != sim.MaxTime {
+			s.At(up, set(false))
+		}
 	}
 }
 
@@ -584,27 +728,47 @@ func (n *Network) LinkUp(l LinkID) bool { return !n.ports[2*l].down }
 
 // NewPacket returns a zeroed packet from the pool with a fresh ID. If
 // payload > 0 and withData, p.Payload is a slice of payload bytes owned by the
-// packet (contents undefined).
+// packet (contents undefined). On a partitioned network it takes partition
+// 0's pool: use NewPacketAt.
 func (n *Network) NewPacket(payload uint32, withData bool) *Packet {
+	return n.parts[0].newPacket(len(n.parts), payload, withData)
+}
+
+// NewPacketAt is NewPacket from the pool of endpoint src's partition, for
+// the endpoint's own events. Packet IDs count per partition: the k-th
+// packet (from 1) of partition q of P has ID (k-1)×P + q + 1, so a lone
+// network numbers its packets 1, 2, 3, ...
+func (n *Network) NewPacketAt(src EndpointID, payload uint32, withData bool) *Packet {
+	return n.parts[n.eps[src].part].newPacket(len(n.parts), payload, withData)
+}
+
+func (q *netPart) newPacket(parts int, payload uint32, withData bool) *Packet {
 	var p *Packet
-	if k := len(n.free); k > 0 {
-		i := n.free[k-1]
-		n.free = n.free[:k-1]
-		p = &n.chunk[i/chunkSize][i%chunkSize]
+	if k := len(q.free); k > 0 {
+		i := q.free[k-1]
+		q.free = q.free[:k-1]
+		p = &q.dir[i>>chunkShift].pkt[i&(chunkSize-1)]
 	} else {
-		if len(n.chunk) == 0 || len(n.chunk[len(n.chunk)-1]) == chunkSize {
-			n.chunk = append(n.chunk, make([]Packet, 0, chunkSize))
+		if q.chunks == 0 || q.used == chunkSize {
+			if int(q.chunks) == len(q.dir) {
+				if q.ret != nil {
+					panic(fmt.Sprintf("fabric: partition %d has %d packets alive, the most a partition may hold", q.idx, len(q.dir)*chunkSize))
+				}
+				q.dir = append(q.dir, nil)
+			}
+			q.dir[q.chunks] = new(pchunk)
+			q.chunks++
+			q.used = 0
 		}
-		last := len(n.chunk) - 1
-		n.chunk[last] = append(n.chunk[last], Packet{})
-		n.hot = append(n.hot, hot{})
-		p = &n.chunk[last][len(n.chunk[last])-1]
-		p.idx = int32(last*chunkSize + len(n.chunk[last]) - 1)
+		i := (q.chunks-1)<<chunkShift | q.used
+		q.used++
+		p = &q.dir[i>>chunkShift].pkt[i&(chunkSize-1)]
+		p.idx, p.home = i, uint16(q.idx)
 	}
-	idx, buf := p.idx, p.buf
-	*p = Packet{idx: idx, buf: buf}
-	n.ids++
-	p.ID = n.ids
+	idx, home, buf := p.idx, p.home, p.buf
+	*p = Packet{idx: idx, home: home, held: uint16(q.idx), buf: buf}
+	q.ids++
+	p.ID = (q.ids-1)*uint64(parts) + uint64(q.idx) + 1
 	p.PayloadLen = payload
 	if withData && payload > 0 {
 		if cap(p.buf) < int(payload) {
@@ -615,13 +779,32 @@ func (n *Network) NewPacket(payload uint32, withData bool) *Packet {
 	return p
 }
 
-// Free returns p to the pool.
+// Free returns p to the pool. On a partitioned network only the partition
+// holding the packet may free it: its creator's until it is sent, then the
+// one that received or dropped it.
 func (n *Network) Free(p *Packet) {
 	p.Payload = nil
-	n.free = append(n.free, p.idx)
+	q := n.parts[p.held]
+	if p.home == p.held {
+		q.free = append(q.free, p.idx)
+	} else {
+		q.ret[p.home] = append(q.ret[p.home], p.idx)
+	}
 }
 
-func (n *Network) pkt(i int32) *Packet { return &n.chunk[i/chunkSize][i%chunkSize] }
+// ref is a packet's event argument: its partition in the high 32 bits,
+// its index in the partition's pool in the low.
+func ref(home uint16, i int32) uint64 { return uint64(home)<<32 | uint64(uint32(i)) }
+
+func (n *Network) pkt(r uint64) *Packet {
+	i := uint32(r)
+	return &n.parts[r>>32].dir[i>>chunkShift].pkt[i&(chunkSize-1)]
+}
+
+func (n *Network) hot(r uint64) *hot {
+	i := uint32(r)
+	return &n.parts[r>>32].dir[i>>chunkShift].hot[i&(chunkSize-1)]
+}
 
 // Lookahead returns the least delay between a packet starting to leave a
 // port that leads into a switch and the packet's event at that switch:
@@ -648,7 +831,7 @@ func (n *Network) Lookahead() (d sim.Duration, ok bool) {
 // PortFreeAt returns when endpoint id's transmitter finishes the packets
 // already handed to it.
 func (n *Network) PortFreeAt(id EndpointID) sim.Time {
-	return max(n.ports[n.eps[id].up].freeAt, n.s.Now())
+	return max(n.ports[n.eps[id].up].freeAt, n.parts[n.eps[id].part].s.Now())
 }
 
 // Send hands p to its source port for transmission and returns the time its
@@ -658,11 +841,12 @@ func (n *Network) Send(p *Packet) sim.Time {
 	if !n.built {
 		panic("fabric: Send before Build")
 	}
-	now := n.s.Now()
+	now := n.parts[n.eps[p.Src].part].s.Now()
 	p.Born = now
 	p.hops = 0
-	n.hot[p.idx] = hot{tin: now, flow: n.flowHash(p), at: n.eps[p.Src].node, dst: p.Dst, wire: int32(p.WireLen(n.ipv6)), ecn: p.ECN}
-	return n.transmit(p.idx, n.eps[p.Src].up, now, false)
+	r := ref(p.home, p.idx)
+	*n.hot(r) = hot{tin: now, flow: n.flowHash(p), dst: p.Dst, wire: int32(p.WireLen(n.ipv6)), ecn: p.ECN}
+	return n.transmit(r, n.eps[p.Src].up, now, false)
 }
 
 // flowHash hashes the RoCEv2 5-tuple: source and destination IP, UDP
@@ -685,13 +869,16 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// transmit queues packet i on port pi at time now and schedules its
-// arrival at the far end. It returns when the last bit leaves the port (or
-// now if the packet was dropped at the queue). It touches the Packet itself
-// only to mark ECN, tap, apply faults or drop.
-func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Time {
+// transmit queues packet r on port pi at time now (on the partition owning
+// pi) and schedules its arrival at the far end: at an endpoint, on the same
+// partition; at a switch, on the partition owning the egress port it will
+// leave the switch by, chosen here (routing is a pure function of the
+// tables, the flow hash and the switch's salt). It returns when the last
+// bit leaves the port (or now if the packet was dropped at the queue). It
+// touches the Packet itself only to mark ECN, tap, apply faults or drop.
+func (n *Network) transmit(r uint64, pi PortID, now sim.Time, isCopy bool) sim.Time {
 	pt := &n.ports[pi]
-	h := &n.hot[i]
+	h := n.hot(r)
 	wire := sim.Bytes(h.wire)
 	tx := pt.txTime(wire)
 	if pt.fromSw {
@@ -700,7 +887,7 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 		wait := max(pt.freeAt.Sub(now), 0)
 		if pt.bufTime > 0 && wait+tx > pt.bufTime {
 			pt.stats.Drops++
-			n.discard(pi, now, i, DropBuffer)
+			n.discard(pi, now, r, DropBuffer)
 			return now
 		}
 		if q := wait + tx; q > pt.maxWait {
@@ -726,111 +913,58 @@ func (n *Network) transmit(i int32, pi PortID, now sim.Time, isCopy bool) sim.Ti
 	pt.stats.Bytes += wire
 	pt.stats.Busy += tx
 	if pt.tap != nil {
-		p := n.pkt(i)
+		p := n.pkt(r)
 		p.hops, p.ECN = h.hops, h.ecn
 		pt.tap(pt.tapIf, start, p)
 	}
-	if n.obs != nil {
-		n.emitPkt(obs.Hop, start, end, n.pkt(i), int64(pi))
+	q := n.parts[pt.part]
+	if q.obs != nil {
+		n.emitPkt(q, obs.Hop, start, end, n.pkt(r), pt.from, int64(pi))
 	}
 	if pt.down {
 		pt.stats.Lost++
-		n.discard(pi, start, i, DropLinkDown)
+		n.discard(pi, start, r, DropLinkDown)
 		return end
 	}
 	head, last := start.Add(pt.prop), end.Add(pt.prop)
 	if f := pt.fault; f != nil {
 		if f.f.Loss > 0 && f.rnd.Float64() < f.f.Loss {
 			pt.stats.Lost++
-			n.discard(pi, start, i, DropLoss)
+			n.discard(pi, start, r, DropLoss)
 			return end
 		}
 		if f.f.Corrupt > 0 && f.rnd.Float64() < f.f.Corrupt {
-			n.pkt(i).Corrupt = true
+			n.pkt(r).Corrupt = true
 		}
 		if f.f.Jitter > 0 {
 			j := sim.Duration(f.rnd.Int64N(int64(f.f.Jitter) + 1))
 			head, last = head.Add(j), last.Add(j)
 		}
 		if !isCopy && f.f.Duplicate > 0 && f.rnd.Float64() < f.f.Duplicate {
-			defer n.duplicate(i, pi, now)
+			defer n.duplicate(r, pi, now)
 		}
 	}
 	h.hops++
-	h.at = pt.to
-	switch {
-	case pt.toEp >= 0:
+	if pt.toEp >= 0 {
+		h.next = -(pt.toEp + 1)
 		h.tin = last
-		n.s.Post(last, n, uint64(i))
-	case pt.nextCut:
-		h.tin = last.Add(pt.nextLat)
-		n.s.Post(head.Add(pt.nextLat), n, uint64(i))
-	default:
-		h.tin = last.Add(pt.nextLat)
-		n.s.Post(h.tin, n, uint64(i))
+		q.s.Post(last, n, r)
+		return end
 	}
+	h.next = n.egress(pt.toSw, h)
+	at := last.Add(pt.nextLat)
+	h.tin = at
+	if pt.nextCut {
+		at = head.Add(pt.nextLat)
+	}
+	q.s.Send(n.parts[n.ports[h.next].part].s, at, n, r)
 	return end
 }
 
-// duplicate sends a copy of packet i (as it was when it left port pi)
-// right behind it on the same port.
-func (n *Network) duplicate(i int32, pi PortID, now sim.Time) {
-	p := n.pkt(i)
-	p.ECN = n.hot[i].ecn
-	c := n.NewPacket(p.PayloadLen, p.Payload != nil)
-	idx, buf, id, payload := c.idx, c.buf, c.ID, c.Payload
-	*c = *p
-	c.idx, c.buf, c.ID, c.Payload = idx, buf, id, payload
-	copy(c.Payload, p.Payload)
-	h := n.hot[i]
-	h.hops--
-	h.at = n.ports[pi].from
-	h.tin = now
-	n.hot[idx] = h
-	n.transmit(idx, pi, now, true)
-}
-
-func (n *Network) discard(pi PortID, at sim.Time, i int32, why DropReason) {
-	p := n.pkt(i)
-	p.hops, p.ECN = n.hot[i].hops, n.hot[i].ecn
-	if n.drop != nil {
-		n.drop(pi, at, p, why)
-	}
-	if n.obs != nil {
-		e := n.pktEvent(obs.Dropped, at, at, p, int64(pi))
-		e.Code = uint32(why)
-		n.obs.Emit(e)
-	}
-	n.Free(p)
-}
-
-// Handle moves a packet one hop: a switch queues it on an egress port
-// towards its destination; the destination endpoint receives it.
-func (n *Network) Handle(s *sim.Sim, arg uint64) {
-	i := int32(arg)
-	h := &n.hot[i]
-	sw := n.kind[h.at]
-	if sw < 0 {
-		p := n.pkt(i)
-		ep := -sw - 1
-		if EndpointID(ep) != h.dst {
-			panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, h.dst, n.nodes[h.at].name))
-		}
-		p.hops, p.ECN = h.hops, h.ecn
-		e := &n.eps[ep]
-		if e.rxTap != nil {
-			e.rxTap(e.rxIf, s.Now(), p)
-		}
-		if n.obs != nil {
-			n.emitPkt(obs.Received, s.Now(), s.Now(), p, int64(ep))
-		}
-		if e.ep == nil {
-			n.discard(-1, s.Now(), i, DropUnbound)
-			return
-		}
-		e.ep.Receive(p)
-		return
-	}
+// egress returns the port a packet leaves switch sw by towards h.dst: the
+// one shortest-path next hop, or among several the one its salted flow
+// hash picks.
+func (n *Network) egress(sw int32, h *hot) int32 {
 	pi := n.route[int(sw)*len(n.eps)+int(h.dst)]
 	if pi < 0 {
 		off := -pi - 1
@@ -838,25 +972,102 @@ func (n *Network) Handle(s *sim.Sim, arg uint64) {
 		x := mix64(h.flow ^ n.sws[sw].salt)
 		pi = n.hops[off+1+int32((x>>32)*k>>32)]
 	}
-	n.transmit(i, PortID(pi), s.Now(), false)
+	return pi
 }
 
-// pktEvent builds a packet event: Index is the packet id, Value the port
-// or endpoint (-1: none), Then a second instant.
-func (n *Network) pktEvent(k obs.Kind, at, then sim.Time, p *Packet, where int64) obs.Event {
-	return obs.Event{Kind: k, At: at, Then: then, Op: p.Op, Who: n.nodes[n.hot[p.idx].at].name, QP: p.Hdr.DestQP,
+// duplicate sends a copy of packet r (as it was when it left port pi)
+// right behind it on the same port.
+func (n *Network) duplicate(r uint64, pi PortID, now sim.Time) {
+	p := n.pkt(r)
+	p.ECN = n.hot(r).ecn
+	c := n.parts[n.ports[pi].part].newPacket(len(n.parts), p.PayloadLen, p.Payload != nil)
+	idx, home, held, buf, id, payload := c.idx, c.home, c.held, c.buf, c.ID, c.Payload
+	*c = *p
+	c.idx, c.home, c.held, c.buf, c.ID, c.Payload = idx, home, held, buf, id, payload
+	copy(c.Payload, p.Payload)
+	h := *n.hot(r)
+	h.hops--
+	h.tin = now
+	cr := ref(home, idx)
+	*n.hot(cr) = h
+	n.transmit(cr, pi, now, true)
+}
+
+// discard drops packet r at port pi (or, pi < 0, at its unbound
+// destination endpoint) on the partition owning it.
+func (n *Network) discard(pi PortID, at sim.Time, r uint64, why DropReason) {
+	p := n.pkt(r)
+	h := n.hot(r)
+	p.hops, p.ECN = h.hops, h.ecn
+	var q *netPart
+	var who NodeID
+	if pi >= 0 {
+		q, who = n.parts[n.ports[pi].part], n.ports[pi].from
+	} else {
+		e := &n.eps[p.Dst]
+		q, who = n.parts[e.part], e.node
+	}
+	p.held = uint16(q.idx)
+	if n.drop != nil {
+		n.drop(pi, at, p, why)
+	}
+	if q.obs != nil {
+		e := n.pktEvent(obs.Dropped, at, at, p, who, int64(pi))
+		e.Code = uint32(why)
+		q.obs.Emit(e)
+	}
+	n.Free(p)
+}
+
+// Handle moves a packet one hop: a switch queues it on the egress port
+// chosen when it was sent there; the destination endpoint receives it.
+func (n *Network) Handle(s *sim.Sim, arg uint64) {
+	h := n.hot(arg)
+	if h.next >= 0 {
+		n.transmit(arg, PortID(h.next), s.Now(), false)
+		return
+	}
+	p := n.pkt(arg)
+	ep := -h.next - 1
+	if EndpointID(ep) != h.dst {
+		panic(fmt.Sprintf("fabric: t=%v: packet %d for endpoint %d arrived at %q", s.Now(), p.ID, h.dst, n.nodes[n.eps[ep].node].name))
+	}
+	p.hops, p.ECN = h.hops, h.ecn
+	e := &n.eps[ep]
+	p.held = uint16(e.part)
+	if e.rxTap != nil {
+		e.rxTap(e.rxIf, s.Now(), p)
+	}
+	if q := n.parts[e.part]; q.obs != nil {
+		n.emitPkt(q, obs.Received, s.Now(), s.Now(), p, e.node, int64(ep))
+	}
+	if e.ep == nil {
+		n.discard(-1, s.Now(), arg, DropUnbound)
+		return
+	}
+	e.ep.Receive(p)
+}
+
+// pktEvent builds a packet event at node who: Index is the packet id,
+// Value the port or endpoint (-1: none), Then a second instant.
+func (n *Network) pktEvent(k obs.Kind, at, then sim.Time, p *Packet, who NodeID, where int64) obs.Event {
+	return obs.Event{Kind: k, At: at, Then: then, Op: p.Op, Who: n.nodes[who].name, QP: p.Hdr.DestQP,
 		PSN: p.Hdr.PSN, Code: uint32(p.Hdr.Opcode), Index: p.ID, Bytes: uint64(p.PayloadLen), Value: uint64(where)}
 }
 
 // emitPkt emits a packet event (out of line: the hop path stays small).
 //
 //go:noinline
-func (n *Network) emitPkt(k obs.Kind, at, then sim.Time, p *Packet, where int64) {
-	n.obs.Emit(n.pktEvent(k, at, then, p, where))
+func (n *Network) emitPkt(q *netPart, k obs.Kind, at, then sim.Time, p *Packet, who NodeID, where int64) {
+	q.obs.Emit(n.pktEvent(k, at, then, p, who, where))
 }
 
 // EventName names a packet event for traces.
 func (n *Network) EventName(arg uint64) string {
-	p := n.pkt(int32(arg))
-	return "fabric:pkt" + strconv.FormatUint(p.ID, 10) + "@" + n.nodes[n.hot[arg].at].name
+	p, h := n.pkt(arg), n.hot(arg)
+	at := n.eps[-h.next-1].node
+	if h.next >= 0 {
+		at = n.ports[h.next].from
+	}
+	return "fabric:pkt" + strconv.FormatUint(p.ID, 10) + "@" + n.nodes[at].name
 }

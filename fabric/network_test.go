@@ -27,7 +27,7 @@ type rx struct {
 }
 
 func (k *sink) Receive(p *Packet) {
-	k.got = append(k.got, rx{k.n.s.Now(), p.ID, p.Tag, p.Src, p.ECN, p.Corrupt, p.Hops()})
+	k.got = append(k.got, rx{k.n.SimOf(p.Dst).Now(), p.ID, p.Tag, p.Src, p.ECN, p.Corrupt, p.Hops()})
 	k.n.Free(p)
 }
 

@@ -42,7 +42,9 @@ type Packet struct {
 	Op obs.OpID
 
 	// Network bookkeeping; the per-hop state lives in Network.hot.
-	idx  int32  // index in the pool
+	idx  int32  // index in its partition's pool
+	home uint16 // partition whose pool holds it
+	held uint16 // partition holding it now: its creator's, then the one that received or dropped it
 	hops uint8  // links crossed, updated when the packet is delivered, tapped or dropped
 	buf  []byte // owned payload buffer, reused across pool lifetimes
 }
@@ -64,7 +66,10 @@ func (p *Packet) WireLen(ipv6 bool) sim.Bytes {
 type hot struct {
 	tin  sim.Time // earliest instant its last bit can leave the device it is at
 	flow uint64   // unsalted 5-tuple hash, fixed at Send
-	at   NodeID   // device the packet is heading to or sitting at
+	// next is, while the packet heads to a switch, the egress port it will
+	// leave the switch by (routed by the sender of the hop); while it
+	// heads to an endpoint, -(endpoint+1).
+	next int32
 	dst  EndpointID
 	wire int32 // WireLen, fixed at Send
 	hops uint8 // links crossed

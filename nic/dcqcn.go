@@ -227,7 +227,7 @@ func (n *NIC) sendCNP() {
 	c := n.cnpq[0]
 	copy(n.cnpq, n.cnpq[1:])
 	n.cnpq = n.cnpq[:len(n.cnpq)-1]
-	p := n.net.NewPacket(0, false)
+	p := n.net.NewPacketAt(n.ep, 0, false)
 	p.Src, p.Dst, p.SrcPort = n.ep, c.dst, c.sport
 	p.Hdr.Opcode = roce.OpCNP
 	p.Hdr.PKey = roce.DefaultPKey

@@ -110,12 +110,17 @@ type NIC struct {
 }
 
 // New creates a NIC called name attached to endpoint ep of net and to PCIe
-// device dev of bus, and binds it to the endpoint. cfg must Validate; an
+// device dev of bus, and binds it to the endpoint. s must be the Sim the
+// endpoint runs on (net.SimOf(ep)): on a partitioned network, its
+// partition; the NIC touches nothing of other partitions. cfg must Validate; an
 // invalid configuration panics (it is a programming error of the caller
 // that builds the machine, checked by Config.Validate beforehand).
 func New(s *sim.Sim, cfg Config, name string, net *fabric.Network, ep fabric.EndpointID, bus *pcie.Tree, dev pcie.DevID) *NIC {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
+	}
+	if net.SimOf(ep) != s {
+		panic(fmt.Sprintf("nic: %s runs on partition %d, its endpoint %d on partition %d", name, s.Part(), ep, net.PartOf(ep)))
 	}
 	n := &NIC{s: s, cfg: cfg, name: name, net: net, ep: ep, bus: bus, dev: dev}
 	net.Bind(ep, n)

@@ -44,7 +44,7 @@ func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
 // newPacket returns a packet of this QP's connection.
 func (qp *QP) newPacket(op roce.Opcode, psn uint32, ln uint32, data bool) *fabric.Packet {
 	n := qp.n
-	p := n.net.NewPacket(ln, data)
+	p := n.net.NewPacketAt(n.ep, ln, data)
 	p.Src, p.Dst, p.SrcPort = n.ep, qp.remoteEP, qp.srcPort
 	if n.cfg.ECT || n.cfg.DCQCN {
 		p.ECN = 2

@@ -11,27 +11,30 @@ import (
 	"github.com/ginsim/ginsim/fabric/topo"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/internal/memsample"
+	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/nic/perftest"
 )
 
 func init() { Register("bench", newBenchAllToAllCmd) }
 
-// allToAllReport is bench alltoall's result, in the JSON shape.
+// allToAllReport is bench alltoall's result, in the JSON shape. Every
+// field but Run is the same for every --workers.
 type allToAllReport struct {
-	Topology     string  `json:"topology"`
-	Hosts        int     `json:"hosts"`
-	Switches     int     `json:"switches"`
-	Links        int     `json:"links"`
-	BytesPerPair int64   `json:"bytes_per_pair"`
-	MTU          int     `json:"mtu"`
-	Seed         uint64  `json:"seed"`
-	WallSeconds  float64 `json:"wall_s"`
-	CPUSeconds   float64 `json:"cpu_s"` // user+system CPU of the process during the run (GC included)
+	Topology     string `json:"topology"`
+	Hosts        int    `json:"hosts"`
+	Switches     int    `json:"switches"`
+	Links        int    `json:"links"`
+	BytesPerPair int64  `json:"bytes_per_pair"`
+	MTU          int    `json:"mtu"`
+	Seed         uint64 `json:"seed"`
+	// Partitions is the number of partitions of the parallel kernel's
+	// World (0: the sequential kernel, one Sim) and Windows the
+	// lookahead windows it ran.
+	Partitions   int     `json:"partitions"`
+	Windows      uint64  `json:"windows"`
 	Events       uint64  `json:"events"`
-	EventsPerS   float64 `json:"events_per_s"`
 	Traversals   uint64  `json:"link_traversals"`
-	TravPerS     float64 `json:"link_traversals_per_s"`
 	DataPackets  uint64  `json:"data_packets"`
 	Retransmits  uint64  `json:"retransmits"`
 	ACKs         uint64  `json:"acks"`
@@ -46,6 +49,17 @@ type allToAllReport struct {
 		P99Us  float64 `json:"p99_us"`
 		MaxUs  float64 `json:"max_us"`
 	} `json:"fct"`
+	// Run is how this run went on this machine: not deterministic.
+	Run allToAllRun `json:"run"`
+}
+
+// allToAllRun is the machine-dependent part of bench alltoall's report.
+type allToAllRun struct {
+	Workers     int     `json:"workers"`
+	WallSeconds float64 `json:"wall_s"`
+	CPUSeconds  float64 `json:"cpu_s"` // user+system CPU of the process during the run (GC included)
+	EventsPerS  float64 `json:"events_per_s"`
+	TravPerS    float64 `json:"link_traversals_per_s"`
 	PeakHeapMiB float64 `json:"peak_heap_MiB"`
 }
 
@@ -63,6 +77,8 @@ func newBenchAllToAllCmd() *cobra.Command {
 		lossless  bool
 		seed      uint64
 		asJSON    bool
+		workers   int
+		parts     int
 	)
 	cmd := &cobra.Command{
 		Use:   "alltoall",
@@ -75,6 +91,13 @@ the events fired and link traversals (packet-hops) per second of wall time,
 the packets and ACKs sent, the simulated completion time and per-flow
 completion times (post to CQE at the requester).
 
+It runs on the parallel kernel: a World of --partitions partitions (default:
+one per node; with --cluster a node holds 8 NIC ports, otherwise one) run by
+--workers goroutines (default: every core). The results depend on the
+partitions, never on the workers; --workers 0 runs the sequential kernel (one
+Sim, the reference). The JSON's "run" object (workers, wall and CPU time,
+rates, peak heap) is the only part that changes from run to run.
+
 The default network is a three-tier k-ary fat tree (k^3/4 host ports, the
 smallest even k that holds --hosts unless --k is given) of --link-gbps links
 with --link-latency propagation delay, as htsim's RoCE experiments use.
@@ -84,7 +107,8 @@ profile); --hosts must then be a multiple of its NICs per node.
 
   ginsim bench alltoall --hosts 128 --bytes 1048576      # htsim_roce's 128-host case
   ginsim bench alltoall --hosts 1024 --bytes 65536
-  ginsim bench alltoall --hosts 128 --cluster h100-ib`,
+  ginsim bench alltoall --hosts 128 --cluster h100-ib
+  ginsim bench alltoall --hosts 128 --workers 0           # the sequential kernel`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if hosts < 2 {
@@ -95,6 +119,9 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			if ackEvery < 0 {
 				return Usagef("--ack-every must not be negative, got %d", ackEvery)
+			}
+			if workers < 0 || parts < 0 {
+				return Usagef("--workers and --partitions must not be negative, got %d and %d", workers, parts)
 			}
 			o := perftest.AllToAllOptions{Bytes: bytes, AckEvery: ackEvery, Seed: seed}
 			name := topoKind
@@ -155,6 +182,15 @@ profile); --hosts must then be a multiple of its NICs per node.
 					name = fmt.Sprintf("fattree k=%d", kk)
 				}
 			}
+			if workers > 0 {
+				o.Parts = parts
+				if o.Parts == 0 {
+					o.Parts = o.Topo.Nodes
+				}
+				pool := par.NewPool(workers)
+				defer pool.Close()
+				o.Exec = pool.Exec
+			}
 			runtime.GC()
 			stop := memsample.Start(20 * time.Millisecond)
 			start, cpu0 := time.Now(), cpuTime()
@@ -166,12 +202,13 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			st := r.Stats()
 			rep := allToAllReport{Topology: name, Hosts: r.Hosts, Switches: r.Switches, Links: r.Links,
-				BytesPerPair: bytes, MTU: 4096, Seed: seed, WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(),
-				Events: r.Events, EventsPerS: float64(r.Events) / wall.Seconds(),
-				Traversals: r.Traversals, TravPerS: float64(r.Traversals) / wall.Seconds(),
+				BytesPerPair: bytes, MTU: 4096, Seed: seed, Partitions: o.Parts, Windows: r.Windows,
+				Events: r.Events, Traversals: r.Traversals,
 				DataPackets: r.DataPackets, Retransmits: r.Retransmits, ACKs: r.ACKs, CNPs: r.CNPs,
 				Drops: r.Drops, ECNMarks: r.ECNMarks, CompletionUs: r.Completion.Sub(0).Us(),
-				PeakHeapMiB: float64(peak.Total) / (1 << 20)}
+				Run: allToAllRun{Workers: workers, WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(),
+					EventsPerS: float64(r.Events) / wall.Seconds(), TravPerS: float64(r.Traversals) / wall.Seconds(),
+					PeakHeapMiB: float64(peak.Total) / (1 << 20)}}
 			rep.FCT.MinUs, rep.FCT.MeanUs, rep.FCT.P50Us, rep.FCT.P99Us, rep.FCT.MaxUs =
 				st.Min.Us(), st.Mean.Us(), st.P50.Us(), st.P99.Us(), st.Max.Us()
 			w := cmd.OutOrStdout()
@@ -182,13 +219,19 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			fmt.Fprintf(w, "all-to-all: %d hosts, %s (%d switches, %d links), %d B per pair, MTU 4096, seed %d\n",
 				rep.Hosts, rep.Topology, rep.Switches, rep.Links, bytes, seed)
-			fmt.Fprintf(w, "wall %.2f s, CPU %.2f s, peak heap %.0f MiB\n", rep.WallSeconds, rep.CPUSeconds, rep.PeakHeapMiB)
-			fmt.Fprintf(w, "events %d (%.2f M/s), link traversals %d (%.2f M/s)\n",
-				rep.Events, rep.EventsPerS/1e6, rep.Traversals, rep.TravPerS/1e6)
+			if o.Parts > 0 {
+				fmt.Fprintf(w, "parallel kernel: %d partitions, %d windows\n", o.Parts, r.Windows)
+			} else {
+				fmt.Fprintf(w, "sequential kernel (one Sim)\n")
+			}
+			fmt.Fprintf(w, "events %d, link traversals %d\n", rep.Events, rep.Traversals)
 			fmt.Fprintf(w, "data packets %d, retransmits %d, ACKs %d, CNPs %d, drops %d, ECN marks %d\n",
 				rep.DataPackets, rep.Retransmits, rep.ACKs, rep.CNPs, rep.Drops, rep.ECNMarks)
 			fmt.Fprintf(w, "completion %v; FCT min %v mean %v p50 %v p99 %v max %v\n",
 				r.Completion.Sub(0), st.Min, st.Mean, st.P50, st.P99, st.Max)
+			ru := rep.Run
+			fmt.Fprintf(w, "this run (not deterministic): %d workers, wall %.2f s, CPU %.2f s, %.2f M events/s, %.2f M traversals/s, peak heap %.0f MiB\n",
+				ru.Workers, ru.WallSeconds, ru.CPUSeconds, ru.EventsPerS/1e6, ru.TravPerS/1e6, ru.PeakHeapMiB)
 			return nil
 		},
 	}
@@ -205,5 +248,7 @@ profile); --hosts must then be a multiple of its NICs per node.
 	f.IntVar(&ackEvery, "ack-every", 0, "ask for an ACK every N packets (1: every packet, as htsim; 0: the NIC's default)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "goroutines running the parallel kernel's partitions (0: the sequential kernel, one Sim)")
+	f.IntVar(&parts, "partitions", 0, "partitions of the parallel kernel (0: one per node)")
 	return cmd
 }

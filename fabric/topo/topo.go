@@ -130,6 +130,19 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
+// Lookahead returns the least delay between a packet leaving a port into
+// a switch and its event at that switch (fabric.Network.Lookahead of the
+// built network): the switch latency plus the shortest cable. It is the
+// lookahead of a World to build s on with BuildWorld.
+func (s Spec) Lookahead() sim.Duration {
+	s = s.withDefaults()
+	prop := s.HostPropNs
+	if s.Kind != KindSingle {
+		prop = min(prop, s.FabricPropNs)
+	}
+	return sim.Duration(prop+s.Switch.LatencyNs) * sim.Nanosecond
+}
+
 // Validate reports the first invalid field of s (after defaults).
 func (s Spec) Validate() error {
 	s = s.withDefaults()
@@ -221,6 +234,7 @@ type Cluster struct {
 	Spec Spec // with defaults filled in
 	Net  *fabric.Network
 
+	sims   []*sim.Sim // by node
 	pcie   []*pcie.Tree
 	nvl    []*nvlink.Domain
 	gpuDev [][]pcie.DevID
@@ -232,7 +246,15 @@ type Cluster struct {
 }
 
 // Build builds spec on s. Errors name the offending field.
-func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
+func Build(s *sim.Sim, spec Spec) (*Cluster, error) { return build(s, nil, spec) }
+
+// BuildWorld builds spec on the partitions of w, one node on each in turn:
+// node n's NIC ports (endpoints), PCIe tree and NVLink domain are on
+// w.Part(n % w.Parts()), and the network is fabric.NewPartitioned's.
+// Errors name the offending field.
+func BuildWorld(w *sim.World, spec Spec) (*Cluster, error) { return build(nil, w, spec) }
+
+func build(s *sim.Sim, w *sim.World, spec Spec) (*Cluster, error) {
 	spec = spec.withDefaults()
 	p, err := spec.check()
 	if err != nil {
@@ -253,8 +275,19 @@ func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
 		return nil, fmt.Errorf("topo: %w", err)
 	}
 	c := &Cluster{Spec: spec, nics: p.nics}
-	n := fabric.New(s, fabric.Config{IPv6: spec.IPv6})
+	var n *fabric.Network
+	if w != nil {
+		n = fabric.NewPartitioned(w, fabric.Config{IPv6: spec.IPv6})
+	} else {
+		n = fabric.New(s, fabric.Config{IPv6: spec.IPv6})
+	}
 	c.Net = n
+	for node := range spec.Nodes {
+		if w != nil {
+			s = w.Part(node % w.Parts())
+		}
+		c.sims = append(c.sims, s)
+	}
 
 	// Endpoints, in (node, nic) order, with deterministic addresses.
 	for node := range spec.Nodes {
@@ -262,6 +295,9 @@ func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
 			ep := n.AddEndpoint("n" + strconv.Itoa(node) + "/nic" + strconv.Itoa(nic))
 			n.SetAddr(ep, [4]byte{10, byte(node >> 8), byte(node), byte(nic + 1)},
 				[6]byte{0x02, 0, 0, byte(node >> 8), byte(node), byte(nic)})
+			if w != nil {
+				n.Place(ep, node%w.Parts())
+			}
 		}
 	}
 
@@ -330,9 +366,15 @@ func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
 	if err := n.Build(); err != nil {
 		return nil, fmt.Errorf("topo: %w", err)
 	}
+	if w != nil && w.Parts() > 1 {
+		if la, ok := n.Lookahead(); ok && la < w.Lookahead() {
+			return nil, fmt.Errorf("topo: the world's lookahead %v is more than the network's %v (use Spec.Lookahead)", w.Lookahead(), la)
+		}
+	}
 
 	// Per node: PCIe tree and NVLink domain.
 	for node := range spec.Nodes {
+		s := c.sims[node]
 		t := pcie.NewTree(s, pc)
 		gd := make([]pcie.DevID, spec.GPUsPerNode)
 		nd := make([]pcie.DevID, p.nics)
@@ -357,6 +399,10 @@ func Build(s *sim.Sim, spec Spec) (*Cluster, error) {
 
 // Nodes returns the number of nodes.
 func (c *Cluster) Nodes() int { return c.Spec.Nodes }
+
+// Sim returns the Sim node runs on: its partition of a World
+// (BuildWorld), or the one Sim given to Build.
+func (c *Cluster) Sim(node int) *sim.Sim { return c.sims[node] }
 
 // NICsPerNode returns the number of NIC ports per node.
 func (c *Cluster) NICsPerNode() int { return c.nics }

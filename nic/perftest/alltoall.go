@@ -29,8 +29,23 @@ type AllToAllOptions struct {
 	// its WRs back to back from time 0, destination (i+1)%N first.
 	PostCost sim.Duration
 	Seed     uint64
-	// Tracer, if set, sees every event (sim.Sim.SetTracer).
+	// Parts, when positive, runs the all-to-all on a sim.World of Parts
+	// partitions (the parallel kernel), node n of Topo on partition
+	// n % Parts; Topo.Nodes gives one per node. 0 runs it on one Sim,
+	// the sequential kernel and the reference.
+	Parts int
+	// Exec runs a World's partitions in each window (nil: sim.Serial;
+	// a par.Pool's Exec runs them on several cores). The result depends
+	// on Parts, never on Exec.
+	Exec sim.Exec
+	// Tracer, if set, sees every event (sim.Sim.SetTracer); on a World
+	// it is set on every partition and must be safe for concurrent use
+	// under a parallel Exec.
 	Tracer sim.Tracer
+	// Tap, if set, sees every packet a host's NIC hands to the network,
+	// on the host's partition (under a parallel Exec, hosts of different
+	// partitions at the same time).
+	Tap func(host int, at sim.Time, p *fabric.Packet)
 }
 
 // AllToAllResult is what one all-to-all run did.
@@ -56,6 +71,12 @@ type AllToAllResult struct {
 	// FCT holds every flow's completion time: from its WR being posted to
 	// its CQE landing in the requester's host memory (after the last ACK).
 	FCT []sim.Duration
+	// Parts is the number of partitions the run had (1 on one Sim) and
+	// Windows the lookahead windows a World ran (0 on one Sim).
+	Parts   int
+	Windows uint64
+	// Ports holds every port's counters, by fabric.PortID.
+	Ports []fabric.PortStats
 }
 
 func (o *AllToAllOptions) defaults() {
@@ -76,6 +97,8 @@ func (o *AllToAllOptions) defaults() {
 // a2aHost is one NIC port of the all-to-all.
 type a2aHost struct {
 	r     *a2aRun
+	s     *sim.Sim
+	part  *a2aPart
 	id    int
 	n     *nic.NIC
 	cq    *nic.CQ
@@ -86,11 +109,20 @@ type a2aHost struct {
 }
 
 type a2aRun struct {
-	s     *sim.Sim
+	w     *sim.World // nil: one Sim
 	hosts []*a2aHost
 	res   *AllToAllResult
-	err   error
-	done  int
+	parts []*a2aPart
+}
+
+// a2aPart is what the hosts of one partition count; the run adds the
+// partitions up after every window (a World) or at the end.
+type a2aPart struct {
+	err              error
+	done             int
+	last             sim.Time // latest completion
+	data, acks, cnps uint64
+	_                [64]byte // partitions on separate cache lines
 }
 
 // WordChanged is the host CPU noticing a new CQE: it polls them all.
@@ -99,13 +131,13 @@ func (h *a2aHost) WordChanged(*mem.Region, uint64) {
 		return
 	}
 	h.poll = true
-	h.r.s.Post(h.r.s.Now(), h, 0)
+	h.s.Post(h.s.Now(), h, 0)
 }
 
 // Handle polls h's CQ at the instant a CQE landed.
 func (h *a2aHost) Handle(s *sim.Sim, _ uint64) {
 	h.poll = false
-	r := h.r
+	r, pt := h.r, h.part
 	for {
 		k := h.cq.Poll(h.cqes)
 		if k == 0 {
@@ -113,18 +145,20 @@ func (h *a2aHost) Handle(s *sim.Sim, _ uint64) {
 		}
 		for _, c := range h.cqes[:k] {
 			if c.Status != nic.StatusSuccess {
-				if r.err == nil {
-					r.err = fmt.Errorf("perftest: alltoall host %d WR %d: %v", h.id, c.WRID, c.Status)
+				if pt.err == nil {
+					pt.err = fmt.Errorf("perftest: alltoall host %d WR %d: %v", h.id, c.WRID, c.Status)
 				}
 				s.Stop()
 				return
 			}
 			off := int(c.WRID)
 			r.res.FCT[h.id*(len(r.hosts)-1)+off-1] = s.Now().Sub(h.posts[off])
-			r.done++
+			pt.done++
+			pt.last = s.Now()
 		}
-		if r.done == r.res.Flows {
-			r.res.Completion = s.Now()
+		// One Sim stops at the last completion; a World when its
+		// partitions' counts add up (windowEnd).
+		if r.w == nil && pt.done == r.res.Flows {
 			s.Stop()
 		}
 	}
@@ -142,11 +176,35 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 	if err := o.NIC.Validate(); err != nil {
 		return nil, fmt.Errorf("perftest: %w", err)
 	}
-	s := sim.New(sim.Config{Seed: o.Seed, StallLimit: -1})
-	if o.Tracer != nil {
-		s.SetTracer(o.Tracer)
+	if o.Parts < 0 {
+		return nil, fmt.Errorf("perftest: alltoall partitions %d must not be negative", o.Parts)
 	}
-	c, err := topo.Build(s, o.Topo)
+	cfg := sim.Config{Seed: o.Seed, StallLimit: -1}
+	var (
+		s   *sim.Sim
+		w   *sim.World
+		c   *topo.Cluster
+		err error
+	)
+	if o.Parts == 0 {
+		s = sim.New(cfg)
+		if o.Tracer != nil {
+			s.SetTracer(o.Tracer)
+		}
+		c, err = topo.Build(s, o.Topo)
+	} else {
+		if err := o.Topo.Validate(); err != nil {
+			return nil, fmt.Errorf("perftest: %w", err)
+		}
+		w = sim.NewWorld(cfg, o.Parts, o.Topo.Lookahead())
+		if o.Tracer != nil {
+			for i := range o.Parts {
+				w.Part(i).SetTracer(o.Tracer)
+			}
+		}
+		w.SetExec(o.Exec)
+		c, err = topo.BuildWorld(w, o.Topo)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("perftest: %w", err)
 	}
@@ -155,27 +213,42 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 		return nil, fmt.Errorf("perftest: alltoall needs at least 2 NIC ports, the cluster has %d", N)
 	}
 	res := &AllToAllResult{Hosts: N, Flows: N * (N - 1), Switches: c.Net.Switches(), Links: c.Net.Links(),
-		FCT: make([]sim.Duration, N*(N-1))}
-	r := &a2aRun{s: s, res: res}
-	ms := mem.NewSystem(s)
+		FCT: make([]sim.Duration, N*(N-1)), Parts: c.Net.Parts()}
+	r := &a2aRun{w: w, res: res}
+	// One memory system per partition: regions are allocated before the
+	// run, and nothing observes them.
+	mss := make([]*mem.System, c.Net.Parts())
+	for i := range mss {
+		r.parts = append(r.parts, &a2aPart{})
+		if w != nil {
+			mss[i] = mem.NewSystem(w.Part(i))
+		} else {
+			mss[i] = mem.NewSystem(s)
+		}
+	}
 	size := uint64(o.Bytes)
 	mrs := make([]*nic.MR, N)
 	for i := range N {
 		node, k := c.Locate(fabric.EndpointID(i))
 		bus, host := c.PCIe(node), c.HostDev(node)
+		ns := c.Sim(node)
+		pt, ms := r.parts[c.Net.PartOf(fabric.EndpointID(i))], mss[c.Net.PartOf(fabric.EndpointID(i))]
 		name := "n" + strconv.Itoa(node) + "/nic" + strconv.Itoa(k)
-		n := nic.New(s, o.NIC, name, c.Net, fabric.EndpointID(i), bus, c.NICDev(node, k))
+		n := nic.New(ns, o.NIC, name, c.Net, fabric.EndpointID(i), bus, c.NICDev(node, k))
 		n.SetTap(func(p *fabric.Packet) {
 			switch {
 			case p.Hdr.Opcode.IsCNP():
-				res.CNPs++
+				pt.cnps++
 			case p.Hdr.Opcode.IsRequest():
-				res.DataPackets++
+				pt.data++
 			default:
-				res.ACKs++
+				pt.acks++
+			}
+			if o.Tap != nil {
+				o.Tap(i, ns.Now(), p)
 			}
 		})
-		h := &a2aHost{r: r, id: i, n: n, qps: make([]*nic.QP, N), posts: make([]sim.Time, N), cqes: make([]nic.CQE, 64)}
+		h := &a2aHost{r: r, s: ns, part: pt, id: i, n: n, qps: make([]*nic.QP, N), posts: make([]sim.Time, N), cqes: make([]nic.CQE, 64)}
 		loc := mem.Loc{Node: node, Kind: mem.Host}
 		ring := ms.Alloc(name+"/cq", loc, sim.Bytes(N)*o.NIC.CQEBytes, false)
 		if h.cq, err = n.CreateCQ(N, ring, host); err != nil {
@@ -214,6 +287,7 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 	for i, h := range r.hosts {
 		node, _ := c.Locate(fabric.EndpointID(i))
 		bus, host := c.PCIe(node), c.HostDev(node)
+		s := h.s
 		for off := 1; off < N; off++ {
 			j := (i + off) % N
 			wr := nic.WR{ID: uint64(off), Op: nic.WRWrite, Signaled: true,
@@ -225,26 +299,45 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 			s.At(at, func() {
 				db := bus.Write(s.Now(), host, h.n.Dev(), 64)
 				s.At(db, func() {
-					if err := qp.PostSend([]nic.WR{wr}); err != nil && r.err == nil {
-						r.err = err
+					if err := qp.PostSend([]nic.WR{wr}); err != nil && h.part.err == nil {
+						h.part.err = err
 						s.Stop()
 					}
 				})
 			})
 		}
 	}
-	if err := s.Run(); err != nil {
-		return nil, err
+	var now sim.Time
+	if w != nil {
+		w.OnWindow(r.windowEnd)
+		if err := w.Run(); err != nil {
+			return nil, err
+		}
+		res.Events, res.Windows, now = w.Fired(), w.Windows(), w.Now()
+	} else {
+		if err := s.Run(); err != nil {
+			return nil, err
+		}
+		res.Events, now = s.Fired(), s.Now()
 	}
-	if r.err != nil {
-		return nil, r.err
+	done := 0
+	for _, pt := range r.parts {
+		if pt.err != nil {
+			return nil, pt.err
+		}
+		done += pt.done
+		res.Completion = max(res.Completion, pt.last)
+		res.DataPackets += pt.data
+		res.ACKs += pt.acks
+		res.CNPs += pt.cnps
 	}
-	if r.done != res.Flows {
-		return nil, fmt.Errorf("perftest: alltoall stopped with %d of %d flows complete at %v", r.done, res.Flows, s.Now())
+	if done != res.Flows {
+		return nil, fmt.Errorf("perftest: alltoall stopped with %d of %d flows complete at %v", done, res.Flows, now)
 	}
-	res.Events = s.Fired()
+	res.Ports = make([]fabric.PortStats, c.Net.Ports())
 	for p := range c.Net.Ports() {
 		st := c.Net.PortStats(fabric.PortID(p))
+		res.Ports[p] = st
 		res.Traversals += st.Packets
 		res.Drops += st.Drops
 		res.ECNMarks += st.ECNMarks
@@ -254,6 +347,21 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 	}
 	res.DataPackets -= res.Retransmits
 	return res, nil
+}
+
+// windowEnd stops a World once every flow has completed or a partition
+// failed (after every window, with no partition running).
+func (r *a2aRun) windowEnd(sim.Time) {
+	done := 0
+	for _, pt := range r.parts {
+		if pt.err != nil {
+			return // the failing partition stopped the run
+		}
+		done += pt.done
+	}
+	if done == r.res.Flows {
+		r.w.Part(0).Stop()
+	}
 }
 
 // FCTStats summarises flow completion times.

@@ -1,9 +1,13 @@
 package perftest
 
 import (
+	"reflect"
 	"testing"
 
+	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/topo"
+	"github.com/ginsim/ginsim/internal/par"
+	"github.com/ginsim/ginsim/sim"
 )
 
 func smallFatTree() topo.Spec {
@@ -76,4 +80,84 @@ func BenchmarkAllToAll16(b *testing.B) {
 	}
 	b.ReportMetric(float64(ev)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(hops)/b.Elapsed().Seconds(), "packet-hops/s")
+}
+
+// TestAlltoallWorkersDoNotChangeTheRun runs all-to-alls on a World, on a
+// fat tree and a rail-optimised cluster (with small buffers: ECN marks,
+// CNPs, drops and retransmits), partitioned per node and over 3
+// partitions, with the serial Exec and pools of 1, 2 and 4 workers: the
+// result (FCTs, packet counts, every port's counters, events, windows) and
+// every packet each NIC sent, with its time, must be the same for every
+// Exec. A World of one partition must give the lone Sim's result; the
+// test reports how far other partitionings are from it.
+func TestAlltoallWorkersDoNotChangeTheRun(t *testing.T) {
+	tight := topo.SwitchSpec{PortBufferKiB: 48, ECNKminKiB: 8, ECNKmaxKiB: 32}
+	rail := topo.Spec{Kind: topo.KindRail, Nodes: 4, GPUsPerNode: 4, Spines: 2, LinkGbps: 100, Switch: tight}
+	fat := smallFatTree()
+	fat.Switch = tight
+	type sent struct {
+		at       sim.Time
+		id       uint64
+		dst      fabric.EndpointID
+		psn      uint32
+		op       uint8
+		ecn, cor bool
+	}
+	for _, c := range []struct {
+		name  string
+		spec  topo.Spec
+		parts []int
+	}{{"fattree", fat, []int{1, 16, 3}}, {"rail", rail, []int{4, 3}}} {
+		lone, err := AllToAll(AllToAllOptions{Topo: c.spec, Bytes: 16 << 10, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, parts := range c.parts {
+			var ref *AllToAllResult
+			var refTap [][]sent
+			for _, workers := range []int{0, 1, 2, 4} {
+				o := AllToAllOptions{Topo: c.spec, Bytes: 16 << 10, Seed: 3, Parts: parts}
+				if workers > 0 {
+					p := par.NewPool(workers)
+					defer p.Close()
+					o.Exec = p.Exec
+				}
+				tap := make([][]sent, lone.Hosts)
+				o.Tap = func(h int, at sim.Time, p *fabric.Packet) {
+					tap[h] = append(tap[h], sent{at, p.ID, p.Dst, p.Hdr.PSN, uint8(p.Hdr.Opcode), p.ECN == 3, p.Corrupt})
+				}
+				r, err := AllToAll(o)
+				if err != nil {
+					t.Fatalf("%s parts %d workers %d: %v", c.name, parts, workers, err)
+				}
+				if r.Parts != parts || r.Windows == 0 {
+					t.Fatalf("%s: %d partitions, %d windows", c.name, r.Parts, r.Windows)
+				}
+				if ref == nil {
+					ref, refTap = r, tap
+					ls, ws := lone.Stats(), r.Stats()
+					t.Logf("%s parts %d: %d events (lone %d), %d windows, %d data, %d retransmits, %d drops, %d ECN marks, %d CNPs; mean FCT %v (lone %v), max %v (lone %v)",
+						c.name, parts, r.Events, lone.Events, r.Windows, r.DataPackets, r.Retransmits, r.Drops, r.ECNMarks, r.CNPs, ws.Mean, ls.Mean, ws.Max, ls.Max)
+					if parts == 1 {
+						// One partition: the lone Sim's run, window by window.
+						l := *lone
+						l.Parts, l.Windows = r.Parts, r.Windows
+						if !reflect.DeepEqual(r, &l) {
+							t.Errorf("%s: a World of one partition differs from the lone Sim", c.name)
+						}
+					}
+					if r.DataPackets != lone.DataPackets {
+						t.Errorf("%s parts %d: %d data packets, the lone Sim %d", c.name, parts, r.DataPackets, lone.DataPackets)
+					}
+					continue
+				}
+				if !reflect.DeepEqual(r, ref) {
+					t.Errorf("%s parts %d: %d workers changed the result:\n%+v\nvs\n%+v", c.name, parts, workers, r, ref)
+				}
+				if !reflect.DeepEqual(tap, refTap) {
+					t.Errorf("%s parts %d: %d workers changed the packets sent", c.name, parts, workers)
+				}
+			}
+		}
+	}
 }
