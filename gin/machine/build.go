@@ -50,6 +50,24 @@ func Build(s *sim.Sim, spec Spec, nodes int) (*Machine, error) {
 // profile first: schedule exploration perturbs timing and switches
 // mutants through it.
 func BuildTuned(s *sim.Sim, spec Spec, nodes int, tune func(*Profile)) (*Machine, error) {
+	return build(s, nil, spec, nodes, tune)
+}
+
+// BuildWorld is BuildTuned on the partitions of w: node n (its PCIe tree,
+// NVLink domain, GPUs, NICs, the gin ranks on it and the memory they
+// own) lives on partition n % w.Parts() (topo.BuildWorld), and nodes talk
+// only through the fabric. w's lookahead must not exceed the network's
+// (Lookahead gives it). Machine.Sim is partition 0; run the World.
+func BuildWorld(w *sim.World, spec Spec, nodes int, tune func(*Profile)) (*Machine, error) {
+	return build(nil, w, spec, nodes, tune)
+}
+
+// Lookahead returns the least delay between two nodes of spec's cluster
+// of the given node count (a cable and a switch): the lookahead of a
+// World to build it on.
+func Lookahead(spec Spec, nodes int) sim.Duration { return TopoSpec(spec, nodes).Lookahead() }
+
+func build(s *sim.Sim, w *sim.World, spec Spec, nodes int, tune func(*Profile)) (*Machine, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
@@ -70,16 +88,32 @@ func BuildTuned(s *sim.Sim, spec Spec, nodes int, tune func(*Profile)) (*Machine
 	g, k := spec.GPUsPerNode, spec.NICsPerGPU
 	ts := TopoSpec(spec, nodes)
 	ts.PCIe, ts.NVLink = &prof.PCIe, &prof.NVLink
-	cl, err := topo.Build(s, ts)
+	var cl *topo.Cluster
+	if w != nil {
+		cl, err = topo.BuildWorld(w, ts)
+	} else {
+		cl, err = topo.Build(s, ts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("machine: cluster %s: %w", spec.Name, err)
+	}
+	if w != nil {
+		if la, ok := cl.Net.Lookahead(); ok && w.Lookahead() > la {
+			return nil, fmt.Errorf("machine: cluster %s: the World's lookahead %v exceeds the network's %v", spec.Name, w.Lookahead(), la)
+		}
 	}
 	if err := applyFaults(cl, &spec, nodes*g); err != nil {
 		return nil, err
 	}
-	m := &Machine{Sim: s, Spec: spec, Profile: prof, Nodes: nodes, Mem: mem.NewSystem(s), Net: cl.Net, Topo: cl}
+	m := &Machine{Sim: s, World: w, Spec: spec, Profile: prof, Nodes: nodes, Net: cl.Net, Topo: cl}
+	if w != nil {
+		m.Sim, m.Mem = w.Part(0), mem.NewSystemOf(cl.Sim)
+	} else {
+		m.Mem = mem.NewSystem(s)
+	}
 	for n := range nodes {
 		bus, nvl := cl.PCIe(n), cl.NVLink(n)
+		s := cl.Sim(n)
 		m.PCIe = append(m.PCIe, bus)
 		m.NVLink = append(m.NVLink, nvl)
 		for l := range g {
@@ -149,10 +183,16 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 // b (nil: off). The GIN layer (gin.Comm and the backends) takes b through
 // its own SetObserver.
 //
-// On a World b is a split bus (obs.Split): each NIC emits into its
-// partition's bus, and the network takes the split bus.
+// On a World b is a split bus (obs.Split, or Observe): each partition
+// of the network and each NIC emits into its partition's bus.
 func (m *Machine) SetObserver(b *obs.Bus) {
-	m.Net.SetObserver(b)
+	if m.World != nil {
+		for i := range m.World.Parts() {
+			m.Net.SetPartObserver(i, b.Part(i))
+		}
+	} else {
+		m.Net.SetObserver(b)
+	}
 	for _, n := range m.NICs {
 		n.SetObserver(b.Of(n.Sim()))
 	}

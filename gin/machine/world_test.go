@@ -1,0 +1,175 @@
+package machine_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ginsim/ginsim/gin"
+	"github.com/ginsim/ginsim/gin/check"
+	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/machine"
+	"github.com/ginsim/ginsim/gin/proxy"
+	"github.com/ginsim/ginsim/gpu"
+	"github.com/ginsim/ginsim/internal/par"
+	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/obs"
+)
+
+// worldRun is what a World run of ring gives: a digest of the merged obs
+// stream, its length, the end time, the events fired and the backend's
+// counters.
+type worldRun struct {
+	stream  [32]byte
+	events  int
+	end     sim.Time
+	fired   uint64
+	stats   gin.BackendStats
+	signals []uint64
+}
+
+// digest hashes every event the bus delivers, in order.
+type digest struct {
+	h [32]byte
+	n int
+}
+
+func (d *digest) Observe(e obs.Event) {
+	d.h = sha256.Sum256(fmt.Appendf(d.h[:], "%+v", e))
+	d.n++
+}
+
+// ring runs, on a machine of nodes nodes (two GPUs each) built on a World
+// of one partition per node with workers workers, a GIN ring over every
+// rank through backend: three rounds of an 8 KiB put with a signal to the
+// next rank, each waiting for the previous rank's, then a world GIN
+// barrier; every event is observed and checked (gin/check).
+func ring(t *testing.T, backend string, nodes, workers int) worldRun {
+	t.Helper()
+	spec, err := machine.Resolve("h100-ib")
+	require.NoError(t, err)
+	spec.GPUsPerNode = 2
+	var (
+		w *sim.World
+		m *machine.Machine
+	)
+	if workers == 0 {
+		m, err = machine.Build(sim.New(sim.Config{Seed: 1}), spec, nodes)
+		require.NoError(t, err)
+	} else {
+		w = sim.NewWorld(sim.Config{Seed: 1}, nodes, machine.Lookahead(spec, nodes))
+		pool := par.NewPool(workers)
+		defer pool.Close()
+		w.SetExec(pool.Exec)
+		m, err = machine.BuildWorld(w, spec, nodes, nil)
+		require.NoError(t, err)
+		require.Same(t, w, m.World)
+		for r, rk := range m.Ranks {
+			require.Same(t, w.Part(rk.Node%nodes), rk.Sim(), "rank %d", r)
+		}
+	}
+	cfg := gin.CommConfig{Version: gin.V2_30, Backends: map[gin.Type]gin.Backend{}}
+	var b interface {
+		gin.Backend
+		SetObserver(*obs.Bus)
+	}
+	switch backend {
+	case "gdaki":
+		g, err := gdaki.New(gdaki.DefaultConfig())
+		require.NoError(t, err)
+		cfg.Backends[gin.TypeGDAKI], b = g, g
+	case "proxy":
+		p, err := proxy.New(proxy.DefaultConfig())
+		require.NoError(t, err)
+		cfg.Backends[gin.TypeProxy], b = p, p
+	}
+	c, err := gin.NewComm(m.Ranks, cfg)
+	require.NoError(t, err)
+	require.Same(t, w, c.World())
+	dc, err := c.DevCommCreate(gin.Requirements{GinContextCount: 2, GinSignalCount: 2, GinCounterCount: 1,
+		WorldGinBarrierCount: 1, ConnectionType: gin.ConnFull})
+	require.NoError(t, err)
+	win, err := c.WindowRegister("buf", 1<<20, gin.WinDefault, true)
+	require.NoError(t, err)
+
+	d := &digest{}
+	bus := obs.NewBus(d)
+	if w != nil {
+		bus = obs.Split(w, d)
+	}
+	chk := check.Attach(bus)
+	m.SetObserver(bus)
+	c.SetObserver(bus)
+	b.SetObserver(bus)
+
+	const rounds = 3
+	n := len(m.Ranks)
+	for r := range n {
+		m.Ranks[r].GPU.Launch("ring", 32, func(tg *gpu.Group) {
+			gs := []*gin.Gin{dc.Gin(tg, r, 0), dc.Gin(tg, r, 1)}
+			team := dc.World(r)
+			next := (r + 1) % n
+			for k := range rounds {
+				g := gs[k%2]
+				off := uint64(k) << 16
+				g.Put(team, next, win, off, win, off, 8192, gin.SignalInc{Signal: 0}, nil)
+				g.WaitSignal(0, uint64(k/2+1), 64)
+				g.ReadWindow(win, off, make([]byte, 8192))
+			}
+			g := gs[0]
+			g.Put(team, next, win, 1<<19, win, 0, 64, nil, gin.CounterInc{Counter: 0})
+			g.WaitCounter(0, 1, 56)
+			g.Flush()
+			g.GinBarrier(gin.BarrierWorldGin, 0, false).Sync(gin.OrderAcqRel, gin.FenceNone)
+		})
+	}
+	if w != nil {
+		require.NoError(t, w.Run())
+	} else {
+		require.NoError(t, m.Sim.Run())
+	}
+	require.NoError(t, c.CheckDeadlock())
+	chk.End(false)
+	require.NoError(t, chk.Err())
+	out := worldRun{stream: d.h, events: d.n, end: m.Sim.Now(), fired: m.Sim.Fired(), stats: b.Stats()}
+	if w != nil {
+		out.end, out.fired = w.Now(), w.Fired()
+	}
+	for r := range n {
+		for ctx := range 2 {
+			reg, off := b.SignalWord(dc, r, ctx, 0)
+			out.signals = append(out.signals, reg.Load64(off))
+		}
+	}
+	return out
+}
+
+// A GIN program across nodes on a World gives the same run, observation
+// stream included, for every worker count.
+func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
+	nodes := 4
+	if testing.Short() {
+		nodes = 2
+	}
+	for _, backend := range []string{"gdaki", "proxy"} {
+		t.Run(backend, func(t *testing.T) {
+			lone := ring(t, backend, nodes, 0)
+			want := ring(t, backend, nodes, 1)
+			require.Equal(t, lone.signals, want.signals)
+			t.Logf("%d nodes: lone Sim %d events observed, end %v; World %d events, end %v, %d fired",
+				nodes, lone.events, lone.end, want.events, want.end, want.fired)
+			require.Positive(t, want.events)
+			n := 2 * nodes
+			require.Equal(t, uint64(n*(4+n-1)), want.stats.Ops, "per rank 3 puts, a counter put and a signal to every peer")
+			for i, v := range want.signals { // rounds 0 and 2 on context 0, round 1 on context 1
+				require.Equal(t, uint64(2-i%2), v, "rank %d context %d", i/2, i%2)
+			}
+			for _, workers := range []int{2, 4} {
+				got := ring(t, backend, nodes, workers)
+				require.Equal(t, want, got, "%d workers", workers)
+			}
+		})
+	}
+}
