@@ -22,6 +22,8 @@ import (
 // stream, its length, the end time, the events fired and the backend's
 // counters.
 type worldRun struct {
+	samples [32]byte // the Sampler's snapshots
+	nsample int
 	stream  [32]byte
 	events  int
 	end     sim.Time
@@ -104,6 +106,7 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 	c.SetObserver(bus)
 	b.SetObserver(bus)
 
+	var sp *machine.Sampler // started once the kernels are launched
 	const rounds = 3
 	n := len(m.Ranks)
 	for r := range n {
@@ -123,8 +126,12 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 			g.WaitCounter(0, 1, 56)
 			g.Flush()
 			g.GinBarrier(gin.BarrierWorldGin, 0, false).Sync(gin.OrderAcqRel, gin.FenceNone)
+			if r == 0 {
+				sp.StopIn(tg.GPU().Sim())
+			}
 		})
 	}
+	sp = m.Sample(2*sim.Microsecond, nil)
 	if w != nil {
 		require.NoError(t, w.Run())
 	} else {
@@ -133,7 +140,11 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 	require.NoError(t, c.CheckDeadlock())
 	chk.End(false)
 	require.NoError(t, chk.Err())
-	out := worldRun{stream: d.h, events: d.n, end: m.Sim.Now(), fired: m.Sim.Fired(), stats: b.Stats()}
+	var sh [32]byte
+	for _, snap := range sp.Snapshots() {
+		sh = sha256.Sum256(fmt.Appendf(sh[:], "%+v", snap))
+	}
+	out := worldRun{samples: sh, nsample: len(sp.Snapshots()), stream: d.h, events: d.n, end: m.Sim.Now(), fired: m.Sim.Fired(), stats: b.Stats()}
 	if w != nil {
 		out.end, out.fired = w.Now(), w.Fired()
 	}
@@ -158,8 +169,9 @@ func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 			lone := ring(t, backend, nodes, 0)
 			want := ring(t, backend, nodes, 1)
 			require.Equal(t, lone.signals, want.signals)
-			t.Logf("%d nodes: lone Sim %d events observed, end %v; World %d events, end %v, %d fired",
-				nodes, lone.events, lone.end, want.events, want.end, want.fired)
+			t.Logf("%d nodes: lone Sim %d events observed, end %v, %d samples; World %d events, end %v, %d fired, %d samples",
+				nodes, lone.events, lone.end, lone.nsample, want.events, want.end, want.fired, want.nsample)
+			require.Greater(t, want.nsample, 5)
 			require.Positive(t, want.events)
 			n := 2 * nodes
 			require.Equal(t, uint64(n*(4+n-1)), want.stats.Ops, "per rank 3 puts, a counter put and a signal to every peer")
