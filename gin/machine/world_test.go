@@ -10,6 +10,7 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gin/check"
 	"github.com/ginsim/ginsim/gin/gdaki"
+	"github.com/ginsim/ginsim/gin/lsa"
 	"github.com/ginsim/ginsim/gin/machine"
 	"github.com/ginsim/ginsim/gin/proxy"
 	"github.com/ginsim/ginsim/gpu"
@@ -46,8 +47,10 @@ func (d *digest) Observe(e obs.Event) {
 // ring runs, on a machine of nodes nodes (two GPUs each) built on a World
 // of one partition per node with workers workers, a GIN ring over every
 // rank through backend: three rounds of an 8 KiB put with a signal to the
-// next rank, each waiting for the previous rank's, then a world GIN
-// barrier; every event is observed and checked (gin/check).
+// next rank, each waiting for the previous rank's, then a put to itself,
+// a get with a flush, an LSA store to the node's other GPU, a put with a
+// counter and a world GIN barrier; every event is observed and checked
+// (gin/check), and utilisation sampled until rank 0 leaves the barrier.
 func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 	t.Helper()
 	spec, err := machine.Resolve("h100-ib")
@@ -122,6 +125,11 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 				g.ReadWindow(win, off, make([]byte, 8192))
 			}
 			g := gs[0]
+			g.Put(team, r, win, 1<<18, win, 0, 256, gin.SignalInc{Signal: 1}, nil) // through the self-loop
+			g.WaitSignal(1, 1, 64)
+			g.Get(team, next, win, 0, win, 3<<18, 4096)
+			g.Flush()
+			lsa.New(dc, tg, r).Copy(1-r%2, win, 5<<17, make([]byte, 64), 64) // NVLink, within the node
 			g.Put(team, next, win, 1<<19, win, 0, 64, nil, gin.CounterInc{Counter: 0})
 			g.WaitCounter(0, 1, 56)
 			g.Flush()
@@ -174,7 +182,7 @@ func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 			require.Greater(t, want.nsample, 5)
 			require.Positive(t, want.events)
 			n := 2 * nodes
-			require.Equal(t, uint64(n*(4+n-1)), want.stats.Ops, "per rank 3 puts, a counter put and a signal to every peer")
+			require.Equal(t, uint64(n*(6+n-1)), want.stats.Ops, "per rank 3 puts, a self put, a get, a counter put and a signal to every peer")
 			for i, v := range want.signals { // rounds 0 and 2 on context 0, round 1 on context 1
 				require.Equal(t, uint64(2-i%2), v, "rank %d context %d", i/2, i%2)
 			}
