@@ -40,5 +40,14 @@
 // waits and flushes report what they saw (obs.SignalSeen, obs.Completed)
 // stamped with the op whose atomic last changed the word.
 //
-// Nothing here is safe for concurrent use: one sim.Sim drives it all.
+// On a sim.World (gin/machine.BuildWorld) each rank lives on its node's
+// partition (Rank.Sim): its front-end bookkeeping, its backend state
+// (GDAKI and proxy lanes) and its events stay there, ids come from its
+// partition's bus (obs.Split), and resources a lone Sim creates on first
+// use (GDAKI contexts past the first, self-loops) are built at Connect.
+// The Inc/Add and reset-race rules are checked only for updates issued
+// from the target's own partition (DevComm).
+//
+// Nothing here is safe for concurrent use: one sim.Sim drives it all, or
+// on a World one partition drives each rank.
 package gin

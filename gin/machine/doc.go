@@ -18,6 +18,17 @@
 // snapshots into a phase's utilisation and queueing, Bind names the
 // resource that bound it and WriteTable prints it for people.
 //
+// BuildWorld builds the same machine on a sim.World, one partition per
+// node (node n on partition n % parts; Lookahead gives the World's
+// lookahead): everything inside a node (PCIe tree, NVLink domain, host
+// and GPU memory, GPUs, NICs, the proxy threads and gin ranks of its
+// GPUs) lives on the node's partition and touches only it; nodes talk
+// only through packets on the fabric. Observe such a machine through a
+// split bus (obs.Split) handed to Machine.SetObserver, the communicator
+// and its backends; a Sampler samples it between windows. The run, the
+// merged observation stream included, is the same for every worker
+// count (TestWorldWorkersDoNotChangeTheRun).
+//
 // A Spec is data and is validated without building anything; a Profile is the
 // set of documented timing constants that the Spec's profile name selects.
 package machine
