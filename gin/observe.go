@@ -1,6 +1,8 @@
 package gin
 
 import (
+	"fmt"
+
 	"github.com/ginsim/ginsim/sim"
 	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/sim/obs"
@@ -16,6 +18,9 @@ import (
 // draws ids from, its partition's bus; the device communicators that
 // exist draw their domains now, in creation order.
 func (c *Comm) SetObserver(b *obs.Bus) {
+	if b != nil && c.parts > 1 && b.Parts() != c.parts {
+		panic(fmt.Sprintf("gin: the observer of a communicator on a World of %d partitions is a bus of %d (want obs.Split)", c.parts, b.Parts()))
+	}
 	c.obs = b
 	if b != nil && c.parts > 1 {
 		for _, dc := range c.devs {

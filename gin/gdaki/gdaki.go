@@ -132,6 +132,9 @@ func (b *Backend) grow(c *gin.Comm) {
 	if w := c.World(); w != nil {
 		n = w.Parts()
 	}
+	if b.events != nil && n > 1 && b.events.Parts() != n {
+		panic(fmt.Sprintf("%s: the observer of a backend on a World of %d partitions is a bus of %d (want obs.Split)", b.Name(), n, b.events.Parts()))
+	}
 	for len(b.lanes) < n {
 		b.lanes = append(b.lanes, &lane{events: b.events.Part(len(b.lanes))})
 	}
@@ -157,6 +160,9 @@ func (b *Backend) Config() Config { return b.cfg }
 // On a sim.World bus is a split bus (obs.Split): each partition emits
 // into its own.
 func (b *Backend) SetObserver(bus *obs.Bus) {
+	if n := len(b.lanes); bus != nil && n > 1 && bus.Parts() != n {
+		panic(fmt.Sprintf("%s: the observer of a backend on a World of %d partitions is a bus of %d (want obs.Split)", b.Name(), n, bus.Parts()))
+	}
 	b.events = bus
 	for i, ln := range b.lanes {
 		ln.events = bus.Part(i)

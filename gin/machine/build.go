@@ -186,6 +186,9 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 // On a World b is a split bus (obs.Split, or Observe): each partition
 // of the network and each NIC emits into its partition's bus.
 func (m *Machine) SetObserver(b *obs.Bus) {
+	if w := m.World; w != nil && b != nil && b.Parts() != w.Parts() {
+		panic(fmt.Sprintf("machine: the observer of a machine on a World of %d partitions is a bus of %d (want obs.Split)", w.Parts(), b.Parts()))
+	}
 	if m.World != nil {
 		for i := range m.World.Parts() {
 			m.Net.SetPartObserver(i, b.Part(i))

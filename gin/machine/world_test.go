@@ -102,6 +102,10 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 	d := &digest{}
 	bus := obs.NewBus(d)
 	if w != nil {
+		lone := obs.NewBus()
+		require.Panics(t, func() { m.SetObserver(lone) }, "a lone bus on a World")
+		require.Panics(t, func() { c.SetObserver(lone) }, "a lone bus on a World")
+		require.Panics(t, func() { b.SetObserver(lone) }, "a lone bus on a World")
 		bus = obs.Split(w, d)
 	}
 	chk := check.Attach(bus)

@@ -275,6 +275,15 @@ func (b *Bus) Part(i int) *Bus {
 	return r.parts[i]
 }
 
+// Parts returns the number of partition buses of a split bus (or of the
+// split bus of a partition bus), 0 for a lone bus.
+func (b *Bus) Parts() int {
+	if b.root != nil {
+		b = b.root
+	}
+	return len(b.parts)
+}
+
 // Of returns the bus the components of s's partition emit into: Part of
 // s.Part().
 func (b *Bus) Of(s *sim.Sim) *Bus {

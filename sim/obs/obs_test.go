@@ -192,7 +192,13 @@ func TestSplitOfOnePartitionIsALoneBus(t *testing.T) {
 	if a, c := b.NewOp(), b.NewOp(); a != 1 || c != 2 {
 		t.Errorf("ids %d, %d; want 1, 2", a, c)
 	}
+	if n := b.Parts(); n != 1 {
+		t.Errorf("a split bus of one partition has %d", n)
+	}
 	lone := NewBus()
+	if lone.Parts() != 0 {
+		t.Error("a lone bus has partitions")
+	}
 	if lone.Of(sim.New(sim.Config{})) != lone || lone.Part(3) != lone {
 		t.Error("a lone bus is not its own partition bus")
 	}
