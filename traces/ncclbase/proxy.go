@@ -360,7 +360,7 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 	q.push(k)
 	at, arrive := px.post(m, false, k)
 	if op != 0 {
-		e.Obs.Emit(obs.Event{Kind: obs.Doorbell, At: at, Then: arrive, Op: op, Who: px.name, Value: uint64(k)})
+		e.ObsOf(px.rk.r).Emit(obs.Event{Kind: obs.Doorbell, At: at, Then: arrive, Op: op, Who: px.name, Value: uint64(k)})
 	}
 }
 
@@ -370,7 +370,7 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 // when the last of its requests was (the GPU's tail store or LL lines
 // landing), handed over by this thread. 0 when the step is not observed.
 func (px *ncclProxy) issued(m *ncclNetComm, wrs []nic.WR) obs.OpID {
-	b := px.w.e.Obs
+	b := px.w.e.ObsOf(px.rk.r)
 	if b == nil {
 		return 0
 	}

@@ -88,6 +88,12 @@ func NewEnv(s *sim.Sim, m *machine.Machine, st *Step, cfg Config, p Params, hdr 
 // or the lone Sim.
 func (e *Env) SimOf(r int) *sim.Sim { return e.sims[r] }
 
+// ObsOf returns the bus rank r's work emits into and asks LastOp of (nil:
+// not observed): the step's bus on a lone Sim.
+func (e *Env) ObsOf(r int) *obs.Bus {
+	return e.Obs
+}
+
 // Now returns the time of the step between runs (every partition's clock).
 func (e *Env) Now() sim.Time {
 	if e.World != nil {
@@ -171,8 +177,8 @@ type Seen struct {
 // bus.
 func (e *Env) Saw(from, to int, reg *mem.Region, off uint64) Seen {
 	s := Seen{Valid: true, From: from, To: to, At: e.SimOf(to).Now()}
-	if e.Obs != nil {
-		s.Op = e.Obs.LastOp(reg.Name(), off)
+	if b := e.ObsOf(to); b != nil {
+		s.Op = b.LastOp(reg.Name(), off)
 	}
 	return s
 }
