@@ -44,6 +44,74 @@ func (d *digest) Observe(e obs.Event) {
 	d.n++
 }
 
+// worldEnv is a GIN communicator over every GPU of a machine, on a lone
+// Sim or a World.
+type worldEnv struct {
+	w   *sim.World // nil: a lone Sim
+	m   *machine.Machine
+	c   *gin.Comm
+	dc  *gin.DevComm
+	win *gin.Window
+	b   interface {
+		gin.Backend
+		SetObserver(*obs.Bus)
+	}
+}
+
+// newWorldEnv builds nodes nodes of gpus GPUs on a lone Sim (workers 0)
+// or on a World of one partition per node run by workers goroutines, and
+// a communicator over them through backend with two contexts, two
+// signals, a counter and a world GIN barrier, and a 1 MiB window.
+func newWorldEnv(tb testing.TB, backend string, nodes, gpus, workers int) *worldEnv {
+	spec, err := machine.Resolve("h100-ib")
+	require.NoError(tb, err)
+	spec.GPUsPerNode = gpus
+	e := &worldEnv{}
+	if workers == 0 {
+		e.m, err = machine.Build(sim.New(sim.Config{Seed: 1}), spec, nodes)
+		require.NoError(tb, err)
+	} else {
+		e.w = sim.NewWorld(sim.Config{Seed: 1}, nodes, machine.Lookahead(spec, nodes))
+		pool := par.NewPool(workers)
+		tb.Cleanup(pool.Close)
+		e.w.SetExec(pool.Exec)
+		e.m, err = machine.BuildWorld(e.w, spec, nodes, nil)
+		require.NoError(tb, err)
+		require.Same(tb, e.w, e.m.World)
+		for r, rk := range e.m.Ranks {
+			require.Same(tb, e.w.Part(rk.Node%nodes), rk.Sim(), "rank %d", r)
+		}
+	}
+	cfg := gin.CommConfig{Version: gin.V2_30, Backends: map[gin.Type]gin.Backend{}}
+	switch backend {
+	case "gdaki":
+		g, err := gdaki.New(gdaki.DefaultConfig())
+		require.NoError(tb, err)
+		cfg.Backends[gin.TypeGDAKI], e.b = g, g
+	case "proxy":
+		p, err := proxy.New(proxy.DefaultConfig())
+		require.NoError(tb, err)
+		cfg.Backends[gin.TypeProxy], e.b = p, p
+	}
+	e.c, err = gin.NewComm(e.m.Ranks, cfg)
+	require.NoError(tb, err)
+	require.Same(tb, e.w, e.c.World())
+	e.dc, err = e.c.DevCommCreate(gin.Requirements{GinContextCount: 2, GinSignalCount: 2, GinCounterCount: 1,
+		WorldGinBarrierCount: 1, ConnectionType: gin.ConnFull})
+	require.NoError(tb, err)
+	e.win, err = e.c.WindowRegister("buf", 1<<20, gin.WinDefault, true)
+	require.NoError(tb, err)
+	return e
+}
+
+// run runs the machine until nothing is pending.
+func (e *worldEnv) run() error {
+	if e.w != nil {
+		return e.w.Run()
+	}
+	return e.m.Sim.Run()
+}
+
 // ring runs, on a machine of nodes nodes (two GPUs each) built on a World
 // of one partition per node with workers workers, a GIN ring over every
 // rank through backend: three rounds of an 8 KiB put with a signal to the
@@ -53,51 +121,8 @@ func (d *digest) Observe(e obs.Event) {
 // (gin/check), and utilisation sampled until rank 0 leaves the barrier.
 func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 	t.Helper()
-	spec, err := machine.Resolve("h100-ib")
-	require.NoError(t, err)
-	spec.GPUsPerNode = 2
-	var (
-		w *sim.World
-		m *machine.Machine
-	)
-	if workers == 0 {
-		m, err = machine.Build(sim.New(sim.Config{Seed: 1}), spec, nodes)
-		require.NoError(t, err)
-	} else {
-		w = sim.NewWorld(sim.Config{Seed: 1}, nodes, machine.Lookahead(spec, nodes))
-		pool := par.NewPool(workers)
-		defer pool.Close()
-		w.SetExec(pool.Exec)
-		m, err = machine.BuildWorld(w, spec, nodes, nil)
-		require.NoError(t, err)
-		require.Same(t, w, m.World)
-		for r, rk := range m.Ranks {
-			require.Same(t, w.Part(rk.Node%nodes), rk.Sim(), "rank %d", r)
-		}
-	}
-	cfg := gin.CommConfig{Version: gin.V2_30, Backends: map[gin.Type]gin.Backend{}}
-	var b interface {
-		gin.Backend
-		SetObserver(*obs.Bus)
-	}
-	switch backend {
-	case "gdaki":
-		g, err := gdaki.New(gdaki.DefaultConfig())
-		require.NoError(t, err)
-		cfg.Backends[gin.TypeGDAKI], b = g, g
-	case "proxy":
-		p, err := proxy.New(proxy.DefaultConfig())
-		require.NoError(t, err)
-		cfg.Backends[gin.TypeProxy], b = p, p
-	}
-	c, err := gin.NewComm(m.Ranks, cfg)
-	require.NoError(t, err)
-	require.Same(t, w, c.World())
-	dc, err := c.DevCommCreate(gin.Requirements{GinContextCount: 2, GinSignalCount: 2, GinCounterCount: 1,
-		WorldGinBarrierCount: 1, ConnectionType: gin.ConnFull})
-	require.NoError(t, err)
-	win, err := c.WindowRegister("buf", 1<<20, gin.WinDefault, true)
-	require.NoError(t, err)
+	e := newWorldEnv(t, backend, nodes, 2, workers)
+	w, m, c, dc, win, b := e.w, e.m, e.c, e.dc, e.win, e.b
 
 	d := &digest{}
 	bus := obs.NewBus(d)
@@ -144,11 +169,7 @@ func ring(t *testing.T, backend string, nodes, workers int) worldRun {
 		})
 	}
 	sp = m.Sample(2*sim.Microsecond, nil)
-	if w != nil {
-		require.NoError(t, w.Run())
-	} else {
-		require.NoError(t, m.Sim.Run())
-	}
+	require.NoError(t, e.run())
 	require.NoError(t, c.CheckDeadlock())
 	chk.End(false)
 	require.NoError(t, chk.Err())
@@ -194,6 +215,46 @@ func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 				got := ring(t, backend, nodes, workers)
 				require.Equal(t, want, got, "%d workers", workers)
 			}
+		})
+	}
+}
+
+// BenchmarkWorldAllToAll runs a GIN all-to-all over 8 nodes of 8 GPUs
+// (GDAKI, 64 KiB with a signal from every rank to every other, each
+// waiting for all of its) on a lone Sim (workers=0) and on a World of
+// one partition per node run by 1, 2 and 4 goroutines.
+func BenchmarkWorldAllToAll(b *testing.B) {
+	const nodes, gpus, size = 8, 8, 64 << 10
+	for _, workers := range []int{0, 1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var fired uint64
+			for range b.N {
+				b.StopTimer()
+				e := newWorldEnv(b, "gdaki", nodes, gpus, workers)
+				n := len(e.m.Ranks)
+				for r := range n {
+					e.m.Ranks[r].GPU.Launch("a2a", 32, func(tg *gpu.Group) {
+						g := e.dc.Gin(tg, r, 0)
+						team := e.dc.World(r)
+						for i := 1; i < n; i++ {
+							p := (r + i) % n
+							g.Put(team, p, e.win, uint64(r)*size%(1<<20), e.win, 0, size, gin.SignalInc{Signal: 0}, nil)
+						}
+						g.WaitSignal(0, uint64(n-1), 64)
+					})
+				}
+				b.StartTimer()
+				if err := e.run(); err != nil {
+					b.Fatal(err)
+				}
+				if e.w != nil {
+					fired += e.w.Fired()
+				} else {
+					fired += e.m.Sim.Fired()
+				}
+			}
+			b.ReportMetric(float64(fired)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+			b.ReportMetric(float64(fired)/float64(b.N), "events/op")
 		})
 	}
 }
