@@ -222,10 +222,10 @@ func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 // BenchmarkWorldAllToAll runs a GIN all-to-all over 8 nodes of 8 GPUs
 // (GDAKI, 64 KiB with a signal from every rank to every other, each
 // waiting for all of its) on a lone Sim (workers=0) and on a World of
-// one partition per node run by 1, 2 and 4 goroutines.
+// one partition per node run by 1, 2, 4 and 8 goroutines.
 func BenchmarkWorldAllToAll(b *testing.B) {
 	const nodes, gpus, size = 8, 8, 64 << 10
-	for _, workers := range []int{0, 1, 2, 4} {
+	for _, workers := range []int{0, 1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			var fired uint64
 			for range b.N {
