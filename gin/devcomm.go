@@ -77,10 +77,10 @@ type Requirements struct {
 // On a sim.World its run-time bookkeeping (the trackers of the signal
 // rules, the waits of a deadlock report, the resets in flight) is kept
 // per partition, by the partition of the rank it is about, and touched
-// only from there. The two signal rules (track.go) are therefore checked
-// for updates issued from the target's own partition (its node) only: an
-// update from another node is neither checked against the Inc/Add mix
-// nor counted against a reset. The observer domain is drawn when the
+// only from there. An update of a word on another node reaches the
+// word's partition as a note a lookahead after its issue (remoteNote), so
+// the two signal rules (track.go) give the verdicts of a lone Sim, found
+// up to a lookahead later. The observer domain is drawn when the
 // device communicator is created (or the observer installed), not on
 // first use. The hook (SetHook) is called from the partition of the
 // calling rank.

@@ -45,8 +45,9 @@
 // (GDAKI and proxy lanes) and its events stay there, ids come from its
 // partition's bus (obs.Split), and resources a lone Sim creates on first
 // use (GDAKI contexts past the first, self-loops) are built at Connect.
-// The Inc/Add and reset-race rules are checked only for updates issued
-// from the target's own partition (DevComm).
+// An update of a signal on another node reaches the signal's partition
+// as a note a lookahead after its issue, where the Inc/Add and reset-race
+// rules check it (DevComm).
 //
 // Nothing here is safe for concurrent use: one sim.Sim drives it all, or
 // on a World one partition drives each rank.

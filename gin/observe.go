@@ -35,7 +35,7 @@ func (g *Gin) bus() *obs.Bus {
 	if g.dc.c.parts == 1 {
 		return b
 	}
-	return b.Part(g.dc.c.ranks[g.rank].Part())
+	return b.Of(g.t.GPU().Sim())
 }
 
 // Observer returns the communicator's bus (nil: off); backends and gin/lsa

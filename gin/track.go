@@ -42,6 +42,9 @@ type tracker struct {
 	watch   bool
 	pending bool // a reset store issued, not landed
 	resetAt sim.Time
+	// reset is when the last reset was issued (remote notes on a World).
+	reset    sim.Time
+	hasReset bool
 }
 
 func (dc *DevComm) tracker(counter bool, rank, ctx, id int) *tracker {
@@ -82,11 +85,12 @@ func (tr *tracker) stopWatch() {
 	}
 }
 
-// noteUpdate records an update of (rank, ctx, id) issued now by g.
-// On a sim.World an update of a word in another partition is not
-// tracked (DevComm).
+// noteUpdate records an update of (rank, ctx, id) issued now by g. On a
+// sim.World an update of a word in another partition is told to the
+// word's partition a lookahead later (remoteNote).
 func (dc *DevComm) noteUpdate(g *Gin, op string, counter bool, rank, id int, inc bool, add uint64) bool {
 	if dc.c.parts > 1 && dc.c.ranks[rank].Part() != dc.c.ranks[g.rank].Part() {
+		dc.sendNote(g, op, trackKey{int32(rank), int32(g.ctx), int32(id), counter}, inc, add)
 		return true
 	}
 	tr := dc.tracker(counter, rank, g.ctx, id)
@@ -140,15 +144,82 @@ func (tr *tracker) WordChanged(r *mem.Region, off uint64) {
 func (dc *DevComm) beginReset(g *Gin, op string, counter bool, id int) *tracker {
 	k := trackKey{int32(g.rank), int32(g.ctx), int32(id), counter}
 	tr := dc.part(g.rank).track[k]
+	if tr == nil && dc.c.parts > 1 {
+		// A note of an update issued before the reset may still come.
+		tr = dc.tracker(counter, g.rank, g.ctx, id)
+	}
 	if tr == nil {
 		return nil
 	}
+	tr.reset, tr.hasReset = g.t.Now(), true
 	if tr.issued != tr.landed {
 		g.failf(op, ErrResetRace, "reset of %s while updates adding %d, issued before it, had not landed", tr.what(), tr.issued-tr.landed)
 		return nil
 	}
 	tr.mode = 0
 	return tr
+}
+
+// remoteNote is an update of a signal or counter word issued from
+// another partition of a sim.World: the issuer's partition Sends it to
+// the word's, a lookahead after the issue, which is before the update can
+// land (its packets take at least a cable and a switch more). There the
+// rules are checked as noteUpdate checks them at the issue on a lone Sim,
+// with two differences: an update issued from another partition counts
+// against a reset only from the note's arrival, and one issued before a
+// reset whose note arrives after it fails the run then (the same
+// verdict, found up to a lookahead later).
+type remoteNote struct {
+	dc     *DevComm
+	op     string
+	key    trackKey
+	issuer int
+	inc    bool
+	add    uint64
+	at     sim.Time // the issue
+}
+
+// sendNote tells the partition of k's word about an update g issues now.
+func (dc *DevComm) sendNote(g *Gin, op string, k trackKey, inc bool, add uint64) {
+	s := g.t.GPU().Sim()
+	n := &remoteNote{dc: dc, op: op, key: k, issuer: g.rank, inc: inc, add: add, at: g.t.Now()}
+	s.Send(dc.c.ranks[k.rank].Sim(), max(n.at, s.Now()).Add(s.World().Lookahead()), n, 0)
+}
+
+// Handle implements sim.Handler: the note reaches the word's partition.
+func (n *remoteNote) Handle(s *sim.Sim, _ uint64) {
+	tr := n.dc.tracker(n.key.counter, int(n.key.rank), int(n.key.ctx), int(n.key.id))
+	fail := func(kind error, detail string) {
+		s.Fail(&Error{At: s.Now(), Rank: n.issuer, Ctx: int(n.key.ctx), Op: n.op, Kind: kind,
+			Detail: fmt.Sprintf("%s (the update was issued by rank %d at t=%v)", detail, n.issuer, n.at)})
+	}
+	if tr.hasReset && tr.reset > n.at {
+		if n.add != 0 {
+			fail(ErrResetRace, fmt.Sprintf("reset of %s at t=%v while updates adding %d, issued before it, had not landed",
+				tr.what(), tr.reset, n.add))
+		}
+		return
+	}
+	if !n.key.counter {
+		m := uint8(2)
+		if n.inc {
+			m = 1
+		}
+		if tr.mode != 0 && tr.mode != m {
+			prev, now := "SignalInc", "SignalAdd"
+			if m == 1 {
+				prev, now = now, prev
+			}
+			fail(ErrMixedSignalOps, fmt.Sprintf("%s on %s, which had %s since its last reset", now, tr.what(), prev))
+			return
+		}
+		tr.mode = m
+	}
+	if n.add == 0 {
+		return
+	}
+	tr.startWatch()
+	tr.issued += n.add
 }
 
 // endReset arms the landing check of the reset's store, if it has one.

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -257,4 +258,62 @@ func BenchmarkWorldAllToAll(b *testing.B) {
 			b.ReportMetric(float64(fired)/float64(b.N), "events/op")
 		})
 	}
+}
+
+// The signal rules (an Inc/Add mix, a reset racing with updates in
+// flight) give a World the verdicts of a lone Sim when the update comes
+// from another node: its partition learns of it a lookahead after the
+// issue (gin's remote notes).
+func TestWorldSignalRulesAcrossNodes(t *testing.T) {
+	verdict := func(workers int, body func(rank int, tg *gpu.Group, g *gin.Gin, team gin.Team)) error {
+		e := newWorldEnv(t, "gdaki", 2, 1, workers)
+		for r := range 2 {
+			e.m.Ranks[r].GPU.Launch("k", 1, func(tg *gpu.Group) { body(r, tg, e.dc.Gin(tg, r, 0), e.dc.World(r)) })
+		}
+		return e.run()
+	}
+	same := func(name string, body func(rank int, tg *gpu.Group, g *gin.Gin, team gin.Team)) error {
+		t.Helper()
+		lone, world := verdict(0, body), verdict(2, body)
+		for _, kind := range []error{nil, gin.ErrMixedSignalOps, gin.ErrResetRace} {
+			if kind == nil {
+				require.Equal(t, lone == nil, world == nil, "%s: lone Sim %v, World %v", name, lone, world)
+				continue
+			}
+			require.Equal(t, errors.Is(lone, kind), errors.Is(world, kind), "%s: lone Sim %v, World %v", name, lone, world)
+		}
+		t.Logf("%s: lone Sim %v; World %v", name, lone, world)
+		return world
+	}
+	err := same("inc then add", func(rank int, _ *gpu.Group, g *gin.Gin, team gin.Team) {
+		if rank == 0 {
+			g.Signal(team, 1, gin.SignalInc{Signal: 0})
+			g.Signal(team, 1, gin.SignalAdd{Signal: 0, Value: 2})
+		}
+	})
+	require.ErrorIs(t, err, gin.ErrMixedSignalOps)
+	races := 0
+	for _, d := range []sim.Duration{100 * sim.Nanosecond, 400 * sim.Nanosecond, sim.Microsecond, 2 * sim.Microsecond,
+		3 * sim.Microsecond, 5 * sim.Microsecond, 20 * sim.Microsecond} {
+		err := same(fmt.Sprintf("reset after %v", d), func(rank int, tg *gpu.Group, g *gin.Gin, team gin.Team) {
+			if rank == 0 {
+				g.Signal(team, 1, gin.SignalInc{Signal: 0})
+				return
+			}
+			tg.Sleep(d)
+			g.ResetSignal(0)
+		})
+		if errors.Is(err, gin.ErrResetRace) {
+			races++
+		}
+	}
+	require.Positive(t, races, "no reset raced")
+	require.NoError(t, same("wait then reset", func(rank int, _ *gpu.Group, g *gin.Gin, team gin.Team) {
+		if rank == 0 {
+			g.Signal(team, 1, gin.SignalInc{Signal: 0})
+			return
+		}
+		g.WaitSignal(0, 1, 64)
+		g.ResetSignal(0)
+	}))
 }
