@@ -43,7 +43,14 @@ type World struct {
 	hooks  []func(end Time)
 	run    func(int) // the per-partition window body, built once
 	end    Time      // the current window's end (exclusive)
+	// lastFired is the number of events the last window fired.
+	lastFired   uint64
+	serialBelow uint64
 }
+
+// DefaultSerialBelow is the number of events in a window under which the
+// next window runs on the caller alone (SetSerialBelow).
+const DefaultSerialBelow = 64
 
 // Exec runs f(0), ..., f(n-1) and returns when all have returned. It may
 // run them concurrently; the World's results do not depend on how.
@@ -74,7 +81,7 @@ func NewWorld(cfg Config, parts int, lookahead Duration) *World {
 	if lookahead <= 0 {
 		panic(fmt.Sprintf("sim: world lookahead %v must be positive", lookahead))
 	}
-	w := &World{cfg: cfg, la: lookahead, exec: Serial}
+	w := &World{cfg: cfg, la: lookahead, exec: Serial, serialBelow: DefaultSerialBelow}
 	for i := range parts {
 		s := New(cfg)
 		s.w, s.part, s.sentMin = w, i, MaxTime
@@ -136,6 +143,14 @@ func (w *World) SetExec(e Exec) {
 	}
 	w.exec = e
 }
+
+// SetSerialBelow makes a window run on the caller alone, without the Exec,
+// when the window before it fired fewer than n events: in a sparse stretch
+// (a straggler's timeout, a tail) waking workers costs more than the
+// events. Which goroutine runs a partition never changes the results, so
+// this is a matter of speed only; tests set 0 to run every window on the
+// Exec.
+func (w *World) SetSerialBelow(n uint64) { w.serialBelow = n }
 
 // OnWindow registers f to run after every window, on the caller of Run,
 // with no partition running: the place to merge what partitions recorded
@@ -207,7 +222,14 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
-		w.exec(len(w.parts), w.run)
+		before := w.Fired()
+		if w.lastFired < w.serialBelow {
+			// A sparse stretch (a straggler's timeout, a tail): waking
+			// the workers would cost more than the window's events.
+			Serial(len(w.parts), w.run)
+		} else {
+			w.exec(len(w.parts), w.run)
+		}
 		for _, f := range w.hooks {
 			f(w.end)
 		}
@@ -221,6 +243,7 @@ func (w *World) Run() error {
 			}
 			fired += s.fired
 		}
+		w.lastFired = fired - before
 		if err != nil {
 			w.align(w.maxNow())
 			return err
