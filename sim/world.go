@@ -48,8 +48,9 @@ type World struct {
 	serialBelow uint64
 }
 
-// DefaultSerialBelow is the number of events in a window under which the
-// next window runs on the caller alone (SetSerialBelow).
+// DefaultSerialBelow is what drivers pass to SetSerialBelow: measured
+// runs (bench, replay) set it; a World's default is 0 so that tests run
+// every window on their Exec.
 const DefaultSerialBelow = 64
 
 // Exec runs f(0), ..., f(n-1) and returns when all have returned. It may
@@ -81,7 +82,7 @@ func NewWorld(cfg Config, parts int, lookahead Duration) *World {
 	if lookahead <= 0 {
 		panic(fmt.Sprintf("sim: world lookahead %v must be positive", lookahead))
 	}
-	w := &World{cfg: cfg, la: lookahead, exec: Serial, serialBelow: DefaultSerialBelow}
+	w := &World{cfg: cfg, la: lookahead, exec: Serial}
 	for i := range parts {
 		s := New(cfg)
 		s.w, s.part, s.sentMin = w, i, MaxTime
@@ -148,8 +149,8 @@ func (w *World) SetExec(e Exec) {
 // when the window before it fired fewer than n events: in a sparse stretch
 // (a straggler's timeout, a tail) waking workers costs more than the
 // events. Which goroutine runs a partition never changes the results, so
-// this is a matter of speed only; tests set 0 to run every window on the
-// Exec.
+// this is a matter of speed only. The default, 0, runs every window on
+// the Exec.
 func (w *World) SetSerialBelow(n uint64) { w.serialBelow = n }
 
 // OnWindow registers f to run after every window, on the caller of Run,

@@ -74,7 +74,6 @@ func runGossip(t *testing.T, parts int, exec sim.Exec) (string, sim.Time, uint64
 	t.Helper()
 	w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
 	w.SetExec(exec)
-	w.SetSerialBelow(0)
 	g := newGossip(w, 200_000)
 	require.NoError(t, w.Run())
 	return g.logs(), w.Now(), w.Fired()

@@ -23,7 +23,6 @@ func run(t *testing.T, cfg phold.Config, workers int) phold.Result {
 		p := par.NewPool(workers)
 		defer p.Close()
 		m.World().SetExec(p.Exec)
-		m.World().SetSerialBelow(0)
 	}
 	require.NoError(t, m.World().Run())
 	return m.Result()
