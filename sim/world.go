@@ -43,7 +43,15 @@ type World struct {
 	hooks  []func(end Time)
 	run    func(int) // the per-partition window body, built once
 	end    Time      // the current window's end (exclusive)
+	// lastFired is the number of events the last window fired.
+	lastFired   uint64
+	serialBelow uint64
 }
+
+// DefaultSerialBelow is what drivers pass to SetSerialBelow: measured
+// runs (bench, replay) set it; a World's default is 0 so that tests run
+// every window on their Exec.
+const DefaultSerialBelow = 64
 
 // Exec runs f(0), ..., f(n-1) and returns when all have returned. It may
 // run them concurrently; the World's results do not depend on how.
@@ -137,6 +145,14 @@ func (w *World) SetExec(e Exec) {
 	w.exec = e
 }
 
+// SetSerialBelow makes a window run on the caller alone, without the Exec,
+// when the window before it fired fewer than n events: in a sparse stretch
+// (a straggler's timeout, a tail) waking workers costs more than the
+// events. Which goroutine runs a partition never changes the results, so
+// this is a matter of speed only. The default, 0, runs every window on
+// the Exec.
+func (w *World) SetSerialBelow(n uint64) { w.serialBelow = n }
+
 // OnWindow registers f to run after every window, on the caller of Run,
 // with no partition running: the place to merge what partitions recorded
 // (observations, counters) in a deterministic order. end is the window's
@@ -207,7 +223,14 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
-		w.exec(len(w.parts), w.run)
+		before := w.Fired()
+		if w.lastFired < w.serialBelow {
+			// A sparse stretch (a straggler's timeout, a tail): waking
+			// the workers would cost more than the window's events.
+			Serial(len(w.parts), w.run)
+		} else {
+			w.exec(len(w.parts), w.run)
+		}
 		for _, f := range w.hooks {
 			f(w.end)
 		}
@@ -221,6 +244,7 @@ func (w *World) Run() error {
 			}
 			fired += s.fired
 		}
+		w.lastFired = fired - before
 		if err != nil {
 			w.align(w.maxNow())
 			return err

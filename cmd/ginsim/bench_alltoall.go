@@ -14,6 +14,7 @@ import (
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/nic"
 	"github.com/ginsim/ginsim/nic/perftest"
+	"github.com/ginsim/ginsim/sim"
 )
 
 func init() { Register("bench", newBenchAllToAllCmd) }
@@ -189,7 +190,7 @@ profile); --hosts must then be a multiple of its NICs per node.
 				}
 				pool := par.NewPool(workers)
 				defer pool.Close()
-				o.Exec = pool.Exec
+				o.Exec, o.SerialBelow = pool.Exec, sim.DefaultSerialBelow
 			}
 			runtime.GC()
 			stop := memsample.Start(20 * time.Millisecond)

@@ -89,6 +89,7 @@ command fails if one does not. --plot writes speed-up against workers.`,
 				}
 				pool := par.NewPool(w)
 				m.World().SetExec(pool.Exec)
+				m.World().SetSerialBelow(sim.DefaultSerialBelow)
 				runtime.GC()
 				start, cpu0 := time.Now(), cpuTime()
 				err = m.World().Run()

@@ -38,6 +38,9 @@ type AllToAllOptions struct {
 	// a par.Pool's Exec runs them on several cores). The result depends
 	// on Parts, never on Exec.
 	Exec sim.Exec
+	// SerialBelow is the World's SetSerialBelow (0: every window on
+	// Exec); speed only.
+	SerialBelow uint64
 	// Tracer, if set, sees every event (sim.Sim.SetTracer); on a World
 	// it is set on every partition and must be safe for concurrent use
 	// under a parallel Exec.
@@ -203,6 +206,7 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 			}
 		}
 		w.SetExec(o.Exec)
+		w.SetSerialBelow(o.SerialBelow)
 		c, err = topo.BuildWorld(w, o.Topo)
 	}
 	if err != nil {
