@@ -232,6 +232,9 @@ func BenchmarkWorldAllToAll(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				e := newWorldEnv(b, "gdaki", nodes, gpus, workers)
+				if e.w != nil {
+					e.w.SetSerialBelow(sim.DefaultSerialBelow)
+				}
 				n := len(e.m.Ranks)
 				for r := range n {
 					e.m.Ranks[r].GPU.Launch("a2a", 32, func(tg *gpu.Group) {
