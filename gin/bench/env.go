@@ -54,12 +54,19 @@ type EnvConfig struct {
 	// Strict registers a second 4 KiB window "flag" with
 	// NCCL_WIN_STRICT_ORDERING (VA signals; GIN backends).
 	Strict bool
+	// Exec, when set, builds the machine on a sim.World of one partition
+	// per node whose windows it runs (sim.Serial, or a par.Pool's Exec);
+	// nil builds it on a lone Sim.
+	Exec sim.Exec
 }
 
 // Env is a built two-rank communicator: ranks 0 and 1 on two nodes (GDAKI,
 // proxy) or on two GPUs of one node (LSA).
 type Env struct {
+	// Sim is the simulation: partition 0 of World on a World (Run runs
+	// either).
 	Sim     *sim.Sim
+	World   *sim.World // EnvConfig.Exec's World, nil on a lone Sim
 	Machine *machine.Machine
 	Comm    *gin.Comm
 	Dev     *gin.DevComm
@@ -99,12 +106,18 @@ func NewEnv(c EnvConfig) (*Env, error) {
 	if spec.Nodes == 1 {
 		nodes = 1
 	}
-	s := sim.New(sim.Config{Seed: c.Seed})
-	m, err := machine.BuildTuned(s, spec, nodes, c.Tune)
+	var m *machine.Machine
+	if c.Exec != nil {
+		w := sim.NewWorld(sim.Config{Seed: c.Seed}, nodes, machine.Lookahead(spec, nodes))
+		w.SetExec(c.Exec)
+		m, err = machine.BuildWorld(w, spec, nodes, c.Tune)
+	} else {
+		m, err = machine.BuildTuned(sim.New(sim.Config{Seed: c.Seed}), spec, nodes, c.Tune)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	e := &Env{Sim: s, Machine: m}
+	e := &Env{Sim: m.Sim, World: m.World, Machine: m}
 	pick := []int{0, 2} // one GPU on each node
 	if c.FourRanks && c.Backend != "lsa" {
 		pick = []int{0, 1, 2, 3} // two nodes of two GPUs: LSA teams {0,1}, {2,3}
@@ -192,6 +205,15 @@ func (e *Env) lsaComm(c EnvConfig) (*Env, error) {
 	return e, nil
 }
 
+// Run runs the simulation (the World on a World) until nothing is
+// pending, or it stops or fails.
+func (e *Env) Run() error {
+	if e.World != nil {
+		return e.World.Run()
+	}
+	return e.Sim.Run()
+}
+
 // Log is an event timeline of one run merged from the backends' step
 // traces, the packets on both NIC ports and the memory effects on the
 // windows, signal and counter words and CQ rings: the text of golden
@@ -210,10 +232,14 @@ func (l *Log) String() string { return strings.Join(l.Lines, "\n") + "\n" }
 
 // Observe wires one obs.Bus through the whole env (fabric, NICs,
 // communicator, backend) and subscribes obs to it; later calls add
-// subscribers to the same bus. It returns the bus.
+// subscribers to the same bus. It returns the bus: on a World a split
+// bus (obs.Split), whose subscribers see the merged stream.
 func (e *Env) Observe(subs ...obs.Observer) *obs.Bus {
 	if e.bus == nil {
 		e.bus = obs.NewBus()
+		if e.World != nil {
+			e.bus = obs.Split(e.World)
+		}
 		e.Machine.SetObserver(e.bus)
 		e.Comm.SetObserver(e.bus)
 		if e.GDAKI != nil {
@@ -232,8 +258,12 @@ func (e *Env) Observe(subs ...obs.Observer) *obs.Bus {
 // Record starts logging e's run into a new Log: the backend's steps (as
 // gdaki.Describe or proxy.Describe render them) and the packets leaving
 // and reaching each rank's first NIC port from the observer, memory
-// effects from the memory observer.
+// effects from the memory observer. Not on a World (the memory observer
+// is called from every partition).
 func (e *Env) Record() *Log {
+	if e.World != nil {
+		panic("bench: Record on a World")
+	}
 	l := &Log{Start: e.Sim.Now()}
 	describe := gdaki.Describe
 	if e.Proxy != nil {
