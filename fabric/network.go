@@ -81,8 +81,8 @@ type PortStats struct {
 //
 // A network built with NewPartitioned runs on the partitions of a
 // sim.World: every endpoint is placed on one (Place), and every port is
-// owned by one, whose events alone touch it (see Partitioned). Otherwise it
-// is not safe for concurrent use.
+// owned by one, whose events alone touch it (see the package's Partitions
+// section). Otherwise it is not safe for concurrent use.
 type Network struct {
 	parts []*netPart // one per partition; a lone network has one
 	w     *sim.World // nil: a lone network on one Sim
@@ -169,7 +169,7 @@ type port struct {
 	to       NodeID
 	toEp     int32 // endpoint at the far end, or -1
 	toSw     int32 // switch index of the far end, or -1
-	part     int32 // partition owning the port (Partitioned)
+	part     int32 // partition owning the port (own)
 	fromSw   bool
 	ecn      bool
 	nextCut  bool
@@ -215,8 +215,8 @@ func New(s *sim.Sim, cfg Config) *Network {
 }
 
 // NewPartitioned returns an empty network on the partitions of w. Every
-// endpoint starts on partition 0; Place moves it before Build. See
-// Partitioned for who owns what.
+// endpoint starts on partition 0; Place moves it before Build (see the
+// package's Partitions section for who owns what).
 func NewPartitioned(w *sim.World, cfg Config) *Network {
 	n := &Network{w: w, ipv6: cfg.IPv6}
 	for i := range w.Parts() {
@@ -451,7 +451,7 @@ func (n *Network) Build() error {
 	return nil
 }
 
-// own assigns every port its partition (see Partitioned) and, on several
+// own assigns every port its partition (doc.go, Partitions) and, on several
 // partitions, gives every ECN-marking port its own random stream.
 func (n *Network) own() error {
 	k := 0
