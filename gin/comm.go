@@ -25,6 +25,13 @@ type Rank struct {
 	devComms int // device communicators created over this rank (DevComm.Index)
 }
 
+// Sim returns the simulation the rank's devices live on: on a sim.World
+// its node's partition, which every event of the rank runs in.
+func (r *Rank) Sim() *sim.Sim { return r.GPU.Sim() }
+
+// Part returns the partition of the rank's node (0 on a lone Sim).
+func (r *Rank) Part() int { return r.GPU.Sim().Part() }
+
 // CommConfig configures a communicator.
 type CommConfig struct {
 	// Version selects the behaviour profile (V2_28 or V2_30).
@@ -62,8 +69,13 @@ const (
 )
 
 // Comm is a communicator over ranks.
+//
+// On a sim.World (ranks whose GPUs live on partitions of one World) each
+// rank's front-end state and events belong to the rank's partition; see
+// DevComm for what that changes.
 type Comm struct {
-	s       *sim.Sim
+	s       *sim.Sim // rank 0's
+	parts   int      // partitions of the ranks' World (1 on a lone Sim)
 	ranks   []*Rank
 	cfg     CommConfig
 	prof    Profile
@@ -114,11 +126,34 @@ func NewComm(ranks []*Rank, cfg CommConfig) (*Comm, error) {
 			return nil, fmt.Errorf("gin: LSA team of rank %d spans nodes %d and %d", i, ranks[i-i%lsa].Node, r.Node)
 		}
 	}
-	return &Comm{s: ranks[0].GPU.Sim(), ranks: ranks, cfg: cfg, prof: prof, lsaSize: lsa}, nil
+	s := ranks[0].GPU.Sim()
+	parts := 1
+	if w := s.World(); w != nil {
+		parts = w.Parts()
+		for i, r := range ranks {
+			if r.Sim().World() != w {
+				return nil, fmt.Errorf("gin: rank %d is not on the World of rank 0", i)
+			}
+		}
+	}
+	return &Comm{s: s, parts: parts, ranks: ranks, cfg: cfg, prof: prof, lsaSize: lsa}, nil
 }
 
-// Sim returns the simulation.
+// Sim returns the simulation: on a sim.World, rank 0's partition (each
+// rank's is Rank.Sim).
 func (c *Comm) Sim() *sim.Sim { return c.s }
+
+// sim returns world rank r's simulation (rank 0's for a rank out of
+// range).
+func (c *Comm) sim(r int) *sim.Sim {
+	if c.parts == 1 || r < 0 || r >= len(c.ranks) {
+		return c.s
+	}
+	return c.ranks[r].Sim()
+}
+
+// World returns the sim.World the ranks live on, or nil on a lone Sim.
+func (c *Comm) World() *sim.World { return c.s.World() }
 
 // Size returns the number of ranks.
 func (c *Comm) Size() int { return len(c.ranks) }

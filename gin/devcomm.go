@@ -73,6 +73,17 @@ type Requirements struct {
 
 // DevComm is a device communicator (ncclDevComm): the resources every
 // rank's kernels use, created collectively.
+//
+// On a sim.World its run-time bookkeeping (the trackers of the signal
+// rules, the waits of a deadlock report, the resets in flight) is kept
+// per partition, by the partition of the rank it is about, and touched
+// only from there. The two signal rules (track.go) are therefore checked
+// for updates issued from the target's own partition (its node) only: an
+// update from another node is neither checked against the Inc/Add mix
+// nor counted against a reset. The observer domain is drawn when the
+// device communicator is created (or the observer installed), not on
+// first use. The hook (SetHook) is called from the partition of the
+// calling rank.
 type DevComm struct {
 	c       *Comm
 	index   int    // see Index
@@ -96,11 +107,25 @@ type DevComm struct {
 	shadows  [][]uint64 // per rank: ctx × signals
 	epochs28 [][]uint64 // 2.28 GIN barrier epochs per rank: ctx × (rail..., world...)
 
-	track     map[trackKey]*tracker
-	waits     map[*gpu.Group]*waitDesc
-	own       map[ownKey]ResetStore // resets whose store a group issued and has not seen land
-	peerCache [][]int
+	parts     []devPart // by partition
+	peerCache [][]int   // per rank, built on first use
 	hook      Hook
+}
+
+// devPart is a device communicator's bookkeeping of the ranks of one
+// partition.
+type devPart struct {
+	track map[trackKey]*tracker
+	waits map[*gpu.Group]*waitDesc
+	own   map[ownKey]ResetStore // resets whose store a group issued and has not seen land
+}
+
+// part returns the bookkeeping of world rank r's partition.
+func (dc *DevComm) part(r int) *devPart {
+	if len(dc.parts) == 1 {
+		return &dc.parts[0]
+	}
+	return &dc.parts[dc.c.ranks[r].Part()]
 }
 
 // barrierSet is a block of GIN barriers on one team.
@@ -133,7 +158,10 @@ func (dc *DevComm) RegionTag() string {
 // selects the GIN type and connects the backend.
 func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 	p := c.prof
-	dc := &DevComm{c: c, req: req, track: make(map[trackKey]*tracker), waits: make(map[*gpu.Group]*waitDesc)}
+	dc := &DevComm{c: c, req: req, parts: make([]devPart, c.parts), peerCache: make([][]int, len(c.ranks))}
+	for i := range dc.parts {
+		dc.parts[i] = devPart{track: make(map[trackKey]*tracker), waits: make(map[*gpu.Group]*waitDesc)}
+	}
 	if req.GinSignalCount < 0 || req.GinCounterCount < 0 || req.BarrierCount < 0 || req.LSABarrierCount < 0 ||
 		req.RailGinBarrierCount < 0 || req.WorldGinBarrierCount < 0 || req.GinQueueDepth < 0 || req.GinContextCount < 0 {
 		return nil, errors.New("gin: ncclDevCommCreate: negative requirement")
@@ -228,6 +256,9 @@ func (c *Comm) DevCommCreate(req Requirements) (*DevComm, error) {
 		dc.epochs28[i] = make([]uint64, dc.nCtx*(nRail+nWorld))
 	}
 	c.devs = append(c.devs, dc)
+	if c.obs != nil && c.parts > 1 {
+		dc.domain()
+	}
 	if dc.backend != nil {
 		if err := dc.backend.Connect(dc); err != nil {
 			c.devs = c.devs[:len(c.devs)-1]

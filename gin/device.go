@@ -115,8 +115,9 @@ func (g *Gin) fail(op string, kind error, detail string) {
 	if g.t != nil {
 		name = g.t.Name()
 	}
-	err := &Error{At: g.dc.c.s.Now(), Rank: g.rank, Ctx: g.ctx, Coop: name, Op: op, Kind: kind, Detail: detail}
-	g.dc.c.s.Fail(err)
+	s := g.dc.c.sim(g.rank)
+	err := &Error{At: s.Now(), Rank: g.rank, Ctx: g.ctx, Coop: name, Op: op, Kind: kind, Detail: detail}
+	s.Fail(err)
 	if g.t != nil && g.t.Proc() != nil {
 		g.t.Proc().Park("gin: failed: " + err.Error())
 	}
@@ -594,12 +595,13 @@ type ownKey struct {
 // a thread sees its own store in program order (spec 2.2, resetSignal),
 // before it reaches memory.
 func (g *Gin) ownReset(k ownKey) (ResetStore, bool) {
-	if len(g.dc.own) == 0 {
+	own := g.dc.part(g.rank).own
+	if len(own) == 0 {
 		return ResetStore{}, false
 	}
-	s, ok := g.dc.own[k]
+	s, ok := own[k]
 	if ok && g.t.Now() >= s.Landed {
-		delete(g.dc.own, k)
+		delete(own, k)
 		return ResetStore{}, false
 	}
 	return s, ok
@@ -610,10 +612,11 @@ func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
 	if s.Landed <= g.t.Now() {
 		return
 	}
-	if g.dc.own == nil {
-		g.dc.own = map[ownKey]ResetStore{}
+	p := g.dc.part(g.rank)
+	if p.own == nil {
+		p.own = map[ownKey]ResetStore{}
 	}
-	g.dc.own[k] = s
+	p.own[k] = s
 }
 
 // seenRaw is the raw word the group sees: 0 while its own reset store of

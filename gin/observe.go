@@ -11,7 +11,27 @@ import (
 // signal and get. Backends, NICs and the fabric take the same bus through
 // their own SetObserver (gin/machine.Machine.SetObserver and
 // gin/bench.Env.Observe wire them all).
-func (c *Comm) SetObserver(b *obs.Bus) { c.obs = b }
+//
+// On a sim.World b is a split bus (obs.Split): each rank emits into, and
+// draws ids from, its partition's bus; the device communicators that
+// exist draw their domains now, in creation order.
+func (c *Comm) SetObserver(b *obs.Bus) {
+	c.obs = b
+	if b != nil && c.parts > 1 {
+		for _, dc := range c.devs {
+			dc.domain()
+		}
+	}
+}
+
+// bus returns the bus g's rank emits into (call it with an observer set).
+func (g *Gin) bus() *obs.Bus {
+	b := g.dc.c.obs
+	if g.dc.c.parts == 1 {
+		return b
+	}
+	return b.Part(g.dc.c.ranks[g.rank].Part())
+}
 
 // Observer returns the communicator's bus (nil: off); backends and gin/lsa
 // emit into it.
@@ -29,7 +49,7 @@ func (g *Gin) stamp() {
 }
 
 func (g *Gin) issued() {
-	b := g.dc.c.obs
+	b := g.bus()
 	g.op.ID = b.NewOp()
 	g.lastOp = g.op.ID
 	n := g.op.Bytes
@@ -71,7 +91,7 @@ func actions(op *Op) uint32 {
 // word read), stamped with the op that last changed the word.
 func (g *Gin) read(what string, r *mem.Region, off, n, v uint64) {
 	if g.dc.c.obs != nil && !g.internal {
-		b := g.dc.c.obs
+		b := g.bus()
 		b.Emit(obs.Event{Kind: obs.Read, At: g.t.Now(), Op: b.LastOp(r.Name(), off), Who: g.t.Agent(), Where: r.Name(),
 			Note: what, Addr: off, Bytes: n, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx)})
 	}
@@ -82,7 +102,7 @@ func (g *Gin) read(what string, r *mem.Region, off, n, v uint64) {
 // began at since.
 func (g *Gin) completed(what string, since sim.Time, code uint32, v uint64) {
 	if g.dc.c.obs != nil && !g.internal {
-		g.dc.c.obs.Emit(obs.Event{Kind: obs.Completed, At: g.t.Now(), Op: g.lastOp, Who: g.t.Agent(), Note: what,
+		g.bus().Emit(obs.Event{Kind: obs.Completed, At: g.t.Now(), Op: g.lastOp, Who: g.t.Agent(), Note: what,
 			Code: code, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx), Addr: g.dc.domain(), Then: since})
 	}
 }
@@ -98,7 +118,7 @@ func (g *Gin) seen(k obs.Kind, what string, since sim.Time, r *mem.Region, off, 
 }
 
 func (g *Gin) emitSeen(k obs.Kind, what string, since sim.Time, r *mem.Region, off, v uint64) {
-	b := g.dc.c.obs
+	b := g.bus()
 	e := obs.Event{Kind: k, At: g.t.Now(), Who: g.t.Agent(), Note: what, Addr: off, Value: v, Index: uint64(g.rank), QP: uint32(g.ctx),
 		Then: since}
 	if r != nil {

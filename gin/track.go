@@ -46,7 +46,8 @@ type tracker struct {
 
 func (dc *DevComm) tracker(counter bool, rank, ctx, id int) *tracker {
 	k := trackKey{int32(rank), int32(ctx), int32(id), counter}
-	tr := dc.track[k]
+	track := dc.part(rank).track
+	tr := track[k]
 	if tr == nil {
 		tr = &tracker{dc: dc, key: k}
 		if counter {
@@ -54,7 +55,7 @@ func (dc *DevComm) tracker(counter bool, rank, ctx, id int) *tracker {
 		} else {
 			tr.r, tr.off = dc.backend.SignalWord(dc, rank, ctx, id)
 		}
-		dc.track[k] = tr
+		track[k] = tr
 	}
 	return tr
 }
@@ -82,7 +83,12 @@ func (tr *tracker) stopWatch() {
 }
 
 // noteUpdate records an update of (rank, ctx, id) issued now by g.
+// On a sim.World an update of a word in another partition is not
+// tracked (DevComm).
 func (dc *DevComm) noteUpdate(g *Gin, op string, counter bool, rank, id int, inc bool, add uint64) bool {
+	if dc.c.parts > 1 && dc.c.ranks[rank].Part() != dc.c.ranks[g.rank].Part() {
+		return true
+	}
 	tr := dc.tracker(counter, rank, g.ctx, id)
 	if !counter {
 		m := uint8(2)
@@ -122,7 +128,7 @@ func (tr *tracker) WordChanged(r *mem.Region, off uint64) {
 	tr.landed += v - tr.last
 	tr.last = v
 	if tr.pending {
-		s := tr.dc.c.s
+		s := r.Sim()
 		s.Fail(&Error{At: s.Now(), Rank: int(tr.key.rank), Ctx: int(tr.key.ctx), Op: "update", Kind: ErrResetRace,
 			Detail: fmt.Sprintf("an update of %s landed at t=%v, after the reset issued at t=%v and before the reset's store landed", tr.what(), s.Now(), tr.resetAt)})
 		return
@@ -133,7 +139,7 @@ func (tr *tracker) WordChanged(r *mem.Region, off uint64) {
 // beginReset checks a reset of (g.rank, g.ctx, id) against updates in flight.
 func (dc *DevComm) beginReset(g *Gin, op string, counter bool, id int) *tracker {
 	k := trackKey{int32(g.rank), int32(g.ctx), int32(id), counter}
-	tr := dc.track[k]
+	tr := dc.part(g.rank).track[k]
 	if tr == nil {
 		return nil
 	}
@@ -156,7 +162,7 @@ func (dc *DevComm) endReset(tr *tracker, r *mem.Region, off, offset uint64) {
 	}
 	tr.startWatch()
 	tr.pending = true
-	tr.resetAt = dc.c.s.Now()
+	tr.resetAt = r.Sim().Now()
 }
 
 // waitDesc is what a coop waits for, for deadlock reports.
@@ -173,10 +179,11 @@ type waitDesc struct {
 }
 
 func (dc *DevComm) wait(g *Gin, what string, id int, least uint64, bits int, offset uint64, r *mem.Region, off uint64) *waitDesc {
-	d := dc.waits[g.t]
+	waits := dc.part(g.rank).waits
+	d := waits[g.t]
 	if d == nil {
 		d = &waitDesc{}
-		dc.waits[g.t] = d
+		waits[g.t] = d
 	}
 	*d = waitDesc{rank: g.rank, ctx: g.ctx, what: what, id: id, least: least, bits: bits, offset: offset, r: r, off: off, active: true}
 	return d
@@ -189,9 +196,6 @@ func (d *waitDesc) String(coop string) string {
 
 // peers returns the connected peers of rank (cached).
 func (dc *DevComm) peers(rank int) []int {
-	if dc.peerCache == nil {
-		dc.peerCache = make([][]int, len(dc.c.ranks))
-	}
 	if dc.peerCache[rank] == nil {
 		dc.peerCache[rank] = dc.Peers(rank)
 	}
@@ -204,14 +208,18 @@ func (dc *DevComm) peers(rank int) []int {
 // parked for another reason (credits, a barrier). It returns nil when the
 // run is not quiescent or nobody waits.
 func (c *Comm) CheckDeadlock() error {
-	if c.s.Pending() != 0 {
+	pending, now := c.s.Pending(), c.s.Now()
+	if w := c.s.World(); w != nil {
+		pending, now = w.Pending(), w.Now()
+	}
+	if pending != 0 {
 		return nil
 	}
 	out := c.Waiters()
 	if len(out) == 0 {
 		return nil
 	}
-	return &DeadlockError{At: c.s.Now(), Waits: out}
+	return &DeadlockError{At: now, Waits: out}
 }
 
 // Waiters describes every coop of the communicator's GPUs that is waiting
@@ -240,7 +248,7 @@ func (c *Comm) Waiters() []string {
 
 func (c *Comm) describe(rank int, t *gpu.Group) string {
 	for _, dc := range c.devs {
-		if d := dc.waits[t]; d != nil && d.active {
+		if d := dc.part(rank).waits[t]; d != nil && d.active {
 			return d.String(t.Name())
 		}
 	}

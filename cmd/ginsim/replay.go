@@ -37,6 +37,7 @@ type replayFlags struct {
 	sms, qps               int
 	seed                   uint64
 	layers, jobs, seeds    int
+	workers                int
 	timeline, pcap, plot   string
 	plotBreakdown          string
 	pcapRanks              []int
@@ -104,6 +105,7 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
 	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
 	fl.IntVar(&f.jobs, "jobs", 0, "replay up to N steps at once, each on its own machine and core; results do not depend on it, memory grows with it (0: GOMAXPROCS; --pcap: 1)")
+	fl.IntVar(&f.workers, "workers", 0, "run each step's nodes on N goroutines, window by window; results do not depend on it (0: all cores, shared among the --jobs steps running at once)")
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
@@ -164,6 +166,9 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	if f.jobs < 0 {
 		return Usagef("--jobs %d must not be negative", f.jobs)
+	}
+	if f.workers < 0 {
+		return Usagef("--workers %d must not be negative", f.workers)
 	}
 	if f.ibTimeout > 31 {
 		return Usagef("--ib-timeout %d out of range [0, 31]", f.ibTimeout)
@@ -263,7 +268,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, QPsPerRank: f.qps, Seed: f.seed,
-		Layers: f.layers, Jobs: jobs, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check, Tune: tune,
+		Layers: f.layers, Jobs: jobs, Workers: f.workers, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check, Tune: tune,
 		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
 	// Output files go to temporaries renamed on success.

@@ -104,13 +104,37 @@ type commState struct {
 // sim.Handler (doorbell arrivals at the NIC).
 //
 // Not safe for concurrent use.
+//
+// On a sim.World every rank's issuers, counters and events belong to the
+// rank's partition (lane), and every QP a communicator can use is built
+// at Connect: context by context, the self-loops after the last one (on a
+// lone Sim contexts past the first, and self-loops, are built on first
+// use), so that no partition creates resources at run time.
 type Backend struct {
 	cfg    Config
 	comms  []*commState
 	chans  []*channel
+	lanes  []*lane  // by partition
+	events *obs.Bus // nil: not observed
+}
+
+// lane is the backend's state of one partition of a sim.World (the one
+// partition of a lone Sim): touched only by its partition's events.
+type lane struct {
 	free   submit.Free[issuer] // issuers not in use
 	st     gin.BackendStats
-	events *obs.Bus // nil: not observed
+	events *obs.Bus // the partition's bus; nil: not observed
+}
+
+// grow gives the backend a lane per partition of its ranks' World.
+func (b *Backend) grow(c *gin.Comm) {
+	n := 1
+	if w := c.World(); w != nil {
+		n = w.Parts()
+	}
+	for len(b.lanes) < n {
+		b.lanes = append(b.lanes, &lane{events: b.events.Part(len(b.lanes))})
+	}
 }
 
 var _ gin.ThenBackend = (*Backend)(nil)
@@ -120,7 +144,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, st: gin.BackendStats{Name: "gdaki"}}, nil
+	return &Backend{cfg: cfg, lanes: []*lane{{}}}, nil
 }
 
 // Config returns the backend's parameters.
@@ -130,15 +154,22 @@ func (b *Backend) Config() Config { return b.cfg }
 // off): obs.Fence, Reserved, Posted (WQEs published), Doorbell, Poll and
 // Consumed, stamped with the operation's id; the WRs it builds carry the
 // id to the NIC. Describe renders these events as text.
-func (b *Backend) SetObserver(bus *obs.Bus) { b.events = bus }
+// On a sim.World bus is a split bus (obs.Split): each partition emits
+// into its own.
+func (b *Backend) SetObserver(bus *obs.Bus) {
+	b.events = bus
+	for i, ln := range b.lanes {
+		ln.events = bus.Part(i)
+	}
+}
 
 // emit sends e, at t's time and as t's agent, to the observer (call it
-// under "if b.events != nil").
+// under "if ln.events != nil").
 //
 //go:noinline
-func (b *Backend) emit(t *gpu.Group, e obs.Event) {
+func (ln *lane) emit(t *gpu.Group, e obs.Event) {
 	e.At, e.Who = t.Now(), t.Agent()
-	b.events.Emit(e)
+	ln.events.Emit(e)
 }
 
 // Describe renders a GDAKI step event as the backend's golden timelines
@@ -165,7 +196,17 @@ func Describe(e obs.Event) (what string, ok bool) {
 func (b *Backend) Name() string { return "gdaki" }
 
 // Stats implements gin.Backend.
-func (b *Backend) Stats() gin.BackendStats { return b.st }
+func (b *Backend) Stats() gin.BackendStats {
+	st := gin.BackendStats{Name: "gdaki"}
+	for _, ln := range b.lanes {
+		st.Ops += ln.st.Ops
+		st.WQEs += ln.st.WQEs
+		st.Doorbells += ln.st.Doorbells
+		st.GFDs += ln.st.GFDs
+		st.CQEs += ln.st.CQEs
+	}
+	return st
+}
 
 func (b *Backend) state(dc *gin.DevComm) *commState {
 	for _, cs := range b.comms {
@@ -202,6 +243,7 @@ func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 // and CQ rings in GPU memory, and with counters a loopback companion pair.
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
+	b.grow(c)
 	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1),
 		nsig: dc.SignalCount(), nctr: dc.CounterCount(), depth: b.cfg.QueueDepth}
 	if q := dc.QueueDepth(); q > 0 {
@@ -255,11 +297,23 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	// numbers are reserved now (below), so only its rings' addresses
 	// depend on when it is built. Nothing times QP creation.
 	upto := 1
-	if cs.nctr > 0 {
+	world := c.World() != nil
+	if cs.nctr > 0 || world {
 		upto = cs.nctx
 	}
 	if err := b.ensure(cs, upto-1); err != nil {
 		return err
+	}
+	if world {
+		for ctx := range cs.nctx {
+			for r := range cs.nranks {
+				if dc.Connected(r, r) {
+					if _, err := b.selfChannel(cs, r, ctx); err != nil {
+						return err
+					}
+				}
+			}
+		}
 	}
 	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
 	for ctx := upto; ctx < cs.nctx; ctx++ {

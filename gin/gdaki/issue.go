@@ -68,6 +68,7 @@ const (
 // issuer is one run of the submit path by one group.
 type issuer struct {
 	b    *Backend
+	ln   *lane // the issuing group's partition's
 	cs   *commState
 	rank int
 	op   *gin.Op
@@ -104,8 +105,9 @@ type issuer struct {
 
 // newIssuer takes an issuer from the backend's free list.
 func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
-	m := b.free.Get()
-	*m = issuer{b: b, cs: cs, rank: rank, Run: submit.NewRun(m, t, "gdaki issue")}
+	ln := b.lanes[t.GPU().Sim().Part()]
+	m := ln.free.Get()
+	*m = issuer{b: b, ln: ln, cs: cs, rank: rank, Run: submit.NewRun(m, t, "gdaki issue")}
 	return m
 }
 
@@ -121,9 +123,9 @@ func (m *issuer) Step() {
 			// fence below may block, and another group issuing on the
 			// same channel meanwhile builds into that list.
 			m.wrs = m.ch.detach()
-			b.st.Ops++
+			m.ln.st.Ops++
 			m.PC = stPost
-			if m.FenceSys(m.op, false, b.events) {
+			if m.FenceSys(m.op, false, m.ln.events) {
 				return
 			}
 		case stPost:
@@ -184,8 +186,8 @@ func (m *issuer) Step() {
 			ch := m.pch
 			m.base = t.Result()
 			last := m.base + uint64(len(m.wrs)) - 1
-			if b.events != nil {
-				b.emit(t, obs.Event{Kind: obs.Reserved, Op: m.opID(), Where: ch.name, Index: m.base, Value: last})
+			if m.ln.events != nil {
+				m.ln.emit(t, obs.Event{Kind: obs.Reserved, Op: m.opID(), Where: ch.name, Index: m.base, Value: last})
 			}
 			m.i = 0
 			m.PC = stPWQE
@@ -230,16 +232,16 @@ func (m *issuer) Step() {
 						"OptMaySkipCreditCheck used beyond the queue depth: %w", ch.name, t.Now(), m.base+uint64(i), ch.depth, err))
 					return
 				}
-				b.st.WQEs++
-				if b.events != nil {
+				m.ln.st.WQEs++
+				if m.ln.events != nil {
 					ch.setID(m.base+uint64(i), m.wrs[i].OpID)
 				}
 			}
 			m.last = m.base + uint64(len(m.wrs)) - 1
 			ch.release(m.wrs)
 			m.wrs = nil
-			if b.events != nil {
-				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: ch.name, Index: m.base, Value: m.last + 1})
+			if m.ln.events != nil {
+				m.ln.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: ch.name, Index: m.base, Value: m.last + 1})
 			}
 			m.PC = m.pret
 
@@ -280,9 +282,9 @@ func (m *issuer) Step() {
 		case stRDoorbell2:
 			ch := m.rch
 			t.GPU().Sim().Post(m.arrive2, b, uint64(ch.idx)<<piBits|m.rpi&piMask)
-			b.st.Doorbells++
-			if b.events != nil {
-				b.emitDoorbell(t, ch, m.opi, m.rpi, m.arrive)
+			m.ln.st.Doorbells++
+			if m.ln.events != nil {
+				m.ln.emitDoorbell(t, ch, m.opi, m.rpi, m.arrive)
 			}
 			m.PC = stRUnlock
 		case stRUnlock:
@@ -294,8 +296,8 @@ func (m *issuer) Step() {
 			ch, idx := m.qch, m.qidx
 			m.PC = stQParse
 			if r, off := ch.cq.WordFor(idx); r.Load64(off) < idx+1 {
-				if b.events != nil {
-					b.emit(t, obs.Event{Kind: obs.Poll, Op: m.opID(), Where: ch.name, Index: idx, Note: m.qwhy})
+				if m.ln.events != nil {
+					m.ln.emit(t, obs.Event{Kind: obs.Poll, Op: m.opID(), Where: ch.name, Index: idx, Note: m.qwhy})
 				}
 				t.WaitWordThen(r, off, m.qwhy, func(v uint64) bool { return v >= idx+1 }, m, 0)
 				return
@@ -312,9 +314,9 @@ func (m *issuer) Step() {
 				return
 			}
 			ch.cq.SetConsumer(idx + 1)
-			b.st.CQEs++
-			if b.events != nil {
-				b.emit(t, obs.Event{Kind: obs.Consumed, Op: m.opID(), Where: ch.name, Index: idx})
+			m.ln.st.CQEs++
+			if m.ln.events != nil {
+				m.ln.emit(t, obs.Event{Kind: obs.Consumed, Op: m.opID(), Where: ch.name, Index: idx})
 			}
 			m.PC = m.qret
 
@@ -378,4 +380,4 @@ func (m *issuer) poll(ch *channel, idx uint64, why string, ret uint8) {
 func (m *issuer) fail(err error) { m.Fail(err) }
 
 // end recycles m and hands the group back.
-func (m *issuer) end() { m.b.free.Recycle(m, &m.Run) }
+func (m *issuer) end() { m.ln.free.Recycle(m, &m.Run) }

@@ -19,10 +19,10 @@ func (ch *channel) setID(i uint64, id obs.OpID) {
 // (in SQ order), so that an operation whose WQEs another group's
 // doorbell rang still learns which doorbell carried it. A doorbell over
 // WQEs of no operation (a flush's NOP, a barrier's signal) reports op 0.
-func (b *Backend) emitDoorbell(t *gpu.Group, ch *channel, from, pi uint64, arrive sim.Time) {
+func (ln *lane) emitDoorbell(t *gpu.Group, ch *channel, from, pi uint64, arrive sim.Time) {
 	e := obs.Event{Kind: obs.Doorbell, Where: ch.name, Index: from, Value: pi, Then: arrive}
 	if ch.ids == nil || pi <= from {
-		b.emit(t, e)
+		ln.emit(t, e)
 		return
 	}
 	for i := from; i < pi; i++ {
@@ -31,6 +31,6 @@ func (b *Backend) emitDoorbell(t *gpu.Group, ch *channel, from, pi uint64, arriv
 			continue
 		}
 		e.Op = id
-		b.emit(t, e)
+		ln.emit(t, e)
 	}
 }

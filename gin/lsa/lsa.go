@@ -28,7 +28,7 @@ func New(dc *gin.DevComm, t *gpu.Group, rank int) *LSA {
 // the communicator's observer (obs.LSAStored, with a fresh operation id),
 // and returns vis.
 func (l *LSA) stored(r *mem.Region, off, n uint64, vis sim.Time) sim.Time {
-	if b := l.dc.Observer(); b != nil {
+	if b := l.dc.Observer().Of(l.t.GPU().Sim()); b != nil {
 		b.Emit(obs.Event{Kind: obs.LSAStored, At: l.t.Now(), Then: vis, Op: b.NewOp(), Who: l.t.Agent(), Where: r.Name(),
 			Addr: off, Bytes: n, Index: uint64(l.rank)})
 	}

@@ -20,7 +20,10 @@ import (
 // Slices are indexed by world rank (GPUs, Ranks) or by NIC endpoint (NICs,
 // rank-major: rank r's j-th NIC is NICs[r*NICsPerGPU+j]).
 type Machine struct {
-	Sim     *sim.Sim
+	// Sim is the simulation; on a World (BuildWorld), partition 0.
+	Sim *sim.Sim
+	// World is the World of BuildWorld's machine, nil on a lone Sim.
+	World   *sim.World
 	Spec    Spec
 	Profile Profile
 	Nodes   int
@@ -145,9 +148,12 @@ func TopoSpec(spec Spec, nodes int) topo.Spec {
 // SetObserver makes the network and every NIC emit their obs events into
 // b (nil: off). The GIN layer (gin.Comm and the backends) takes b through
 // its own SetObserver.
+//
+// On a World b is a split bus (obs.Split): each NIC emits into its
+// partition's bus, and the network takes the split bus.
 func (m *Machine) SetObserver(b *obs.Bus) {
 	m.Net.SetObserver(b)
 	for _, n := range m.NICs {
-		n.SetObserver(b)
+		n.SetObserver(b.Of(n.Sim()))
 	}
 }

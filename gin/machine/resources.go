@@ -88,8 +88,22 @@ type Snapshot struct {
 // each NVLink port, each inter-switch port, and the given proxy threads
 // (none: pass nil). Util is over the time since the machine was built
 // (sim time 0). Resources are sorted by Kind, Name and Dir.
+//
+// On a World call it between runs (or from an OnWindow hook, as a Sampler
+// does): it reads every partition's state, at the World's time.
 func (m *Machine) Snapshot(threads []*proxy.Server) Snapshot {
-	now := m.Sim.Now()
+	return m.snapshot(m.now(), threads)
+}
+
+// now returns the machine's time: its Sim's, or on a World the World's.
+func (m *Machine) now() sim.Time {
+	if m.World != nil {
+		return m.World.Now()
+	}
+	return m.Sim.Now()
+}
+
+func (m *Machine) snapshot(now sim.Time, threads []*proxy.Server) Snapshot {
 	span := sim.Duration(now)
 	var rs []Resource
 	g, k := m.Spec.GPUsPerNode, m.Spec.NICsPerGPU
@@ -298,12 +312,23 @@ func us(d sim.Duration) float64 { return float64(d) / float64(sim.Microsecond) }
 // sampler behaves exactly as one without, except for the event count.
 // Stop it when the work of interest ends (a phase's last receiver):
 // timers such as DCQCN's keep a simulation's queue non-empty long after.
+//
+// On a World the sampler runs between windows (sim.World.OnWindow), when
+// no partition runs: a sample is taken at the end of the first window
+// that reaches its time, and stamped with that window's end (the instant
+// every partition has reached), so samples fall on window ends, within a
+// lookahead after their lone-Sim times. Stop it from a partition's event
+// with StopIn; the last sample is taken at the end of that window.
 type Sampler struct {
 	m       *Machine
 	every   sim.Duration
 	threads []*proxy.Server
 	snaps   []Snapshot
 	stopped bool
+	// On a World: the next sample's time, and per partition whether a
+	// StopIn was called in the current window.
+	next   sim.Time
+	stopIn []bool
 }
 
 // Sample starts a Sampler on m that snapshots now and every interval
@@ -313,8 +338,43 @@ func (m *Machine) Sample(every sim.Duration, threads []*proxy.Server) *Sampler {
 		panic(fmt.Sprintf("machine: sample interval %v", every))
 	}
 	sp := &Sampler{m: m, every: every, threads: threads}
+	if w := m.World; w != nil {
+		sp.stopIn = make([]bool, w.Parts())
+		sp.snaps = append(sp.snaps, m.snapshot(w.Now(), threads))
+		sp.next = w.Now().Add(every)
+		w.OnWindow(sp.window)
+		return sp
+	}
 	sp.take()
 	return sp
+}
+
+// window is the World's sampler, after every window ending at end.
+func (sp *Sampler) window(end sim.Time) {
+	if sp.stopped {
+		return
+	}
+	stop := false
+	for i, s := range sp.stopIn {
+		stop = stop || s
+		sp.stopIn[i] = false
+	}
+	if stop || end >= sp.next {
+		sp.snaps = append(sp.snaps, sp.m.snapshot(end, sp.threads))
+		sp.next = end.Add(sp.every)
+	}
+	sp.stopped = stop
+}
+
+// StopIn is Stop called from an event of partition s of the machine's
+// World (on a lone Sim, Stop): the last sample is taken at the end of
+// the current window and no more after it.
+func (sp *Sampler) StopIn(s *sim.Sim) {
+	if sp.stopIn == nil {
+		sp.Stop()
+		return
+	}
+	sp.stopIn[s.Part()] = true
 }
 
 func (sp *Sampler) take() {
@@ -331,11 +391,13 @@ func (sp *Sampler) Handle(*sim.Sim, uint64) {
 	}
 }
 
-// Stop takes a last sample now and schedules no more.
+// Stop takes a last sample now and schedules no more. On a World call it
+// between runs only (from an event, use StopIn).
 func (sp *Sampler) Stop() {
 	sp.stopped = true
-	if len(sp.snaps) == 0 || sp.snaps[len(sp.snaps)-1].At != sp.m.Sim.Now() {
-		sp.snaps = append(sp.snaps, sp.m.Snapshot(sp.threads))
+	now := sp.m.now()
+	if len(sp.snaps) == 0 || sp.snaps[len(sp.snaps)-1].At != now {
+		sp.snaps = append(sp.snaps, sp.m.snapshot(now, sp.threads))
 	}
 }
 

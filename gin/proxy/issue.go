@@ -51,6 +51,7 @@ const (
 // issuer is one run of the submit or flush path by one group.
 type issuer struct {
 	b    *Backend
+	ln   *lane // the issuing group's partition's
 	cs   *commState
 	rank int
 	op   *gin.Op
@@ -71,9 +72,10 @@ type issuer struct {
 
 // newIssuer takes an issuer from the backend's free list.
 func (b *Backend) newIssuer(t *gpu.Group, cs *commState, rank int) *issuer {
-	m := b.free.Get()
+	ln := b.lanes[t.GPU().Sim().Part()]
+	m := ln.free.Get()
 	gfds := m.gfds[:0]
-	*m = issuer{b: b, cs: cs, rank: rank, gfds: gfds, Run: submit.NewRun(m, t, "proxy issue")}
+	*m = issuer{b: b, ln: ln, cs: cs, rank: rank, gfds: gfds, Run: submit.NewRun(m, t, "proxy issue")}
 	return m
 }
 
@@ -84,9 +86,9 @@ func (m *issuer) Step() {
 	for {
 		switch m.PC {
 		case stIssue:
-			b.st.Ops++
+			m.ln.st.Ops++
 			m.PC = stBuild
-			if m.FenceSys(m.op, true, b.events) {
+			if m.FenceSys(m.op, true, m.ln.events) {
 				return
 			}
 		case stBuild:
@@ -110,8 +112,8 @@ func (m *issuer) Step() {
 			ch := m.ch
 			m.PC = stGFD
 			if idx, c, q := m.idx, t.Result(), uint64(b.cfg.QueueSize); idx-c >= q {
-				if b.events != nil {
-					b.emit(t, obs.Event{Kind: obs.CreditWait, Op: m.opID(), Where: ch.name, Index: idx, Value: c})
+				if m.ln.events != nil {
+					m.ln.emit(t, obs.Event{Kind: obs.CreditWait, Op: m.opID(), Where: ch.name, Index: idx, Value: c})
 				}
 				t.WaitWordThen(m.cs.ranks[m.rank].cis[ch.ctx], 8*uint64(ch.peer), "proxy credit",
 					func(v uint64) bool { return idx-v < q }, m, 0)
@@ -124,27 +126,27 @@ func (m *issuer) Step() {
 		case stStore:
 			ch, g := m.ch, &m.gfds[m.i]
 			n := m.cs.ver.Qwords()
-			if err := g.Encode(m.cs.ver, b.enc[:n]); err != nil {
+			if err := g.Encode(m.cs.ver, m.ln.enc[:n]); err != nil {
 				m.fail(fmt.Errorf("proxy: %s: t=%v: %w", ch.name, t.Now(), err))
 				return
 			}
 			for i := range n {
-				binary.LittleEndian.PutUint64(b.gfd[8*i:], b.enc[i])
+				binary.LittleEndian.PutUint64(m.ln.gfd[8*i:], m.ln.enc[i])
 			}
 			slot := m.idx & (uint64(b.cfg.QueueSize) - 1)
-			if b.events != nil {
+			if m.ln.events != nil {
 				ch.setID(m.idx, uint64(b.cfg.QueueSize), m.opID())
 			}
 			m.PC = stStored
 			// The stores copy the bytes at issue, so the next writer may
 			// reuse the scratch at once.
-			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), b.gfd[:8*n], sim.Bytes(8*n), m, 0)
+			m.land = t.WriteWTThen(ch.ring, slot*uint64(8*n), m.ln.gfd[:8*n], sim.Bytes(8*n), m, 0)
 			return
 		case stStored:
 			g := &m.gfds[m.i]
-			b.st.GFDs++
-			if b.events != nil {
-				b.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: m.ch.name, Index: m.idx, Code: uint32(g.Op), Bytes: g.Size, Then: m.land})
+			m.ln.st.GFDs++
+			if m.ln.events != nil {
+				m.ln.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: m.ch.name, Index: m.idx, Code: uint32(g.Op), Bytes: g.Size, Then: m.land})
 			}
 			m.i++
 			m.PC = stClaim
@@ -272,7 +274,7 @@ func appendGFDs(gfds []GFD, ver GFDVersion, op *gin.Op) []GFD {
 func (m *issuer) fail(err error) { m.Fail(err) }
 
 // end recycles m and hands the group back.
-func (m *issuer) end() { m.b.free.Recycle(m, &m.Run) }
+func (m *issuer) end() { m.ln.free.Recycle(m, &m.Run) }
 
 // opID is the observer id of the operation being issued: 0 for a flush's
 // own Flush GFD, which carries no operation of the user's.

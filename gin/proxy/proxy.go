@@ -131,18 +131,41 @@ type commState struct {
 // progress thread) per rank.
 //
 // Not safe for concurrent use.
+//
+// On a sim.World every rank's issuers, progress thread, counters and
+// events belong to the rank's partition (lane), and the self connections
+// are built at Connect (on a lone Sim on first use), so that no partition
+// creates resources at run time.
 type Backend struct {
 	cfg    Config
 	comms  []*commState
 	chans  []*channel
 	srvs   []*Server // by world rank of the first communicator that created it
-	st     gin.BackendStats
-	events *obs.Bus // nil: not observed
+	lanes  []*lane   // by partition
+	events *obs.Bus  // nil: not observed
+}
+
+// lane is the backend's state of one partition of a sim.World (the one
+// partition of a lone Sim): touched only by its partition's events.
+type lane struct {
 	free   submit.Free[issuer]
+	st     gin.BackendStats
+	events *obs.Bus // the partition's bus; nil: not observed
 	// gfd and enc are the GPU side's encode scratch: a writer encodes
 	// and stores a GFD in one step, and the stores copy the bytes.
 	gfd [128]byte
 	enc [16]uint64
+}
+
+// grow gives the backend a lane per partition of its ranks' World.
+func (b *Backend) grow(c *gin.Comm) {
+	n := 1
+	if w := c.World(); w != nil {
+		n = w.Parts()
+	}
+	for len(b.lanes) < n {
+		b.lanes = append(b.lanes, &lane{events: b.events.Part(len(b.lanes))})
+	}
 }
 
 var _ gin.ThenBackend = (*Backend)(nil)
@@ -152,7 +175,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, st: gin.BackendStats{Name: "proxy"}}, nil
+	return &Backend{cfg: cfg, lanes: []*lane{{}}}, nil
 }
 
 // Config returns the backend's parameters.
@@ -163,7 +186,15 @@ func (b *Backend) Config() Config { return b.cfg }
 // Doorbell (ibv_post_send), Consumed (poll_cq), ConsumerIndex and Counter,
 // stamped with the operation's id; the WRs the thread posts carry the id
 // to the NIC. Describe renders these events as text.
-func (b *Backend) SetObserver(bus *obs.Bus) { b.events = bus }
+//
+// On a sim.World bus is a split bus (obs.Split): each partition emits
+// into its own.
+func (b *Backend) SetObserver(bus *obs.Bus) {
+	b.events = bus
+	for i, ln := range b.lanes {
+		ln.events = bus.Part(i)
+	}
+}
 
 // Describe renders a proxy step event as the backend's golden timelines
 // print it; ok is false for kinds the backend does not emit.
@@ -190,10 +221,10 @@ func Describe(e obs.Event) (what string, ok bool) {
 }
 
 // emit sends e, at t's time and as t's agent, to the observer (call it
-// under "if b.events != nil").
-func (b *Backend) emit(t *gpu.Group, e obs.Event) {
+// under "if ln.events != nil").
+func (ln *lane) emit(t *gpu.Group, e obs.Event) {
 	e.At, e.Who = t.Now(), t.Agent()
-	b.events.Emit(e)
+	ln.events.Emit(e)
 }
 
 // Name implements gin.Backend.
@@ -204,8 +235,14 @@ func (b *Backend) Servers() []*Server { return b.srvs }
 
 // Stats implements gin.Backend; CPUBusy and CPUSpan sum over the threads.
 func (b *Backend) Stats() gin.BackendStats {
-	st := b.st
-	st.Extra = nil
+	st := gin.BackendStats{Name: "proxy"}
+	for _, ln := range b.lanes {
+		st.Ops += ln.st.Ops
+		st.WQEs += ln.st.WQEs
+		st.Doorbells += ln.st.Doorbells
+		st.GFDs += ln.st.GFDs
+		st.CQEs += ln.st.CQEs
+	}
 	for _, s := range b.srvs {
 		ss := s.Stats()
 		st.CPUBusy += ss.Busy
@@ -256,6 +293,7 @@ func (b *Backend) cpuVisible(g *gpu.GPU, name string, size sim.Bytes) *mem.Regio
 
 func (b *Backend) Connect(dc *gin.DevComm) error {
 	c := dc.Comm()
+	b.grow(c)
 	prof := dc.Profile()
 	cs := &commState{dc: dc, nranks: c.Size(), nctx: max(dc.CreatedContexts(), 1), nconn: max(dc.Connections(), 1), nsig: dc.SignalCount(),
 		nctr: dc.CounterCount(), ver: GFDv1, resetByOff: prof.SignalResetByOffset, b: b}
@@ -331,6 +369,17 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	b.comms = append(b.comms, cs)
 	for r := range cs.ranks {
 		cs.ranks[r].srv.add(cs, r)
+	}
+	if c.World() != nil {
+		for ctx := range cs.nctx {
+			for r := range cs.nranks {
+				if dc.Connected(r, r) {
+					if _, err := b.selfChannel(cs, r, ctx); err != nil {
+						return err
+					}
+				}
+			}
+		}
 	}
 	for _, w := range c.Windows() {
 		if err := b.RegisterWindow(dc, w); err != nil {

@@ -17,6 +17,7 @@ import (
 // Not safe for concurrent use.
 type Server struct {
 	b     *Backend
+	ln    *lane // its GPU's partition's
 	name  string
 	gpu   *gpu.GPU
 	p     *sim.Proc
@@ -79,7 +80,7 @@ func (s ServerStats) Utilisation() float64 {
 }
 
 func newServer(b *Backend, name string, g *gpu.GPU) *Server {
-	s := &Server{b: b, name: name, gpu: g}
+	s := &Server{b: b, ln: b.lanes[g.Sim().Part()], name: name, gpu: g}
 	s.start = g.Sim().Now()
 	s.p = g.Sim().Spawn(name, s.loop)
 	return s
@@ -117,10 +118,10 @@ func (s *Server) scaled(d sim.Duration) sim.Duration {
 }
 
 // emit sends e, now and as the thread, to the observer (call it under
-// "if s.b.events != nil").
+// "if s.ln.events != nil").
 func (s *Server) emit(e obs.Event) {
 	e.At, e.Who = s.p.Now(), s.name
-	s.b.events.Emit(e)
+	s.ln.events.Emit(e)
 }
 
 // loop is ncclGinProgress: for every device communicator and context,
@@ -178,7 +179,7 @@ func (s *Server) retire(cs *commState, rank, ctx int) bool {
 				ch.cisSh++
 				*st = slotState{}
 				s.cpuStore(rs.cis[ctx], 8*uint64(peer), ch.cisSh)
-				if s.b.events != nil {
+				if s.ln.events != nil {
 					s.emit(obs.Event{Kind: obs.ConsumerIndex, Where: ch.name, Value: ch.cisSh})
 				}
 				worked = true
@@ -198,13 +199,13 @@ func (s *Server) test(ch *channel) bool {
 	for _, e := range s.cqBuf[:k] {
 		s.work(cfg.CQEReadCost)
 		s.cqes++
-		s.b.st.CQEs++
+		s.ln.st.CQEs++
 		if e.Status != nic.StatusSuccess {
 			s.gpu.Sim().Fail(fmt.Errorf("proxy: %s: t=%v: completion of GFD #%d: %v", ch.name, s.p.Now(), e.WRID, e.Status))
 			s.p.Park("proxy: error completion")
 		}
 		ch.slot(e.WRID, q).done = true
-		if s.b.events != nil {
+		if s.ln.events != nil {
 			s.emit(obs.Event{Kind: obs.Consumed, Op: e.OpID, Where: ch.name, Index: e.WRID})
 		}
 	}
@@ -238,7 +239,7 @@ func (s *Server) bumpCounter(rs *rankState, ctx int, id uint32, op obs.OpID) {
 	v := r.Load64(off)
 	s.cpuStore(r, off, v+1)
 	s.counter++
-	if s.b.events != nil {
+	if s.ln.events != nil {
 		s.emit(obs.Event{Kind: obs.Counter, Op: op, Where: r.Name(), Addr: off, Value: v + 1, Old: v, Code: uint32(ctx), Index: uint64(id)})
 	}
 }
@@ -279,7 +280,7 @@ func (s *Server) postPass(cs *commState, rank, ctx int) bool {
 		ch.sis++
 		*ch.slot(i, q) = slotState{op: g.Op, counter: g.CounterID}
 		s.gfds++
-		if s.b.events != nil {
+		if s.ln.events != nil {
 			s.emit(obs.Event{Kind: obs.Pickup, Op: ch.idOf(i, q), Where: ch.name, Index: i, Code: uint32(g.Op), Bytes: g.Size, Then: taken})
 		}
 		s.process(cs, ch, i, &g, taken)
@@ -369,9 +370,9 @@ func (s *Server) process(cs *commState, ch *channel, i uint64, g *GFD, taken sim
 	ch.posts = append(ch.posts, pp)
 	s.gpu.Sim().Post(arrive, s.b, uint64(ch.idx))
 	s.posts++
-	s.b.st.WQEs += uint64(pp.n)
-	s.b.st.Doorbells++
-	if s.b.events != nil {
+	s.ln.st.WQEs += uint64(pp.n)
+	s.ln.st.Doorbells++
+	if s.ln.events != nil {
 		s.emit(obs.Event{Kind: obs.Doorbell, Op: ch.idOf(i, uint64(cfg.QueueSize)), Where: ch.name, Index: i, Value: uint64(pp.n), Then: arrive})
 	}
 }

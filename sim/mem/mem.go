@@ -79,6 +79,7 @@ type Watcher interface {
 // System is the set of regions of one simulation, with their observer.
 type System struct {
 	s       *sim.Sim
+	sims    func(node int) *sim.Sim // NewSystemOf
 	regions []*Region
 	obs     Observer
 }
@@ -86,8 +87,23 @@ type System struct {
 // NewSystem returns an empty memory system on simulation s.
 func NewSystem(s *sim.Sim) *System { return &System{s: s} }
 
+// NewSystemOf returns an empty memory system whose regions on node n
+// live on simulation sims(n): a sim.World's partition of the node, whose
+// clock stamps the region's effects. Regions are allocated before the
+// World runs (Alloc is not safe for concurrent use), and an observer
+// (SetObserver) is called from the partition of the region changed.
+func NewSystemOf(sims func(node int) *sim.Sim) *System { return &System{sims: sims} }
+
 // SetObserver installs the observer of every effect (nil removes it).
 func (m *System) SetObserver(o Observer) { m.obs = o }
+
+// Sim returns the simulation of node n's regions.
+func (m *System) Sim(node int) *sim.Sim {
+	if m.sims != nil {
+		return m.sims(node)
+	}
+	return m.s
+}
 
 // Regions returns all regions in allocation order.
 func (m *System) Regions() []*Region { return m.regions }
@@ -97,7 +113,7 @@ func (m *System) Alloc(name string, loc Loc, size sim.Bytes, backed bool) *Regio
 	if size < 0 {
 		panic(fmt.Sprintf("mem: negative size %d for %q", size, name))
 	}
-	r := &Region{sys: m, id: len(m.regions), name: name, loc: loc, size: uint64(size)}
+	r := &Region{sys: m, s: m.Sim(loc.Node), id: len(m.regions), name: name, loc: loc, size: uint64(size)}
 	if backed {
 		r.data = make([]byte, size)
 	}
@@ -124,6 +140,7 @@ type watch struct {
 // Region is one contiguous allocation.
 type Region struct {
 	sys     *System
+	s       *sim.Sim // its node's simulation
 	id      int
 	name    string
 	loc     Loc
@@ -132,6 +149,9 @@ type Region struct {
 	words   map[uint64]uint64 // unbacked regions: 8-byte words written by word ops
 	watches []watch
 }
+
+// Sim returns the simulation of the region's node.
+func (r *Region) Sim() *sim.Sim { return r.s }
 
 // ID returns the region's index in its System.
 func (r *Region) ID() int { return r.id }
@@ -208,7 +228,7 @@ func (r *Region) observe(e Effect) {
 		return
 	}
 	ev := e
-	ev.At = r.sys.s.Now()
+	ev.At = r.s.Now()
 	ev.Region = r
 	r.sys.obs.Observe(&ev)
 }

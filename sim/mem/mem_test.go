@@ -122,3 +122,23 @@ func TestKeepWords(t *testing.T) {
 	plain.Write(32, src, 16, "gpu")
 	require.Zero(t, plain.Load64(32))
 }
+
+// On a World each region's effects carry the time of its node's
+// partition.
+func TestSystemOfStampsEffectsWithTheNodesClock(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 2, sim.Microsecond)
+	m := NewSystemOf(func(n int) *sim.Sim { return w.Part(n % 2) })
+	rec := &recorder{}
+	m.SetObserver(rec)
+	a := m.Alloc("a", Loc{Node: 0, Kind: HBM}, 8, true)
+	b := m.Alloc("b", Loc{Node: 3, Kind: Host}, 8, true)
+	require.Same(t, w.Part(0), a.Sim())
+	require.Same(t, w.Part(1), b.Sim())
+	require.Same(t, w.Part(1), m.Sim(1))
+	w.Part(0).Post(5, sim.HandlerFunc(func(*sim.Sim, uint64) { a.Store64(0, 1, "x") }), 0)
+	w.Part(1).Post(7, sim.HandlerFunc(func(*sim.Sim, uint64) { b.Store64(0, 2, "y") }), 0)
+	require.NoError(t, w.Run())
+	require.Len(t, rec.effects, 2)
+	require.Equal(t, sim.Time(5), rec.effects[0].At)
+	require.Equal(t, sim.Time(7), rec.effects[1].At)
+}

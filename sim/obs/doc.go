@@ -43,5 +43,13 @@
 // bookkeeping store, a barrier's internal signal reset, a packet of a
 // non-GIN user of the NIC).
 //
+// # Partitions
+//
+// On a sim.World, Split makes a bus with one partition bus per partition:
+// a component emits into, draws ids from and asks LastOp of its own
+// partition's bus (Bus.Of), and the split bus merges the partitions'
+// events after every window, in (At, partition, emit order), for its
+// subscribers: one stream, the same for every worker count.
+//
 // The package is pure: no goroutines, no I/O, no clock.
 package obs

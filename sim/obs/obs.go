@@ -207,12 +207,28 @@ type word struct {
 // ids and remembers which op last changed each atomically updated word.
 // A nil *Bus is "off": emitters test for nil before building an event.
 //
-// Not safe for concurrent use.
+// A bus made by Split serves a sim.World: it has one partition bus per
+// partition (Part, Of), into which that partition's components emit; see
+// Split for the merge.
+//
+// Not safe for concurrent use; the partition buses of a split bus may be
+// used concurrently, one goroutine each.
 type Bus struct {
 	subs []Observer
 	next OpID
 	doms uint64
 	last map[word]OpID
+
+	// A split bus: parts are its partition buses. A partition bus: root
+	// is the split bus, part its index among stride partitions, and buf
+	// the events emitted since the last merge.
+	parts  []*Bus
+	root   *Bus
+	part   int
+	stride int
+	buf    []Event
+	heads  []int // merge scratch: the next event of each partition
+	heap   []int // merge scratch: partitions by their next event
 }
 
 // NewBus returns a bus delivering to subs.
@@ -220,25 +236,89 @@ func NewBus(subs ...Observer) *Bus {
 	return &Bus{subs: subs, last: map[word]OpID{}}
 }
 
-// Subscribe adds o; it sees events emitted from now on.
-func (b *Bus) Subscribe(o Observer) { b.subs = append(b.subs, o) }
+// Split returns a bus for the partitions of w, delivering to subs: one
+// partition bus per partition (Part, Of), which the partition's
+// components emit into and which answers LastOp for the words of its
+// partition (a signal word lives in its receiver's node, where its atomic
+// lands). A partition bus keeps its events; after every window of w (and
+// at Flush) the split bus merges them, in the order (At, partition, emit
+// order), and delivers them to its subscribers on the caller of w.Run,
+// so a subscriber sees one stream, the same for every worker count. Ids
+// are drawn per partition: partition p of P draws p+1, p+1+P, p+1+2P, ...
+// (with one partition, 1, 2, 3, ... as a lone bus). Domains (NewDomain)
+// are drawn from the split bus: draw them before the run.
+func Split(w *sim.World, subs ...Observer) *Bus {
+	root := NewBus(subs...)
+	n := w.Parts()
+	root.parts = make([]*Bus, n)
+	for i := range n {
+		root.parts[i] = &Bus{root: root, part: i, stride: n, last: map[word]OpID{}}
+	}
+	w.OnWindow(func(sim.Time) { root.Flush() })
+	return root
+}
 
-// NewOp returns a fresh operation id (1, 2, ... in call order).
+// Part returns the bus partition i emits into: b's partition bus i for a
+// split bus (or a partition bus of one), b itself for a lone bus (and nil
+// for nil).
+func (b *Bus) Part(i int) *Bus {
+	if b == nil {
+		return nil
+	}
+	r := b
+	if b.root != nil {
+		r = b.root
+	}
+	if r.parts == nil {
+		return b
+	}
+	return r.parts[i]
+}
+
+// Of returns the bus the components of s's partition emit into: Part of
+// s.Part().
+func (b *Bus) Of(s *sim.Sim) *Bus {
+	if b == nil || (b.parts == nil && b.root == nil) {
+		return b
+	}
+	return b.Part(s.Part())
+}
+
+// Subscribe adds o; it sees events emitted from now on (on a partition
+// bus, o subscribes to its split bus).
+func (b *Bus) Subscribe(o Observer) {
+	if b.root != nil {
+		b.root.Subscribe(o)
+		return
+	}
+	b.subs = append(b.subs, o)
+}
+
+// NewOp returns a fresh operation id (1, 2, ... in call order; see Split
+// for a partition bus).
 func (b *Bus) NewOp() OpID {
 	b.next++
-	return b.next
+	if b.root == nil {
+		return b.next
+	}
+	return (b.next-1)*OpID(b.stride) + OpID(b.part) + 1
 }
 
 // NewDomain returns a fresh id (0, 1, ... in call order) for an ordering
 // domain: gin numbers its device communicators with it, so that contexts
 // of two communicators, which GIN never orders, are told apart (Issued
-// and Completed carry it in Addr).
+// and Completed carry it in Addr). A partition bus draws from its split
+// bus.
 func (b *Bus) NewDomain() uint64 {
+	if b.root != nil {
+		return b.root.NewDomain()
+	}
 	b.doms++
 	return b.doms - 1
 }
 
-// Emit delivers e to every subscriber.
+// Emit delivers e to every subscriber (a partition bus keeps it for the
+// next merge).
 func (b *Bus) Emit(e Event) {
 	switch e.Kind {
 	case Atomic, Counter:
@@ -247,14 +327,103 @@ func (b *Bus) Emit(e Event) {
 		}
 		b.last[word{e.Where, e.Addr}] = e.Op
 	}
+	if b.root != nil {
+		b.buf = append(b.buf, e)
+		return
+	}
 	for _, s := range b.subs {
 		s.Observe(e)
 	}
 }
 
 // LastOp returns the op whose Atomic or Counter event last changed the
-// word at addr of region where (0 if none did).
+// word at addr of region where (0 if none did); a partition bus knows the
+// words its partition's events changed.
 func (b *Bus) LastOp(where string, addr uint64) OpID { return b.last[word{where, addr}] }
+
+// Flush delivers the events the partition buses of a split bus keep,
+// merged in the order (At, partition, emit order): each partition's
+// events stay in the order it emitted them, and the next event delivered
+// is the earliest of the partitions' next ones, the lowest partition
+// first among equals. It is a no-op on a lone bus; a split bus calls it
+// after every window.
+func (b *Bus) Flush() {
+	if b.root != nil {
+		b.root.Flush()
+		return
+	}
+	if b.parts == nil {
+		return
+	}
+	if len(b.heads) != len(b.parts) {
+		b.heads = make([]int, len(b.parts))
+	}
+	h := b.heap[:0]
+	for i, p := range b.parts {
+		b.heads[i] = 0
+		if len(p.buf) > 0 {
+			h = append(h, i)
+			b.up(h, len(h)-1)
+		}
+	}
+	for len(h) > 0 {
+		i := h[0]
+		p := b.parts[i]
+		e := p.buf[b.heads[i]]
+		b.heads[i]++
+		if b.heads[i] == len(p.buf) {
+			last := len(h) - 1
+			h[0] = h[last]
+			h = h[:last]
+		}
+		if len(h) > 0 {
+			b.down(h, 0)
+		}
+		for _, s := range b.subs {
+			s.Observe(e)
+		}
+	}
+	b.heap = h
+	for _, p := range b.parts {
+		clear(p.buf)
+		p.buf = p.buf[:0]
+	}
+}
+
+// before orders partitions i and j by their next events: (At, partition).
+func (b *Bus) before(i, j int) bool {
+	a, c := b.parts[i].buf[b.heads[i]].At, b.parts[j].buf[b.heads[j]].At
+	return a < c || (a == c && i < j)
+}
+
+func (b *Bus) up(h []int, k int) {
+	for k > 0 {
+		p := (k - 1) / 2
+		if !b.before(h[k], h[p]) {
+			return
+		}
+		h[k], h[p] = h[p], h[k]
+		k = p
+	}
+}
+
+func (b *Bus) down(h []int, k int) {
+	for {
+		l := 2*k + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && b.before(h[r], h[l]) {
+			m = r
+		}
+		if !b.before(h[m], h[k]) {
+			return
+		}
+		h[k], h[m] = h[m], h[k]
+		k = m
+	}
+}
 
 // Recorder is an Observer that keeps every event in order.
 type Recorder struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
 )
 
@@ -90,5 +91,113 @@ func BenchmarkEmit(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		bus.Emit(Event{Kind: Sent, At: sim.Time(i), Op: OpID(i), Bytes: 1})
+	}
+}
+
+// emitter is a partition's model for the split bus tests: on each event
+// it emits one Issued event stamped with a fresh id, schedules its next
+// event (sometimes at the same instant) and sometimes Sends one to the
+// next partition.
+type emitter struct {
+	bus  *Bus
+	w    *sim.World
+	all  []*emitter // by partition
+	left int
+}
+
+func (m *emitter) Handle(s *sim.Sim, arg uint64) {
+	b := m.bus.Of(s)
+	b.Emit(Event{Kind: Issued, At: s.Now(), Op: b.NewOp(), Index: uint64(s.Part()), Value: arg})
+	if m.left == 0 {
+		return
+	}
+	m.left--
+	s.Post(s.Now().Add(sim.Duration(arg%3)*sim.Nanosecond), m, arg+1)
+	if arg%4 == 0 {
+		to := (s.Part() + 1) % m.w.Parts()
+		s.Send(m.w.Part(to), s.Now().Add(m.w.Lookahead()+sim.Duration(arg%5)), m.all[to], arg*7)
+	}
+}
+
+func splitRun(t *testing.T, parts int, exec sim.Exec) []Event {
+	t.Helper()
+	w := sim.NewWorld(sim.Config{Seed: 1}, parts, 10*sim.Nanosecond)
+	w.SetExec(exec)
+	var rec Recorder
+	bus := Split(w, &rec)
+	all := make([]*emitter, parts)
+	for i := range parts {
+		all[i] = &emitter{bus: bus, w: w, all: all, left: 200}
+		w.Part(i).Post(sim.Time(i), all[i], uint64(i))
+	}
+	if err := w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Events
+}
+
+// A split bus delivers each partition's events in emit order, merged by
+// (At, partition); ids are unique and drawn per partition.
+func TestSplitMergesByTimeThenPartition(t *testing.T) {
+	ev := splitRun(t, 3, sim.Serial)
+	if len(ev) < 3*200 {
+		t.Fatalf("%d events", len(ev))
+	}
+	ids := map[OpID]bool{}
+	for i, e := range ev {
+		if ids[e.Op] {
+			t.Fatalf("id %d drawn twice", e.Op)
+		}
+		ids[e.Op] = true
+		if p := int(e.Index); int(e.Op-1)%3 != p {
+			t.Fatalf("event %d: id %d drawn by partition %d", i, e.Op, p)
+		}
+		if i > 0 {
+			a := ev[i-1]
+			if a.At > e.At || (a.At == e.At && a.Index > e.Index) {
+				t.Fatalf("event %d (%v, part %d) after (%v, part %d)", i, e.At, e.Index, a.At, a.Index)
+			}
+		}
+	}
+}
+
+// The merged stream does not depend on how the partitions' windows run.
+func TestSplitStreamIndependentOfExec(t *testing.T) {
+	want := splitRun(t, 4, sim.Serial)
+	rev := func(n int, f func(int)) {
+		for i := n - 1; i >= 0; i-- {
+			f(i)
+		}
+	}
+	pool := par.NewPool(4)
+	defer pool.Close()
+	for _, exec := range []sim.Exec{rev, pool.Exec} {
+		got := splitRun(t, 4, exec)
+		if len(got) != len(want) {
+			t.Fatalf("%d events, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// With one partition a split bus numbers ops as a lone bus does, and a
+// lone bus is its own partition bus.
+func TestSplitOfOnePartitionIsALoneBus(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 1, sim.Nanosecond)
+	b := Split(w).Part(0)
+	if a, c := b.NewOp(), b.NewOp(); a != 1 || c != 2 {
+		t.Errorf("ids %d, %d; want 1, 2", a, c)
+	}
+	lone := NewBus()
+	if lone.Of(sim.New(sim.Config{})) != lone || lone.Part(3) != lone {
+		t.Error("a lone bus is not its own partition bus")
+	}
+	var nilBus *Bus
+	if nilBus.Of(w.Part(0)) != nil {
+		t.Error("a nil bus has a partition bus")
 	}
 }

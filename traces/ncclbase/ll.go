@@ -127,8 +127,9 @@ func (w *Workload) llWaitData(t *gpu.Group, c *ncclConn, i int) {
 	buf := c.llDst[:c.llWire(i)]
 	t.Read(c.rll, c.llOff(i), buf)
 	if k := c.llCheck(buf, i); k >= 0 {
-		w.e.Sim.Fail(fmt.Errorf("nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
-			w.e.Sim.Now(), c.src, c.dst, c.ch, i, k))
+		s := t.GPU().Sim()
+		s.Fail(fmt.Errorf("nccl: t=%v connection %d>%d.%d step %d: LL line at %d is not what the sender stored",
+			s.Now(), c.src, c.dst, c.ch, i, k))
 		return
 	}
 	c.llGot += c.stepBytes(i)

@@ -780,7 +780,7 @@ func (w *Workload) launchAllGather(r int) {
 	rk := w.ranks[r]
 	send, recv := w.ring[r], w.ring[(r+st.EP-1)%st.EP]
 	blk := send.chunk
-	rk.host = e.Sim.Spawn("nccl/rank"+strconv.Itoa(r)+"/host", func(p *sim.Proc) {
+	rk.host = e.SimOf(r).Spawn("nccl/rank"+strconv.Itoa(r)+"/host", func(p *sim.Proc) {
 		p.Park("nccl host: cudaStreamSynchronize after the counts all-gather")
 		w.hostPath(p, r)
 	})
@@ -886,7 +886,7 @@ func (w *Workload) selfBytes(r int, ph *workload.Phase) uint64 {
 // step (the proxy gave it an operation id, multiSend); over P2P, no
 // operation.
 func (w *Workload) path(c *ncclConn) workload.Seen {
-	s := workload.Seen{Valid: true, From: c.src, To: c.dst, At: w.e.Sim.Now()}
+	s := workload.Seen{Valid: true, From: c.src, To: c.dst, At: w.e.SimOf(c.dst).Now()}
 	if c.net {
 		s.Op = c.lastOp
 	}

@@ -143,7 +143,7 @@ type watchRef struct {
 
 func newNCCLProxy(w *Workload, rk *ncclRank) *ncclProxy {
 	px := &ncclProxy{w: w, rk: rk, name: rk.g.Name() + "/nccl-proxy"}
-	px.p = w.e.Sim.Spawn(px.name, px.loop)
+	px.p = w.e.SimOf(rk.r).Spawn(px.name, px.loop)
 	return px
 }
 
@@ -232,7 +232,7 @@ func (px *ncclProxy) progressSend(c *ncclConn) bool {
 			if m.scq.Poll(cqe[:]) == 1 {
 				px.work(cfg.CQEReadCost)
 				if cqe[0].Status != nic.StatusSuccess {
-					px.w.fail(m, "send", cqe[0])
+					px.w.fail(px.p.Sim(), m, "send", cqe[0])
 				}
 				if cqe[0].WRID != uint64(m.completed) {
 					panic(fmt.Sprintf("nccl: t=%v %s: send completion of slot %d, expected %d", px.p.Now(),
@@ -336,8 +336,8 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 			data.RemoteVA, data.RKey = c.rllMR.VA+c.llOff(i), c.rllMR.RKey
 		}
 		q.wrs = append(q.wrs, data)
-		e.Ph.Msgs++
-		e.Ph.RDMABytes += int64(n)
+		e.Ph.Count(px.rk.r).Msgs++
+		e.Ph.Count(px.rk.r).RDMABytes += int64(n)
 	}
 	nreq := uint64(len(m.inSlot))
 	switch {
@@ -345,12 +345,12 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 		off := m.recBase + uint64(j%m.slots)*m.recStride
 		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true,
 			Local: nic.SGE{MR: m.sMR, Off: off, Len: 4 * nreq}, RemoteVA: m.rMR.VA + off, RKey: m.rMR.RKey, Imm: uint32(j)})
-		e.Ph.Sigs++
+		e.Ph.Count(px.rk.r).Sigs++
 	case cfg.AdaptiveRouting && n > uint64(cfg.ARThreshold):
 		last := &q.wrs[len(q.wrs)-1]
 		q.wrs = append(q.wrs, nic.WR{ID: uint64(j), Op: nic.WRWriteImm, Signaled: true, Local: nic.SGE{MR: P.mrs[m.sk]},
 			RemoteVA: last.RemoteVA, RKey: last.RKey, Imm: uint32(j)})
-		e.Ph.Sigs++
+		e.Ph.Count(px.rk.r).Sigs++
 	default:
 		last := &q.wrs[len(q.wrs)-1]
 		last.Op, last.Signaled, last.Imm = nic.WRWriteImm, true, uint32(j)
@@ -360,7 +360,7 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 	q.push(k)
 	at, arrive := px.post(m, false, k)
 	if op != 0 {
-		e.Obs.Emit(obs.Event{Kind: obs.Doorbell, At: at, Then: arrive, Op: op, Who: px.name, Value: uint64(k)})
+		e.ObsOf(px.rk.r).Emit(obs.Event{Kind: obs.Doorbell, At: at, Then: arrive, Op: op, Who: px.name, Value: uint64(k)})
 	}
 }
 
@@ -370,7 +370,7 @@ func (px *ncclProxy) multiSend(m *ncclNetComm, j int, cts *ncclCTS) {
 // when the last of its requests was (the GPU's tail store or LL lines
 // landing), handed over by this thread. 0 when the step is not observed.
 func (px *ncclProxy) issued(m *ncclNetComm, wrs []nic.WR) obs.OpID {
-	b := px.w.e.Obs
+	b := px.w.e.ObsOf(px.rk.r)
 	if b == nil {
 		return 0
 	}
@@ -406,7 +406,7 @@ func (px *ncclProxy) post(m *ncclNetComm, recvSide bool, k int) (at, arrive sim.
 	if recvSide {
 		arg |= 1
 	}
-	px.w.e.Sim.Post(arrive, px.w, arg)
+	px.p.Sim().Post(arrive, px.w, arg)
 	return at, arrive
 }
 
@@ -421,7 +421,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		j := m.recvHead
 		px.work(cfg.PostRecvCost)
 		if err := m.rqp.PostRecv(nic.RecvWR{ID: uint64(j)}); err != nil {
-			w.e.Sim.Fail(fmt.Errorf("nccl: %s: %w", m.rqp.Name(), err))
+			px.p.Sim().Fail(fmt.Errorf("nccl: %s: %w", m.rqp.Name(), err))
 		}
 		nreq := 0
 		for _, c := range g.subs {
@@ -441,7 +441,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		m.rq.wrs = append(m.rq.wrs, nic.WR{ID: uint64(j), Op: nic.WRWrite, Local: nic.SGE{MR: m.rMR, Off: off, Len: size},
 			RemoteVA: m.sMR.VA + off, RKey: m.sMR.RKey})
 		m.rq.push(1)
-		w.e.Ph.Sigs++
+		w.e.Ph.Count(px.rk.r).Sigs++
 		px.post(m, true, 1)
 		m.recvHead++
 		g.posted++
@@ -453,7 +453,7 @@ func (px *ncclProxy) progressRecv(g *ncclRecvGroup) bool {
 		if m.rcq.Poll(cqe[:]) == 1 {
 			px.work(cfg.CQEReadCost)
 			if cqe[0].Status != nic.StatusSuccess || cqe[0].Opcode != nic.WCRecvRDMAWithImm {
-				w.fail(m, "recv", cqe[0])
+				w.fail(px.p.Sim(), m, "recv", cqe[0])
 			}
 			// The receive WQEs of a comm complete in order; the slot names
 			// the group (another of this comm's groups when it has several).
@@ -506,8 +506,8 @@ func (g *ncclRecvGroup) canPost(steps int) bool {
 	return true
 }
 
-func (w *Workload) fail(m *ncclNetComm, side string, e nic.CQE) {
-	w.e.Sim.Fail(fmt.Errorf("nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", w.e.Sim.Now(),
+func (w *Workload) fail(s *sim.Sim, m *ncclNetComm, side string, e nic.CQE) {
+	s.Fail(fmt.Errorf("nccl: t=%v comm %d>%d.%d %s completion: %v (%v)", s.Now(),
 		m.proxy, m.dst, m.ch, side, e.Status, e.Opcode))
 }
 

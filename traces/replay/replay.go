@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 
 	"github.com/ginsim/ginsim/fabric"
@@ -98,6 +99,11 @@ type Options struct {
 	// do not depend on it; each running step holds a whole machine in
 	// memory. A pcap capture runs the steps one at a time.
 	Jobs int
+	// Workers is how many goroutines run the partitions (one per node)
+	// of a step's World, window by window (0: the cores, GOMAXPROCS,
+	// shared among the steps Jobs runs at once; at least one each). The
+	// report, timeline and plots do not depend on it.
+	Workers int
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
@@ -217,6 +223,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Jobs < 0 {
 		return fmt.Errorf("replay: jobs %d must not be negative", o.Jobs)
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("replay: workers %d must not be negative", o.Workers)
 	}
 	if o.SMs < 0 {
 		return fmt.Errorf("replay: sms %d must not be negative", o.SMs)
@@ -449,6 +458,9 @@ func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2
 	jobs := opt.Jobs
 	if opt.Pcap != nil {
 		jobs = 1 // packets are written as they cross the ports
+	}
+	if opt.Workers == 0 {
+		opt.Workers = max(1, runtime.GOMAXPROCS(0)/max(1, min(jobs, len(steps))))
 	}
 	outs := make([]stepOut, len(steps))
 	err := par.ForEach(len(steps), jobs, opt.Progress, func(i int) error {

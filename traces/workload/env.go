@@ -14,8 +14,17 @@ import (
 
 // Env is one step's simulation: the machine, the routing, the workload's
 // parameters and the accounting of the phase running now.
+//
+// The machine runs on a lone Sim or on a sim.World of partitions (World
+// set). A rank's work runs on its partition, SimOf(rank), and touches only
+// state of that partition: the phase accounting is per rank (Phase.Sent,
+// Done, Left, Last, BWBytes) or per partition (the ranks still running),
+// merged after the run or at window ends.
 type Env struct {
-	Sim    *sim.Sim
+	// Sim is the lone Sim, or partition 0 of World.
+	Sim *sim.Sim
+	// World is the World the machine runs on (nil: the lone Sim).
+	World  *sim.World
 	M      *machine.Machine
 	Step   *Step
 	Cfg    Config
@@ -32,6 +41,9 @@ type Env struct {
 	// which operation last changed a signal word.
 	Obs     *obs.Bus
 	NewComm func() (*gin.Comm, error)
+
+	sims  []*sim.Sim // per rank of M: its GPU's Sim (a partition of World)
+	parts int        // partitions (1 on a lone Sim)
 }
 
 // Backends a Config names.
@@ -48,14 +60,46 @@ const CtxsPerComm = 4
 // NewEnv returns the Env of one step: st's routing on m, driven by s. The
 // caller sets NewComm.
 func NewEnv(s *sim.Sim, m *machine.Machine, st *Step, cfg Config, p Params, hdr traces.Header, hidden int) *Env {
-	e := &Env{Sim: s, M: m, Step: st, Cfg: cfg, P: p, Hdr: hdr, Hidden: hidden}
+	e := &Env{Sim: s, M: m, Step: st, Cfg: cfg, P: p, Hdr: hdr, Hidden: hidden, parts: 1}
 	e.EPRank = make([]int, len(m.NICs))
+	e.sims = make([]*sim.Sim, len(m.Ranks))
 	for r, rk := range m.Ranks {
 		for _, n := range rk.NICs {
 			e.EPRank[n.Endpoint()] = r
 		}
+		e.sims[r] = rk.GPU.Sim()
+	}
+	if w := s.World(); w != nil {
+		e.World, e.Sim, e.parts = w, w.Part(0), w.Parts()
+		// The phase ends at the end of the window in which its last
+		// rank finished: the partitions count their ranks, the sum is
+		// taken here, between windows.
+		w.OnWindow(func(sim.Time) {
+			if e.Ph != nil && e.Ph.running && e.Ph.RanksLeft() == 0 {
+				e.Ph.running = false
+				e.Sim.Stop()
+			}
+		})
 	}
 	return e
+}
+
+// SimOf returns the Sim rank r's work runs on: its partition of the World,
+// or the lone Sim.
+func (e *Env) SimOf(r int) *sim.Sim { return e.sims[r] }
+
+// ObsOf returns the bus rank r's work emits into and asks LastOp of (nil:
+// not observed): the step's bus on a lone Sim.
+func (e *Env) ObsOf(r int) *obs.Bus {
+	return e.Obs
+}
+
+// Now returns the time of the step between runs (every partition's clock).
+func (e *Env) Now() sim.Time {
+	if e.World != nil {
+		return e.World.Now()
+	}
+	return e.Sim.Now()
 }
 
 // Config is what a workload reads of the replay options.
@@ -70,17 +114,49 @@ type Config struct {
 
 // Phase is the accounting of one dispatch or combine phase.
 type Phase struct {
-	Name      string
-	Start     sim.Time
-	Left      []int      // per rank: receiver groups not yet done
-	Done      []sim.Time // per rank: when its last receiver finished
-	RanksLeft int
-	Msgs      int64
-	Sigs      int64
-	RDMABytes int64
-	BWBytes   []int64    // per rank: DeepEP bandwidth numerator
-	Last      []Seen     // per rank: the signal its receivers saw last
-	NCCL      *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
+	Name  string
+	Start sim.Time
+	Left  []int      // per rank: receiver groups not yet done
+	Done  []sim.Time // per rank: when its last receiver finished
+	// Sent is, per rank, what its code sent in the phase (Count).
+	Sent    []Counts
+	BWBytes []int64    // per rank: DeepEP bandwidth numerator
+	Last    []Seen     // per rank: the signal its receivers saw last
+	NCCL    *NCCLFacts // the NCCL baseline's paths (nil for GIN workloads)
+
+	// left is, per partition, the ranks whose receivers still run;
+	// running is set from Begin until the World's run is stopped.
+	left    []int
+	running bool
+}
+
+// Counts are the messages, signals and RDMA payload bytes a rank sent.
+type Counts struct {
+	Msgs, Sigs, RDMABytes int64
+}
+
+// Count returns rank r's counts of the phase, for r's code to add to.
+func (ph *Phase) Count(r int) *Counts { return &ph.Sent[r] }
+
+// Sum returns the phase's counts over every rank.
+func (ph *Phase) Sum() Counts {
+	var c Counts
+	for _, x := range ph.Sent {
+		c.Msgs += x.Msgs
+		c.Sigs += x.Sigs
+		c.RDMABytes += x.RDMABytes
+	}
+	return c
+}
+
+// RanksLeft returns the number of ranks whose receivers have not all
+// finished.
+func (ph *Phase) RanksLeft() int {
+	n := 0
+	for _, l := range ph.left {
+		n += l
+	}
+	return n
 }
 
 // Seen is a signal a receiver saw: who sent it and the GIN operation
@@ -100,21 +176,22 @@ type Seen struct {
 // of reg, sent by rank from: the op that last changed it, by the step's
 // bus.
 func (e *Env) Saw(from, to int, reg *mem.Region, off uint64) Seen {
-	s := Seen{Valid: true, From: from, To: to, At: e.Sim.Now()}
-	if e.Obs != nil {
-		s.Op = e.Obs.LastOp(reg.Name(), off)
+	s := Seen{Valid: true, From: from, To: to, At: e.SimOf(to).Now()}
+	if b := e.ObsOf(to); b != nil {
+		s.Op = b.LastOp(reg.Name(), off)
 	}
 	return s
 }
 
 func (e *Env) Begin(ph *Phase, name string, receivers []int) {
 	ep := e.Step.EP
-	*ph = Phase{Name: name, Start: e.Sim.Now(), Left: receivers, Done: make([]sim.Time, ep), RanksLeft: ep,
-		BWBytes: make([]int64, ep), Last: make([]Seen, ep)}
+	*ph = Phase{Name: name, Start: e.Now(), Left: receivers, Done: make([]sim.Time, ep), Sent: make([]Counts, ep),
+		BWBytes: make([]int64, ep), Last: make([]Seen, ep), left: make([]int, e.parts), running: true}
 	for r, n := range receivers {
 		if n == 0 {
 			ph.Done[r] = ph.Start
-			ph.RanksLeft--
+		} else {
+			ph.left[e.sims[r].Part()]++
 		}
 	}
 	e.Ph = ph
@@ -134,7 +211,8 @@ func (e *Env) BeginOne(ph *Phase, name string) {
 // signal it waited for last (may be invalid).
 func (e *Env) ReceiverDone(r int, seen Seen) {
 	ph := e.Ph
-	now := e.Sim.Now()
+	s := e.sims[r]
+	now := s.Now()
 	e.NoteLast(r, seen)
 	ph.Left[r]--
 	if ph.Left[r] < 0 {
@@ -142,29 +220,37 @@ func (e *Env) ReceiverDone(r int, seen Seen) {
 	}
 	if ph.Left[r] == 0 {
 		ph.Done[r] = now
-		ph.RanksLeft--
-		if ph.RanksLeft == 0 {
-			e.Sim.Stop()
+		p := s.Part()
+		ph.left[p]--
+		if ph.left[p] == 0 && e.World == nil {
+			s.Stop() // a lone Sim stops at once; a World at the window's end (NewEnv)
 		}
 	}
 }
 
 // Run runs the simulation until every rank's receivers are done.
 func (e *Env) Run() error {
-	err := e.Sim.Run()
+	var err error
+	var blocked func() []*sim.Proc
+	if e.World != nil {
+		err, blocked = e.World.Run(), e.World.Blocked
+	} else {
+		err, blocked = e.Sim.Run(), e.Sim.Blocked
+	}
+	e.Ph.running = false
 	if err != nil {
 		return fmt.Errorf("workload: %s: %w", e.Ph.Name, err)
 	}
-	if e.Ph.RanksLeft > 0 {
+	if left := e.Ph.RanksLeft(); left > 0 {
 		var b strings.Builder
-		for i, p := range e.Sim.Blocked() {
+		for i, p := range blocked() {
 			if i == 8 {
 				fmt.Fprintf(&b, "; ...")
 				break
 			}
 			fmt.Fprintf(&b, "; %v", p)
 		}
-		return fmt.Errorf("workload: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Sim.Now(), e.Ph.RanksLeft, b.String())
+		return fmt.Errorf("workload: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Now(), left, b.String())
 	}
 	return nil
 }
@@ -192,7 +278,8 @@ func (ph *Phase) Slowest() int {
 // Result turns the phase into its report; the caller fills its critical
 // path (Breakdown, Critical) from the step's observation.
 func (e *Env) Result(ph *Phase) PhaseReport {
-	pr := PhaseReport{Messages: ph.Msgs, Signals: ph.Sigs, RDMABytes: ph.RDMABytes, NCCL: ph.NCCL}
+	c := ph.Sum()
+	pr := PhaseReport{Messages: c.Msgs, Signals: c.Sigs, RDMABytes: c.RDMABytes, NCCL: ph.NCCL}
 	end := ph.End()
 	t := end.Sub(ph.Start)
 	pr.US = round3(t.Us())

@@ -90,7 +90,7 @@ func (w *Workload) launchCombine(r, c int) {
 		launch(g, name+"receiver"+strconv.Itoa(wi), 32, newCombReceiver(w, r, c, wi, nr, lo, hi))
 	}
 	w.launchCredits(g, name+"recv-coordinator", "ht combine receiver coordinator", r, c, N+me, &w.cch[2*(r*w.C+c)+1], nr,
-		w.cc.RDMASend, w.ctl[r][c], ctlCRecvProg*8, &e.Comb, &w.st.CombCredits)
+		w.cc.RDMASend, w.ctl[r][c], ctlCRecvProg*8, &e.Comb, &w.rst[r].CombCredits)
 }
 
 // combSender is the NVLink sender warp of combine channel c on rank r to
@@ -324,7 +324,7 @@ func newCombForwarder(w *Workload, r, c, s, kw int) *combForwarder {
 	m.tailOK = func(v uint64) bool { return int(v) >= int(m.need) }
 	m.put = chunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: me, dst: s, id: w.N + me,
 		slots: w.cc.RDMARecv, send: w.cSend[c/workload.CtxsPerComm], recv: w.cRecv[c/workload.CtxsPerComm], rec: w.recC,
-		ph: &w.e.Comb, firstPut: w.st.FirstPut[1], chunks: &w.st.CombChunks, tails: &w.st.CombTails}
+		ph: &w.e.Comb, firstPut: w.st.FirstPut[1], chunks: &w.rst[r].CombChunks, tails: &w.rst[r].CombTails}
 	return m
 }
 
@@ -363,7 +363,7 @@ func (m *combForwarder) Handle(*sim.Sim, uint64) {
 			m.put.slot, m.put.k = slot, m.k
 			m.pc = cfChunk
 			if need := uint64(m.sent + m.k - W); m.sent+m.k > W && m.creg.Load64(m.coff)-m.co < need {
-				w.st.CreditWaits++
+				w.rst[m.r].CreditWaits++
 				m.need = need
 				t.WaitWordThen(m.creg, m.coff, "ht combine credit", m.credited, m, 0)
 				return

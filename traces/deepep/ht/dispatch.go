@@ -63,7 +63,7 @@ func (w *Workload) launchDispatch(r, c int) {
 		launch(g, name+"forwarder"+strconv.Itoa(p), 32, newDispForwarder(w, r, c, p))
 	}
 	w.launchCredits(g, name+"forward-coordinator", "ht forward coordinator", r, c, me, &w.dch[r*w.C+c], G, w.dc.RDMASend,
-		w.ctl[r][c], ctlFwdProg*8, &e.Disp, &w.st.DispCredits)
+		w.ctl[r][c], ctlFwdProg*8, &e.Disp, &w.rst[r].DispCredits)
 	for f := range G {
 		n := 0 // the records forwarder f sends us
 		for s := range N {
@@ -155,7 +155,7 @@ func (m *dispSender) Handle(*sim.Sim, uint64) {
 				m.need = uint64(m.cnt[d] - W + 1)
 				reg, off, o := w.sigWord(m.r, m.c, d, true)
 				if reg.Load64(off)-o < m.need {
-					w.st.CreditWaits++
+					w.rst[m.r].CreditWaits++
 					m.o = o
 					t.WaitWordThen(reg, off, "ht dispatch credit", m.credited, m, 0)
 					return
@@ -229,7 +229,7 @@ func newDispCoord(w *Workload, r, c int) *dispCoord {
 	m.changed = func(v uint64) bool { return v != m.seen }
 	m.put = chunkPut{w: w, dc: w.dataComms[c/workload.CtxsPerComm], r: r, c: c, me: m.me, id: m.me, slots: w.dc.RDMARecv,
 		send: w.dSend[c/workload.CtxsPerComm], recv: w.dRecv[c/workload.CtxsPerComm], rec: w.recD, ph: &w.e.Disp,
-		firstPut: w.st.FirstPut[0], chunks: &w.st.DispChunks, tails: &w.st.DispTails}
+		firstPut: w.st.FirstPut[0], chunks: &w.rst[r].DispChunks, tails: &w.rst[r].DispTails}
 	return m
 }
 

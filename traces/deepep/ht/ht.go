@@ -82,7 +82,20 @@ func chunks(nvlSend, nvlRecv, rdmaSend, rdmaRecv int) workload.HTChunks {
 
 // Stats returns what the kernels sent so far; tests compare it with the
 // routing.
-func (w *Workload) Stats() Stats { return w.st }
+func (w *Workload) Stats() Stats {
+	s := w.st
+	for _, x := range w.rst {
+		s.DispChunks += x.DispChunks
+		s.DispTails += x.DispTails
+		s.DispCredits += x.DispCredits
+		s.CombChunks += x.CombChunks
+		s.CombTails += x.CombTails
+		s.CombCredits += x.CombCredits
+		s.LocalChunks += x.LocalChunks
+		s.CreditWaits += x.CreditWaits
+	}
+	return s
+}
 
 // fillChunks returns c with zero fields taken from def, or an error.
 func fillChunks(c, def workload.HTChunks, what string) (workload.HTChunks, error) {
@@ -145,7 +158,8 @@ type Workload struct {
 	sms  [][]gpu.SMPorts // [rank][sm]
 
 	hbmLat, l2Lat, poll sim.Duration
-	st                  Stats
+	st                  Stats   // the counts the obs stream feeds (Packets, CrossRail), FirstPut
+	rst                 []Stats // per rank: what its warps sent
 
 	dch, cch []chanState     // per (rank, channel): shared-memory state
 	fwdPath  []workload.Seen // per (forwarder rank, channel, peer): last RDMA tail behind its NVLink tail
@@ -232,6 +246,7 @@ func (w *Workload) Setup() error {
 		return fmt.Errorf("ht: combine chunking %+v: %d NVLink slots per source node (NVLRecv / %d nodes) hold less than one NVLSend chunk",
 			w.cc, w.subC, w.N)
 	}
+	w.rst = make([]Stats, st.EP)
 	for i := range w.st.FirstPut {
 		w.st.FirstPut[i] = make([]sim.Time, st.EP)
 	}

@@ -172,15 +172,16 @@ func (m *chunkPut) Handle(s *sim.Sim, _ uint64) {
 		m.pc = putLocalAdded
 		t.AtomicAdd64Then(reg, off, uint64(m.k), gpu.ScopeDevice, m, 0)
 	case putLocalAdded:
-		w.st.LocalChunks++
+		w.rst[m.r].LocalChunks++
 		m.h.Handle(s, 0)
 	case putPut:
 		m.pc = putSignalled
 		m.gn.SignalThen(m, 0, m.dc.World(m.r), m.peer, gin.SignalAdd{Signal: m.id, Value: uint64(m.k)})
 	case putSignalled:
-		m.ph.Msgs++
-		m.ph.Sigs++
-		m.ph.RDMABytes += int64(uint64(m.k) * m.rec)
+		n := m.ph.Count(m.r)
+		n.Msgs++
+		n.Sigs++
+		n.RDMABytes += int64(uint64(m.k) * m.rec)
 		*m.chunks++
 		*m.tails++
 		m.h.Handle(s, 0)
@@ -338,7 +339,7 @@ func (cr *credits) give(t *gpu.Group, s, last, v int, h sim.Handler) {
 // Handle implements sim.Handler: the credit signal is issued (a signal
 // still issuing when the run ends is not counted).
 func (cr *credits) Handle(s *sim.Sim, _ uint64) {
-	cr.ph.Sigs++
+	cr.ph.Count(cr.r).Sigs++
 	*cr.count++
 	cr.next.Handle(s, 0)
 }

@@ -199,7 +199,7 @@ func (w *Workload) dispatchTo(r, x int, slot uint64) (dst, le int, off uint64) {
 	st, ph := w.e.Step, &w.e.Disp
 	dst, le = st.Home[x], st.LocalIdx[x]
 	off = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(r))*uint64(st.MaxTokens) + slot) * w.msg
-	ph.Msgs++
+	ph.Count(r).Msgs++
 	if w.agg {
 		// NCCL EP's ep_bench counts the 2H BF16 payload per valid
 		// selection, no header (contrib/nccl_ep/ep_bench.cu:1917-1938;
@@ -235,7 +235,7 @@ func (w *Workload) sendThen(t *gpu.Group, gc *ginCache, h sim.Handler, r, le, ds
 		t.CopyThen(recv.Region(dst), off, nil, sim.Bytes(n), w.copyRate(ph), h, 0)
 	default:
 		gn, dc := gc.get(w, t, r, le)
-		ph.RDMABytes += int64(n)
+		ph.Count(r).RDMABytes += int64(n)
 		gn.PutThen(h, 0, dc.World(r), dst, recv, off, send, src, n, nil, nil, w.opts()...)
 	}
 }
@@ -412,7 +412,7 @@ func (m *countSender) issued(v uint64) bool { return v >= m.n }
 // continues the machine h of group t (handle cache gc) when it is issued.
 func sendSignal(w *Workload, t *gpu.Group, gc *ginCache, h sim.Handler, r, dst, le, id int, v uint64, ph *workload.Phase) {
 	e := w.e
-	ph.Sigs++
+	ph.Count(r).Sigs++
 	gn, dc := gc.get(w, t, r, le)
 	switch {
 	case dst == r:
@@ -446,6 +446,9 @@ func (w *Workload) Combine() {
 	e, st := w.e, w.e.Step
 	e.BeginOne(&e.Comb, "combine") // the reducer, after every flag
 	for r := range st.EP {
+		// Every selection of r comes back to it as one message
+		// (combineAt): counted here, where r's numerator is r's own.
+		e.Comb.BWBytes[r] = st.Selections[r] * int64(w.comb)
 		w.launchCombine(r)
 	}
 }
@@ -483,14 +486,14 @@ func (w *Workload) launchCombine(r int) {
 
 // combineAt returns the offsets of the j-th token (token tok of rank dst)
 // that rank r's local expert le returns: in dst's receive buffer and in
-// r's send buffer; and counts the message.
+// r's send buffer; and counts the message (its bandwidth bytes are the
+// receiver's, set by Combine).
 func (w *Workload) combineAt(r, le, dst, j, tok int) (off, src uint64) {
 	st, ph := w.e.Step, &w.e.Comb
 	T := uint64(st.MaxTokens)
 	off = ((uint64(r)*workload.CtxsPerComm+uint64(le%workload.CtxsPerComm))*T + uint64(tok)) * w.comb
 	src = ((uint64(le%workload.CtxsPerComm)*uint64(st.EP)+uint64(dst))*T + uint64(j)) * w.comb
-	ph.Msgs++
-	ph.BWBytes[dst] += int64(w.comb)
+	ph.Count(r).Msgs++
 	return off, src
 }
 

@@ -94,7 +94,7 @@ func (m *dispWarp) store(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	off := (uint64(r)*uint64(e.Step.MaxTokens) + m.slots[i]) * uint64(w.rec)
 	if d == r {
 		m.stored = max(m.stored, w.write(th, r, m.sm, w.rec, th.GPU().Config().StoreLatency))
-		h.Handle(e.Sim, arg)
+		h.Handle(e.SimOf(r), arg)
 		return
 	}
 	at := th.NVLinkWriteThen(e.M.Ranks[d].Local, w.dWin.Region(d), off, nil, sim.Bytes(w.rec), h, arg)
@@ -109,7 +109,7 @@ func (m *dispWarp) put(th *gpu.Group, j int, h sim.Handler, arg uint64) {
 	i := m.remote[j]
 	d := m.dsts[i]
 	off := (uint64(r)*uint64(T) + m.slots[i]) * uint64(rec)
-	e.Disp.RDMABytes += int64(rec)
+	e.Disp.Count(r).RDMABytes += int64(rec)
 	w.dc.GinShared(th, r, m.qp, m.sharing).PutThen(h, arg, w.dc.World(r), d, w.dWin, off, w.dWin,
 		(uint64(R)*uint64(T)+uint64(m.tok))*uint64(rec), uint64(rec), nil, nil)
 }
@@ -153,7 +153,7 @@ func (m *dispWarp) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case dLocal:
-			e.Disp.Msgs += int64(len(m.dsts))
+			e.Disp.Count(r).Msgs += int64(len(m.dsts))
 			// TMA store into the send buffer (RDMA source).
 			m.sent = 0
 			if !w.nvlScale {
@@ -264,7 +264,7 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 				return
 			}
 		case cSend:
-			e.Comb.Msgs++
+			e.Comb.Count(r).Msgs++
 			m.pc = cRecord
 			switch {
 			case rc.src == r:
@@ -284,7 +284,7 @@ func (m *combWarp) Handle(*sim.Sim, uint64) {
 		case cPut:
 			m.pc = cRecord
 			send := (uint64(R)*uint64(T) + uint64(rc.src)*uint64(T) + uint64(rc.tok)) * uint64(crec)
-			e.Comb.RDMABytes += int64(crec)
+			e.Comb.Count(r).RDMABytes += int64(crec)
 			w.dc.GinShared(t, r, m.qp, m.sharing).PutThen(m, 0, w.dc.World(r), rc.src, w.cWin, off, w.cWin, send,
 				uint64(crec), nil, nil)
 			return

@@ -119,11 +119,23 @@ type Hybrid struct {
 	nvlEp  []uint64             // per rank: NVLink barriers passed
 	live   []int                // per rank: combine groups still running
 	reduce []sim.Duration       // per rank: the source's reduction of the combine records
-	st     HybridStats
+	st     HybridStats          // per rank arrays, and the NIC view the obs stream feeds
+	rst    []HybridStats        // per rank: the scalar counts of its warps
 }
 
 // Stats returns what the hybrid kernels sent so far.
-func (w *Hybrid) Stats() HybridStats { return w.st }
+func (w *Hybrid) Stats() HybridStats {
+	s := w.st
+	for _, x := range w.rst {
+		s.DPuts += x.DPuts
+		s.DTails += x.DTails
+		s.DLocalTails += x.DLocalTails
+		s.CPuts += x.CPuts
+		s.CFinish += x.CFinish
+		s.CLast += x.CLast
+	}
+	return s
+}
 
 // NewHybrid returns DeepEP V2's hybrid kernels on e.
 func NewHybrid(e *workload.Env) *Hybrid { return &Hybrid{Direct: NewDirect(e)} }
@@ -237,6 +249,7 @@ func (w *Hybrid) Setup() error {
 	w.nvlEp = make([]uint64, R)
 	w.live = make([]int, R)
 	w.reduce = make([]sim.Duration, R)
+	w.rst = make([]HybridStats, R)
 	w.st.Fwd, w.st.Back = make([]int64, R*U), make([]int64, R*U)
 	w.st.WriteBytes, w.st.Atomics = make([]int64, R), make([]int64, R)
 	w.st.Counts = make([][]uint64, R)
@@ -336,7 +349,7 @@ func (w *Hybrid) nvlBarrier(t *gpu.Group, r int) {
 // shadow.
 func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	me := r / w.U
-	ph := w.e.Ph
+	ph := w.e.Ph.Count(r)
 	t.Parallel(w.S, func(th *gpu.Group, i int) {
 		ph.Sigs++
 		if i == me {
@@ -404,7 +417,7 @@ func (w *Hybrid) launchDispatch(r int) {
 func (w *Hybrid) notify(t *gpu.Group, r, sm int) {
 	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
-	ph := e.Ph
+	ph := e.Ph.Count(r)
 	R, S, U, L, me, u := st.EP, w.S, w.U, w.L, r/w.U, r%w.U
 	nw := w.vp.NotifyWarps
 	// Warp sm·nw of the grid counts tokens sm·nw, + nw·num_sms, ...

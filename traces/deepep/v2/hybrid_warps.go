@@ -193,11 +193,11 @@ func (m *hScaleout) setJobs(kind laneJob) int {
 func (m *hScaleout) job(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg uint64) {
 	w, r, c := m.w, m.r, m.c
 	me, rec := r/w.U, w.rec
-	ph := &w.e.Disp
+	ph, ws := w.e.Disp.Count(r), &w.rst[r]
 	n := m.jobs[i]
 	if m.kind == jobPut {
 		ph.RDMABytes += int64(rec)
-		w.st.DPuts++
+		ws.DPuts++
 		gn.PutThen(h, arg, m.team, n, w.dWin, w.recvRec(me, c, m.slot[n]), w.dWin, w.sendRec(m.tok), uint64(rec), nil, nil,
 			gin.OptAggregateRequests)
 		return
@@ -209,12 +209,12 @@ func (m *hScaleout) job(th *gpu.Group, gn *gin.Gin, i int, h sim.Handler, arg ui
 	}
 	m.old[n] = m.tail[n]
 	if n == me {
-		w.st.DLocalTails++
+		ws.DLocalTails++
 		th.AtomicAdd64Then(w.ws.Region(r), w.tailOff(c, me), v, gpu.ScopeDevice, h, arg)
 		return
 	}
 	ph.Sigs++
-	w.st.DTails++
+	ws.DTails++
 	gn.SignalThen(h, arg, m.team, n, gin.VASignalAdd{Win: w.ws, Off: w.tailOff(c, me), Value: v})
 }
 
@@ -288,7 +288,7 @@ func (m *hScaleout) Handle(*sim.Sim, uint64) {
 			if next := m.tok + stride; next < T {
 				m.loaded = w.read(t, r, m.sm, w.payload, t.GPU().Config().HBMLatency)
 			}
-			w.e.Disp.Msgs += int64(bits.OnesCount64(m.mask))
+			w.e.Disp.Count(r).Msgs += int64(bits.OnesCount64(m.mask))
 			if m.runLanes(m.setJobs(jobPut), soTails) {
 				return
 			}
@@ -829,9 +829,9 @@ type hFinishSig struct {
 
 // Handle implements sim.Handler.
 func (f *hFinishSig) Handle(s *sim.Sim, _ uint64) {
-	w := f.m.w
-	w.e.Comb.Sigs++
-	w.st.CFinish++
+	w, r := f.m.w, f.m.r
+	w.e.Comb.Count(r).Sigs++
+	w.rst[r].CFinish++
 	f.h.Handle(s, f.arg)
 }
 
@@ -840,7 +840,7 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 	w, t, r, c := m.w, m.t, m.r, m.c
 	U, S, me, crec := w.U, w.S, r/w.U, w.crec
 	ws := w.ws.Region(r)
-	ph := &w.e.Comb
+	ph := w.e.Comb.Count(r)
 	for {
 		switch m.pc {
 		case cfBegin:
@@ -919,10 +919,10 @@ func (m *hCombFwd) Handle(*sim.Sim, uint64) {
 				continue
 			}
 			ph.RDMABytes += int64(crec)
-			w.st.CPuts++
+			w.rst[r].CPuts++
 			var opts []gin.OptFlags
 			if rc.last {
-				w.st.CLast++
+				w.rst[r].CLast++
 			} else {
 				opts = aggregate
 			}

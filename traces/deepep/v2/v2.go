@@ -419,7 +419,7 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 		e.NoteLast(r, e.Saw(r, r, w.nvlBar[r].R, 0))
 		return
 	}
-	ph := e.Ph
+	ph := e.Ph.Count(r)
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		ph.Sigs++
 		if i == r {
@@ -553,7 +553,7 @@ func (w *Direct) launchDispatch(r int) {
 func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	e, st := w.e, w.e.Step
 	cfg := t.GPU().Config()
-	ph := e.Ph
+	ph := e.Ph.Count(r)
 	R, L := st.EP, st.Local
 	mine := 0
 	for tok := sm; tok < st.Tokens[r]; tok += w.sms {
