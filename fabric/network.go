@@ -116,11 +116,14 @@ type netPart struct {
 	used   int32 // packets handed out from dir[chunks-1]
 	free   []int32
 	// ret[q] holds partition q's packets freed here; they go back to q's
-	// free list at the end of the window.
-	ret [][]int32
-	ids uint64
-	obs *obs.Bus // nil: not observed
-	_   [64]byte // keep partitions' hot fields on separate cache lines
+	// free list at the end of the window. retTo lists the q whose ret[q]
+	// is not empty, and from the partitions with packets for this one.
+	ret   [][]int32
+	retTo []int32
+	from  []int32
+	ids   uint64
+	obs   *obs.Bus // nil: not observed
+	_     [64]byte // keep partitions' hot fields on separate cache lines
 }
 
 // pchunk is a chunk of the packet pool: packets and their per-hop state
@@ -246,13 +249,20 @@ func (n *Network) Place(id EndpointID, part int) {
 // reclaim returns the packets freed by a partition other than their own to
 // their own free lists, in partition order (a World's window hook).
 func (n *Network) reclaim(sim.Time) {
-	for _, q := range n.parts {
-		for _, r := range n.parts {
-			if b := r.ret[q.idx]; len(b) > 0 {
-				q.free = append(q.free, b...)
-				r.ret[q.idx] = b[:0]
-			}
+	// In (owner, freeing partition) order, touching only the lists in use.
+	for _, r := range n.parts {
+		for _, q := range r.retTo {
+			n.parts[q].from = append(n.parts[q].from, r.idx)
 		}
+		r.retTo = r.retTo[:0]
+	}
+	for _, q := range n.parts {
+		for _, r := range q.from {
+			b := n.parts[r].ret[q.idx]
+			q.free = append(q.free, b...)
+			n.parts[r].ret[q.idx] = b[:0]
+		}
+		q.from = q.from[:0]
 	}
 }
 
@@ -788,6 +798,9 @@ func (n *Network) Free(p *Packet) {
 	if p.home == p.held {
 		q.free = append(q.free, p.idx)
 	} else {
+		if len(q.ret[p.home]) == 0 {
+			q.retTo = append(q.retTo, int32(p.home))
+		}
 		q.ret[p.home] = append(q.ret[p.home], p.idx)
 	}
 }
