@@ -109,7 +109,7 @@ type netPart struct {
 	s   *sim.Sim
 	idx int32
 	// dir holds the pool's chunks; a partitioned network allocates it at
-	// its final length, so that another partition reading a chunk
+	// its final length (dirBudget), so that another partition reading a chunk
 	// pointer never races with a growing slice header.
 	dir    []*pchunk
 	chunks int32 // chunks in use
@@ -205,11 +205,13 @@ type faultState struct {
 }
 
 const (
-	chunkSize  = 1024
-	chunkShift = 10
-	// partChunks is the fixed pool directory of a partition of a
-	// partitioned network: 8 Mi packets alive at once per partition.
-	partChunks = 8192
+	chunkShift = 8
+	chunkSize  = 1 << chunkShift
+	// dirBudget bounds the pool directories of a partitioned network,
+	// which are allocated at their final length: 2^20 chunk pointers
+	// (8 MiB) shared out, each partition getting between 2^10 and 2^16
+	// (256 Ki to 16 Mi packets alive at once).
+	dirBudget = 1 << 20
 )
 
 // New returns an empty network on a lone Sim.
@@ -225,7 +227,7 @@ func NewPartitioned(w *sim.World, cfg Config) *Network {
 	for i := range w.Parts() {
 		p := &netPart{s: w.Part(i), idx: int32(i)}
 		if w.Parts() > 1 {
-			p.dir = make([]*pchunk, partChunks)
+			p.dir = make([]*pchunk, min(max(dirBudget/w.Parts(), 1<<10), 1<<16))
 			p.ret = make([][]int32, w.Parts())
 		}
 		n.parts = append(n.parts, p)
