@@ -41,6 +41,35 @@
 // packet's GIN operation id, Packet.Op); PortStats counts
 // packets, bytes, drops, losses, ECN marks and the largest queue per port.
 //
+// # Partitions
+//
+// A network made by NewPartitioned runs on the partitions of a sim.World
+// (the parallel kernel; fabric/topo's BuildWorld places node n on
+// partition n % parts). Every endpoint is on one partition (Place), where
+// its NIC runs. Every port (link direction) is owned by one: a NIC's
+// transmit port by the NIC's partition; a switch port towards an endpoint
+// by that endpoint's partition, so that the last hop, with only the
+// cable's delay, stays inside it; every other switch port (uplinks, spine
+// downlinks) by partition k % parts for the k-th such port in port order,
+// which spreads them evenly. The owner of a port runs everything that
+// happens on it: queueing, ECN marking, faults, taps, drops, statistics.
+//
+// A packet's event at a switch therefore runs on the partition owning the
+// egress port it will leave the switch by, and that port is chosen by the
+// sender of the hop: routing is a pure function of the tables, the flow
+// hash and the switch's salt, so it is computed when the packet is put on
+// the link into the switch, and the hop is sent (sim.Sim.Send) to the
+// port's owner, at least Lookahead (cable plus switch latency) later.
+//
+// Each partition has its own packet pool and its own packet counter: the
+// k-th packet (from 1) made on partition q of P has ID (k-1)×P + q + 1 (a
+// lone network numbers packets 1, 2, 3, ...). A packet freed by a partition
+// other than its own returns to its pool at the end of the window. With
+// several partitions every ECN-marking port draws from its own stream,
+// s.Rand("fabric/port/FROM->TO/ecn"), instead of its switch's, since the
+// switch's ports run on different partitions. A World of one partition
+// gives a lone network's results exactly.
+//
 // # Not modelled
 //
 //   - PFC (IEEE 802.1Qbb priority flow control) is not implemented:
@@ -57,5 +86,6 @@
 //   - NIC transmit queues are unbounded: a NIC paces itself with
 //     PortFreeAt.
 //
-// Not safe for concurrent use.
+// Not safe for concurrent use, except by the partitions of a World as
+// above.
 package fabric

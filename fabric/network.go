@@ -81,8 +81,8 @@ type PortStats struct {
 //
 // A network built with NewPartitioned runs on the partitions of a
 // sim.World: every endpoint is placed on one (Place), and every port is
-// owned by one, whose events alone touch it (see Partitioned). Otherwise it
-// is not safe for concurrent use.
+// owned by one, whose events alone touch it (see the package's Partitions
+// section). Otherwise it is not safe for concurrent use.
 type Network struct {
 	parts []*netPart // one per partition; a lone network has one
 	w     *sim.World // nil: a lone network on one Sim
@@ -109,18 +109,21 @@ type netPart struct {
 	s   *sim.Sim
 	idx int32
 	// dir holds the pool's chunks; a partitioned network allocates it at
-	// its final length, so that another partition reading a chunk
+	// its final length (dirBudget), so that another partition reading a chunk
 	// pointer never races with a growing slice header.
 	dir    []*pchunk
 	chunks int32 // chunks in use
 	used   int32 // packets handed out from dir[chunks-1]
 	free   []int32
 	// ret[q] holds partition q's packets freed here; they go back to q's
-	// free list at the end of the window.
-	ret [][]int32
-	ids uint64
-	obs *obs.Bus // nil: not observed
-	_   [64]byte // keep partitions' hot fields on separate cache lines
+	// free list at the end of the window. retTo lists the q whose ret[q]
+	// is not empty, and from the partitions with packets for this one.
+	ret   [][]int32
+	retTo []int32
+	from  []int32
+	ids   uint64
+	obs   *obs.Bus // nil: not observed
+	_     [64]byte // keep partitions' hot fields on separate cache lines
 }
 
 // pchunk is a chunk of the packet pool: packets and their per-hop state
@@ -169,7 +172,7 @@ type port struct {
 	to       NodeID
 	toEp     int32 // endpoint at the far end, or -1
 	toSw     int32 // switch index of the far end, or -1
-	part     int32 // partition owning the port (Partitioned)
+	part     int32 // partition owning the port (own)
 	fromSw   bool
 	ecn      bool
 	nextCut  bool
@@ -202,11 +205,13 @@ type faultState struct {
 }
 
 const (
-	chunkSize  = 1024
-	chunkShift = 10
-	// partChunks is the fixed pool directory of a partition of a
-	// partitioned network: 8 Mi packets alive at once per partition.
-	partChunks = 8192
+	chunkShift = 8
+	chunkSize  = 1 << chunkShift
+	// dirBudget bounds the pool directories of a partitioned network,
+	// which are allocated at their final length: 2^20 chunk pointers
+	// (8 MiB) shared out, each partition getting between 2^10 and 2^16
+	// (256 Ki to 16 Mi packets alive at once).
+	dirBudget = 1 << 20
 )
 
 // New returns an empty network on a lone Sim.
@@ -215,14 +220,14 @@ func New(s *sim.Sim, cfg Config) *Network {
 }
 
 // NewPartitioned returns an empty network on the partitions of w. Every
-// endpoint starts on partition 0; Place moves it before Build. See
-// Partitioned for who owns what.
+// endpoint starts on partition 0; Place moves it before Build (see the
+// package's Partitions section for who owns what).
 func NewPartitioned(w *sim.World, cfg Config) *Network {
 	n := &Network{w: w, ipv6: cfg.IPv6}
 	for i := range w.Parts() {
 		p := &netPart{s: w.Part(i), idx: int32(i)}
 		if w.Parts() > 1 {
-			p.dir = make([]*pchunk, partChunks)
+			p.dir = make([]*pchunk, min(max(dirBudget/w.Parts(), 1<<10), 1<<16))
 			p.ret = make([][]int32, w.Parts())
 		}
 		n.parts = append(n.parts, p)
@@ -246,13 +251,20 @@ func (n *Network) Place(id EndpointID, part int) {
 // reclaim returns the packets freed by a partition other than their own to
 // their own free lists, in partition order (a World's window hook).
 func (n *Network) reclaim(sim.Time) {
-	for _, q := range n.parts {
-		for _, r := range n.parts {
-			if b := r.ret[q.idx]; len(b) > 0 {
-				q.free = append(q.free, b...)
-				r.ret[q.idx] = b[:0]
-			}
+	// In (owner, freeing partition) order, touching only the lists in use.
+	for _, r := range n.parts {
+		for _, q := range r.retTo {
+			n.parts[q].from = append(n.parts[q].from, r.idx)
 		}
+		r.retTo = r.retTo[:0]
+	}
+	for _, q := range n.parts {
+		for _, r := range q.from {
+			b := n.parts[r].ret[q.idx]
+			q.free = append(q.free, b...)
+			n.parts[r].ret[q.idx] = b[:0]
+		}
+		q.from = q.from[:0]
 	}
 }
 
@@ -451,7 +463,7 @@ func (n *Network) Build() error {
 	return nil
 }
 
-// own assigns every port its partition (see Partitioned) and, on several
+// own assigns every port its partition (doc.go, Partitions) and, on several
 // partitions, gives every ECN-marking port its own random stream.
 func (n *Network) own() error {
 	k := 0
@@ -788,6 +800,9 @@ func (n *Network) Free(p *Packet) {
 	if p.home == p.held {
 		q.free = append(q.free, p.idx)
 	} else {
+		if len(q.ret[p.home]) == 0 {
+			q.retTo = append(q.retTo, int32(p.home))
+		}
 		q.ret[p.home] = append(q.ret[p.home], p.idx)
 	}
 }

@@ -108,6 +108,8 @@ type Sim struct {
 	w       *World
 	part    int
 	out     [2][][]msg // by window parity, then destination partition
+	dsts    []int32    // destinations whose box of this window's parity is not empty, in first-send order
+	srcs    []int32    // senders with a box for this partition, in partition order (set between windows)
 	sentMin Time       // earliest event sent across partitions this window
 	stopReq bool       // Stop was called: the World stops after the window
 }

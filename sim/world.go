@@ -188,6 +188,9 @@ func (s *Sim) Send(dst *Sim, at Time, h Handler, arg uint64) {
 			s.part, s.now, dst.part, at, w.la, h, arg))
 	}
 	o := &s.out[w.window&1][dst.part]
+	if len(*o) == 0 {
+		s.dsts = append(s.dsts, int32(dst.part))
+	}
 	*o = append(*o, msg{at: at, h: h, arg: arg})
 	if at < s.sentMin {
 		s.sentMin = at
@@ -223,6 +226,15 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
+		// Tell every partition which senders have events for it (sent
+		// since the last window began), in sending-partition order,
+		// touching only the boxes in use.
+		for _, s := range w.parts {
+			for _, d := range s.dsts {
+				w.parts[d].srcs = append(w.parts[d].srcs, int32(s.part))
+			}
+			s.dsts = s.dsts[:0]
+		}
 		before := w.Fired()
 		if w.lastFired < w.serialBelow {
 			// A sparse stretch (a straggler's timeout, a tail): waking
@@ -265,14 +277,15 @@ func (w *World) Run() error {
 func (w *World) runPart(i int) {
 	s := w.parts[i]
 	prev := (w.window - 1) & 1
-	for _, src := range w.parts {
-		box := &src.out[prev][i]
+	for _, j := range s.srcs {
+		box := &w.parts[j].out[prev][i]
 		for _, m := range *box {
 			s.Post(m.at, m.h, m.arg)
 		}
 		clear(*box) // drop handler references
 		*box = (*box)[:0]
 	}
+	s.srcs = s.srcs[:0]
 	s.sentMin = MaxTime
 	limit := w.end - 1
 	if err := s.runWindow(limit); err != nil && s.failErr == nil {

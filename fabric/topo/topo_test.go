@@ -142,3 +142,49 @@ switch:
 		t.Fatalf("built %d endpoints, %d switches, spec %+v", c.Net.Endpoints(), c.Net.Switches(), c.Spec)
 	}
 }
+
+// TestBuildWorld checks a cluster built over a World's partitions: node n
+// and its NIC ports on partition n % parts, Spec.Lookahead equal to the
+// built network's, and a World whose lookahead is too long refused.
+func TestBuildWorld(t *testing.T) {
+	for _, spec := range []Spec{
+		{Kind: KindRail, Nodes: 6, GPUsPerNode: 2, Spines: 2},
+		{Kind: KindFatTree, K: 4, Nodes: 16, GPUsPerNode: 1, HostPropNs: 1000, FabricPropNs: 1000},
+		{Kind: KindSingle, Nodes: 3, GPUsPerNode: 2, HostPropNs: 20},
+	} {
+		w := sim.NewWorld(sim.Config{}, 4, spec.Lookahead())
+		c, err := BuildWorld(w, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if la, ok := c.Net.Lookahead(); !ok || la != spec.Lookahead() {
+			t.Errorf("%s: network lookahead %v, Spec.Lookahead %v", spec.Kind, la, spec.Lookahead())
+		}
+		if c.Net.World() != w || c.Net.Parts() != 4 {
+			t.Fatalf("%s: network on %d partitions", spec.Kind, c.Net.Parts())
+		}
+		for node := range c.Nodes() {
+			if c.Sim(node) != w.Part(node%4) {
+				t.Errorf("%s: node %d on partition %d", spec.Kind, node, c.Sim(node).Part())
+			}
+			for nic := range c.NICsPerNode() {
+				ep := c.Endpoint(node, nic)
+				if c.Net.SimOf(ep) != c.Sim(node) || c.Net.PortPart(c.Net.EndpointPort(ep)) != node%4 {
+					t.Errorf("%s: endpoint %d of node %d on partition %d", spec.Kind, ep, node, c.Net.PartOf(ep))
+				}
+			}
+		}
+		long := sim.NewWorld(sim.Config{}, 4, spec.Lookahead()+1)
+		if _, err := BuildWorld(long, spec); err == nil || !strings.Contains(err.Error(), "lookahead") {
+			t.Errorf("%s: a world with a lookahead 1 ps too long: %v", spec.Kind, err)
+		}
+	}
+	s := sim.New(sim.Config{})
+	c, err := Build(s, Spec{Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sim(1) != s || c.Net.SimOf(3) != s || c.Net.World() != nil || c.Net.Parts() != 1 {
+		t.Error("a cluster on one Sim does not run on it")
+	}
+}

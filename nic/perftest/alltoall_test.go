@@ -161,3 +161,33 @@ func TestAlltoallWorkersDoNotChangeTheRun(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAllToAllKernels runs a 64-host, 64 KiB-per-pair all-to-all on
+// a k=8 fat tree (100 Gb/s, 1 us links) on the sequential kernel and on
+// Worlds of 1, 2 and 64 partitions (one per host), with 1 worker and with
+// every core, side by side.
+func BenchmarkAllToAllKernels(b *testing.B) {
+	spec := topo.Spec{Kind: topo.KindFatTree, Nodes: 64, GPUsPerNode: 1, LinkGbps: 100, HostPropNs: 1000, FabricPropNs: 1000}
+	for _, c := range []struct {
+		name           string
+		parts, workers int
+	}{{"lone", 0, 0}, {"parts1", 1, 1}, {"parts2", 2, 1}, {"parts2-all", 2, -1}, {"parts64", 64, 1}, {"parts64-all", 64, -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			o := AllToAllOptions{Topo: spec, Bytes: 64 << 10, Seed: 1, Parts: c.parts}
+			if c.workers != 0 {
+				p := par.NewPool(max(c.workers, 0))
+				defer p.Close()
+				o.Exec = p.Exec
+			}
+			var ev uint64
+			for b.Loop() {
+				r, err := AllToAll(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ev += r.Events
+			}
+			b.ReportMetric(float64(ev)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
