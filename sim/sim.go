@@ -111,6 +111,7 @@ type Sim struct {
 	dsts    []int32    // destinations whose box of this window's parity is not empty, in first-send order
 	srcs    []int32    // senders with a box for this partition, in partition order (set between windows)
 	sentMin Time       // earliest event sent across partitions this window
+	next    Time       // earliest pending event, as of the end of the last window
 	stopReq bool       // Stop was called: the World stops after the window
 }
 

@@ -209,13 +209,14 @@ func (s *Sim) World() *World { return s.w }
 func (w *World) Run() error {
 	for _, s := range w.parts {
 		s.stopped, s.stopReq = false, false
+		s.next = s.nextAt() // events may have been scheduled since
 	}
 	for {
 		// The earliest pending event: in a queue, or sent in the last
 		// window and not yet delivered.
 		t := MaxTime
 		for _, s := range w.parts {
-			t = min(t, s.sentMin, s.nextAt())
+			t = min(t, s.sentMin, s.next)
 		}
 		if t == MaxTime {
 			w.align(w.maxNow())
@@ -245,6 +246,12 @@ func (w *World) Run() error {
 		}
 		for _, f := range w.hooks {
 			f(w.end)
+		}
+		if len(w.hooks) > 0 {
+			// A hook may have scheduled events.
+			for _, s := range w.parts {
+				s.next = s.nextAt()
+			}
 		}
 		var stop bool
 		var err error
@@ -291,6 +298,8 @@ func (w *World) runPart(i int) {
 	if err := s.runWindow(limit); err != nil && s.failErr == nil {
 		s.failErr = err
 	}
+	s.next = s.nextAt() // here, on the partition's worker, not after the barrier
+
 }
 
 // nextAt returns the time of s's earliest pending event, or MaxTime.
