@@ -233,7 +233,7 @@ func fileCalCase(c fileCase, spec machine.Spec, tr *traces.Trace) calCase {
 	}
 	return calCase{c.Name, what, func(seed uint64) ([]calRow, error) {
 		rep, err := replay.Run(tr, spec, replay.Options{Mode: c.Mode, Backend: c.Backend, NVLink: c.NVLink, RDMAOnly: c.RDMAOnly, Seed: seed,
-			Layers: c.Layers, Backends: ginBackends})
+			Layers: c.Layers, Backends: ginBackends, Sequential: true})
 		if err != nil {
 			return nil, err
 		}

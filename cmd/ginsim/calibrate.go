@@ -153,7 +153,7 @@ func calReplay(tr *traces.Trace, preset, mode string, seed uint64) (*replay.Repo
 	// --disable-nvlink on one node): LL runs RDMA only, not its library's
 	// default NVLink path. HT has one path.
 	return replay.Run(tr, spec, replay.Options{Mode: mode, Backend: replay.BackendGDAKI, RDMAOnly: mode == replay.ModeLL,
-		Seed: seed, Layers: 1, Backends: ginBackends})
+		Seed: seed, Layers: 1, Backends: ginBackends, Sequential: true})
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

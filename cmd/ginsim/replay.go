@@ -38,6 +38,7 @@ type replayFlags struct {
 	seed                   uint64
 	layers, jobs, seeds    int
 	workers                int
+	sequential             bool
 	timeline, pcap, plot   string
 	plotBreakdown          string
 	pcapRanks              []int
@@ -105,7 +106,8 @@ Output files are written only when the run succeeds.`,
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
 	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
 	fl.IntVar(&f.jobs, "jobs", 0, "replay up to N steps at once, each on its own machine and core; results do not depend on it, memory grows with it (0: GOMAXPROCS; --pcap: 1)")
-	fl.IntVar(&f.workers, "workers", 0, "run each step's nodes on N goroutines, window by window; results do not depend on it (0: all cores, shared among the --jobs steps running at once)")
+	fl.IntVar(&f.workers, "workers", 0, "run each step's nodes (one partition each) on N goroutines, window by window; the outputs do not depend on it (0: all cores, shared among the --jobs steps running at once)")
+	fl.BoolVar(&f.sequential, "sequential", false, "run each step on one event loop, the sequential reference kernel, instead of one partition per node (--workers does not apply)")
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")
@@ -268,7 +270,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}
 	}
 	opt := replay.Options{Mode: f.mode, Backend: f.backend, NVLink: f.nvlink, RDMAOnly: f.rdmaOnly, SMs: f.sms, QPsPerRank: f.qps, Seed: f.seed,
-		Layers: f.layers, Jobs: jobs, Workers: f.workers, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check, Tune: tune,
+		Layers: f.layers, Jobs: jobs, Workers: f.workers, Sequential: f.sequential, TraceName: name, ClusterName: spec.Name, Backends: backends, Check: f.check, Tune: tune,
 		UtilEvery: utilEvery, TimelineDetail: f.timelineDetail}
 
 	// Output files go to temporaries renamed on success.

@@ -22,10 +22,15 @@ type stepObs struct {
 	trk *critpath.Tracker
 }
 
-func newStepObs(m *machine.Machine) *stepObs {
+func newStepObs(m *machine.Machine, w *sim.World) *stepObs {
 	trk := critpath.NewTracker()
 	trk.Signals = true // a receiver waits on signals: data-only puts are never its op
 	so := &stepObs{bus: obs.NewBus(trk), trk: trk}
+	if w != nil {
+		// One bus per partition, merged after every window: the tracker
+		// and every other subscriber see one stream.
+		so.bus = obs.Split(w, trk)
+	}
 	m.SetObserver(so.bus)
 	return so
 }

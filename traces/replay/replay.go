@@ -104,6 +104,14 @@ type Options struct {
 	// shared among the steps Jobs runs at once; at least one each). The
 	// report, timeline and plots do not depend on it.
 	Workers int
+	// Sequential runs every step on one lone Sim, the sequential kernel
+	// that is the reference, instead of a World of one partition per
+	// node (Workers does not apply). Its outputs differ from the World's
+	// only where several events fall on one instant in different nodes
+	// and in when a phase ends: a lone Sim stops at its last receiver, a
+	// World at the end of that window (at most the fabric's lookahead
+	// later), where the next phase starts.
+	Sequential bool
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
 	Backends func() map[gin.Type]gin.Backend
@@ -457,7 +465,9 @@ type stepOut struct {
 func runSteps(tr *traces.Trace, spec machine.Spec, nodes, hidden int, steps [][2]int, opt *Options) ([]stepOut, error) {
 	jobs := opt.Jobs
 	if opt.Pcap != nil {
-		jobs = 1 // packets are written as they cross the ports
+		// Packets are written as they cross the ports: one step at a
+		// time, its partitions in order (on one goroutine).
+		jobs, opt.Workers = 1, 1
 	}
 	if opt.Workers == 0 {
 		opt.Workers = max(1, runtime.GOMAXPROCS(0)/max(1, min(jobs, len(steps))))
@@ -484,10 +494,15 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err != nil {
 		return stepOut{}, err
 	}
-	s := sim.New(sim.Config{Seed: opt.Seed})
-	m, err := machine.BuildTuned(s, spec, nodes, opt.Tune)
+	s, m, w, err := newMachine(spec, nodes, opt)
 	if err != nil {
 		return stepOut{}, err
+	}
+	if w != nil {
+		pool := par.NewPool(opt.Workers)
+		defer pool.Close()
+		w.SetExec(pool.Exec)
+		w.SetSerialBelow(serialBelow)
 	}
 	p := workload.DefaultParams()
 	if opt.Params != nil {
@@ -498,7 +513,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink}
 	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
-	so := newStepObs(m)
+	so := newStepObs(m, w)
 	e.Obs = so.bus
 	snap := &snapshotter{m: m}
 	var chk *stepChecker
@@ -531,52 +546,56 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err := installTaps(e, opt); err != nil {
 		return stepOut{}, err
 	}
-	var w Workload
+	var wl Workload
 	switch opt.kernel {
 	case ModeLL:
 		if opt.Backend == BackendNCCL {
-			w = ncclbase.New(e)
+			wl = ncclbase.New(e)
 		} else {
-			w = ll.New(e, false)
+			wl = ll.New(e, false)
 		}
 	case ModeV2Direct:
 		d := v2.NewDirect(e)
 		d.SMs = opt.SMs
-		w = d
+		wl = d
 	case ModeV2Hybrid:
 		h := v2.NewHybrid(e)
 		h.SMs = opt.SMs
-		w = h
+		wl = h
 	case ModeNCCLEP:
 		l := ll.New(e, true)
 		l.MaxSMs = opt.SMs
-		w = l
+		wl = l
 	case ModeHT:
-		w = ht.New(e)
+		wl = ht.New(e)
 	}
-	if err := w.Setup(); err != nil {
+	if err := wl.Setup(); err != nil {
 		return stepOut{}, err
 	}
 	if opt.Observe != nil {
-		opt.Observe(w)
+		opt.Observe(wl)
 	}
 	s0 := snap.take()
-	w.Dispatch()
+	wl.Dispatch()
 	var util *utilSampler
 	if opt.Timeline != nil && opt.UtilEvery > 0 {
 		util = newUtilSampler(s, snap, opt.UtilEvery)
 	}
+	pending := s.Pending
+	if w != nil {
+		pending = w.Pending
+	}
 	if err := e.Run(); err != nil {
-		return stepOut{}, chk.failed(err, s.Pending() == 0)
+		return stepOut{}, chk.failed(err, pending() == 0)
 	}
 	s1 := snap.take()
 	d := s1.Since(s0)
 	ids := m.PortIDs()
 	dc := criticalOf(e, &e.Disp, so.trk, d, ids)
 	so.trk.Reset()
-	w.Combine()
+	wl.Combine()
 	if err := e.Run(); err != nil {
-		return stepOut{}, chk.failed(err, s.Pending() == 0)
+		return stepOut{}, chk.failed(err, pending() == 0)
 	}
 	s2 := snap.take()
 	c := s2.Since(s1)
@@ -590,13 +609,16 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	}
 	lr.Bandwidths = bandwidths(opt.kernel, st, hidden, prec, &e.Disp, &e.Comb)
 	events := s.Fired()
+	if w != nil {
+		events = w.Fired()
+	}
 	if util != nil {
 		util.stop()
 		events -= util.fired
 	}
-	o := stepOut{lr: lr, events: events, end: s.Now(),
+	o := stepOut{lr: lr, events: events, end: e.Now(),
 		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
-	if k, ok := w.(interface{ KernelSMs() int }); ok {
+	if k, ok := wl.(interface{ KernelSMs() int }); ok {
 		o.sms = k.KernelSMs()
 	}
 	if chk != nil {
@@ -609,10 +631,29 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 			o.tl.util = util.tracks()
 		}
 		if det != nil {
-			o.tl.detail = det.tracks(s.Now())
+			o.tl.detail = det.tracks(e.Now())
 		}
 	}
 	return o, nil
+}
+
+// serialBelow is the World's SetSerialBelow: sparse windows run on the
+// caller alone (tests set 0, to run every window on the pool).
+var serialBelow uint64 = sim.DefaultSerialBelow
+
+// newMachine builds one step's machine: on a World of one partition per
+// node (w, s its partition 0), or with opt.Sequential on a lone Sim s (w
+// nil). The caller sets the World's Exec.
+func newMachine(spec machine.Spec, nodes int, opt *Options) (s *sim.Sim, m *machine.Machine, w *sim.World, err error) {
+	cfg := sim.Config{Seed: opt.Seed}
+	if opt.Sequential {
+		s = sim.New(cfg)
+		m, err = machine.BuildTuned(s, spec, nodes, opt.Tune)
+		return s, m, nil, err
+	}
+	w = sim.NewWorld(cfg, nodes, machine.Lookahead(spec, nodes))
+	m, err = machine.BuildWorld(w, spec, nodes, opt.Tune)
+	return w.Part(0), m, w, err
 }
 
 // installTaps taps, for pcap, the chosen ranks' NIC ports (the packets'
@@ -631,9 +672,9 @@ func installTaps(e *workload.Env, opt *Options) error {
 			if err != nil {
 				return err
 			}
-			ep := n.Endpoint()
+			ep, s := n.Endpoint(), e.SimOf(r)
 			e.M.Net.TapEndpoint(ep, int(ep), func(_ int, at sim.Time, p *fabric.Packet) {
-				writePcap(e.Sim, opt.Pcap, iface, at, p)
+				writePcap(s, opt.Pcap, iface, at, p)
 			})
 		}
 	}

@@ -212,6 +212,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // ll and nccl rows without nvlink were the default before NVLink became
 // it; they set RDMAOnly, which adds "rdma_only": true to their reports
 // and changes nothing else. The ncclep rows are NCCL EP's default (LSA).
+// They pin the sequential kernel, the reference (TestWorkersDoNotChangeTheRun
+// checks the World).
 func TestLLGolden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	var got strings.Builder
@@ -234,7 +236,7 @@ func TestLLGolden(t *testing.T) {
 		var tl bytes.Buffer
 		tw := timeline.NewWriter(&tl)
 		rep, err := Run(c.tr, spec, Options{Mode: c.mode, NVLink: c.nvlink, RDMAOnly: c.rdma, Backend: c.backend, Seed: 1, Layers: 1,
-			Backends: backends, Timeline: tw})
+			Backends: backends, Timeline: tw, Sequential: true})
 		require.NoError(t, err, c.name)
 		require.NoError(t, tw.Close(), c.name)
 		js, err := json.Marshal(rep)

@@ -80,6 +80,13 @@ func (s *snapshotter) take() machine.Snapshot {
 		threads = append(threads, b.Servers()...)
 	}
 	snap := s.m.Snapshot(threads)
+	numberThreads(&snap)
+	return snap
+}
+
+// numberThreads numbers the second and later like-named CPU threads of
+// snap ("cpu3/proxy#1").
+func numberThreads(snap *machine.Snapshot) {
 	seen := map[string]int{}
 	for i, r := range snap.Resources {
 		if r.Kind != machine.KindCPU {
@@ -90,7 +97,6 @@ func (s *snapshotter) take() machine.Snapshot {
 		}
 		seen[r.Name]++
 	}
-	return snap
 }
 
 // span is one phase's resources over one step.
@@ -150,8 +156,13 @@ func (r *Report) writeBound(w io.Writer) {
 // so that the report's event count leaves them out. (machine.Sampler
 // does the same but neither counts its events nor tells the Proxy
 // backends' like-named threads apart.)
+//
+// On a World it is a machine.Sampler, which samples between windows (no
+// event: nothing to leave out), at the end of the first window to reach
+// each sample's time.
 type utilSampler struct {
 	s       *sim.Sim
+	ms      *machine.Sampler // on a World
 	snap    *snapshotter
 	every   sim.Duration
 	snaps   []machine.Snapshot
@@ -161,6 +172,14 @@ type utilSampler struct {
 
 func newUtilSampler(s *sim.Sim, snap *snapshotter, every sim.Duration) *utilSampler {
 	u := &utilSampler{s: s, snap: snap, every: every}
+	if snap.m.World != nil {
+		var threads []*proxy.Server
+		for _, b := range snap.proxy {
+			threads = append(threads, b.Servers()...)
+		}
+		u.ms = snap.m.Sample(every, threads)
+		return u
+	}
 	u.take()
 	return u
 }
@@ -183,6 +202,14 @@ func (u *utilSampler) Handle(*sim.Sim, uint64) {
 // stop takes a last sample now and schedules no more.
 func (u *utilSampler) stop() {
 	u.stopped = true
+	if u.ms != nil {
+		u.ms.Stop()
+		u.snaps = u.ms.Snapshots()
+		for i := range u.snaps {
+			numberThreads(&u.snaps[i])
+		}
+		return
+	}
 	if u.snaps[len(u.snaps)-1].At != u.s.Now() {
 		u.snaps = append(u.snaps, u.snap.take())
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"text/tabwriter"
 
@@ -65,9 +66,13 @@ func RunSeeds(tr *traces.Trace, spec machine.Spec, opt Options, n int) (*Sweep, 
 		return nil, fmt.Errorf("replay: a timeline or pcap draws one run, not a sweep of %d seeds", n)
 	}
 	runs := make([]*Report, n)
+	workers := opt.Workers
+	if workers == 0 { // the cores, shared among the seeds running at once
+		workers = max(1, runtime.GOMAXPROCS(0)/max(1, min(opt.Jobs, n)))
+	}
 	err := par.ForEach(n, opt.Jobs, opt.Progress, func(i int) error {
 		o := opt
-		o.Seed, o.Jobs, o.Progress = opt.Seed+uint64(i), 1, nil
+		o.Seed, o.Jobs, o.Workers, o.Progress = opt.Seed+uint64(i), 1, workers, nil
 		r, err := Run(tr, spec, o)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", o.Seed, err)

@@ -294,8 +294,10 @@ func runPoint(st *Study, p *Point, tr *traces.Trace, version string) Row {
 		row.Error = err.Error()
 		return row
 	}
+	// Points run in parallel (Options.Jobs), each on the sequential
+	// kernel, the reference: the rows do not move with the World.
 	rep, err := replay.Run(tr, p.Cluster, replay.Options{Mode: s.Mode, Backend: s.Backend, NVLink: s.NVLink, RDMAOnly: s.RDMAOnly, SMs: s.SMs, Seed: s.Seed,
-		Layers: s.Layers, Jobs: 1, TraceName: name, ClusterName: p.Cluster.Name, Backends: backends})
+		Layers: s.Layers, Jobs: 1, Sequential: true, TraceName: name, ClusterName: p.Cluster.Name, Backends: backends})
 	if err != nil {
 		row.Error = err.Error()
 		return row

@@ -91,7 +91,7 @@ func (e *Env) SimOf(r int) *sim.Sim { return e.sims[r] }
 // ObsOf returns the bus rank r's work emits into and asks LastOp of (nil:
 // not observed): the step's bus on a lone Sim.
 func (e *Env) ObsOf(r int) *obs.Bus {
-	return e.Obs
+	return e.Obs.Of(e.sims[r])
 }
 
 // Now returns the time of the step between runs (every partition's clock).

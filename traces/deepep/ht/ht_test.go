@@ -292,7 +292,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.txt with the ac
 // space, sub-ring heads) happens. The digests were first written while
 // every warp still also existed as a process closure and the two forms
 // gave the same runs; regenerate with -update only for an intended change,
-// and say why in the commit.
+// and say why in the commit. They pin the sequential kernel, the reference.
 func TestHTGolden(t *testing.T) {
 	spec, _ := machine.Preset("h100-ib")
 	small := workload.DefaultParams()
@@ -318,7 +318,7 @@ func TestHTGolden(t *testing.T) {
 		w := observeHT(t, func(obs func(replay.Workload)) {
 			var err error
 			rep, err = replay.Run(tr, spec, replay.Options{Observe: obs, Mode: replay.ModeHT, Backend: c.backend, Seed: 1, Layers: 1,
-				Params: &c.p, Backends: replaytest.Backends, Timeline: tw})
+				Params: &c.p, Backends: replaytest.Backends, Timeline: tw, Sequential: true})
 			require.NoError(t, err, c.name)
 		})
 		require.NoError(t, tw.Close())
