@@ -1,6 +1,10 @@
 package replay
 
 import (
+	"flag"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +24,7 @@ import (
 // heap of the go command stay out of the figures:
 //
 //	go test -c -o /tmp/replay.test ./traces/replay
-//	cd traces/replay && /tmp/replay.test -test.run '^$' -test.bench ReplayLLEP256 \
+//	cd traces/replay && /tmp/replay.test -test.run '^$' -test.bench 'ReplayLLEP256$/seq' \
 //	    -test.benchtime 1x -test.benchmem -test.cpuprofile /tmp/cpu.out -test.memprofile /tmp/mem.out
 //	go tool pprof -top /tmp/replay.test /tmp/cpu.out
 //	go tool pprof -sample_index=alloc_space -top /tmp/replay.test /tmp/mem.out
@@ -58,16 +62,53 @@ func benchReplay(b *testing.B, tr *traces.Trace, mode string) {
 	benchReplayOn(b, tr, mode, BackendGDAKI)
 }
 
-// benchReplayOn replays tr on h100-ib over backend b.N times and reports
+// benchWorkers lists the worker counts the replay benchmarks run the
+// World with, beside the sequential kernel ("seq"): -workers 1,2,16
+// (default: 1, 2, 4, ... up to GOMAXPROCS, and GOMAXPROCS).
+var benchWorkers = flag.String("workers", "", "comma-separated worker counts of the replay benchmarks (default: powers of two up to GOMAXPROCS)")
+
+// workerCounts returns the worker counts of -workers.
+func workerCounts(b *testing.B) []int {
+	var ws []int
+	if *benchWorkers == "" {
+		n := runtime.GOMAXPROCS(0)
+		for w := 1; w < n; w *= 2 {
+			ws = append(ws, w)
+		}
+		return append(ws, n)
+	}
+	for _, f := range strings.Split(*benchWorkers, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(b, err, "-workers")
+		require.Positive(b, w, "-workers")
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// benchReplayOn runs benchReplayWith on the sequential kernel (sub-
+// benchmark seq) and on the World with each of -workers (w=N), side by
+// side in one run.
+func benchReplayOn(b *testing.B, tr *traces.Trace, mode, backend string) {
+	b.Run("seq", func(b *testing.B) { benchReplayWith(b, tr, Options{Mode: mode, Backend: backend, Sequential: true}) })
+	for _, w := range workerCounts(b) {
+		b.Run("w="+strconv.Itoa(w), func(b *testing.B) {
+			benchReplayWith(b, tr, Options{Mode: mode, Backend: backend, Workers: w})
+		})
+	}
+}
+
+// benchReplayWith replays tr on h100-ib with opt b.N times and reports
 // the phase figures, events per wall second and the peak of heap in use
 // plus goroutine stacks (sampled every 50 ms).
-func benchReplayOn(b *testing.B, tr *traces.Trace, mode, backend string) {
+func benchReplayWith(b *testing.B, tr *traces.Trace, opt Options) {
 	spec, _ := machine.Preset("h100-ib")
 	stop := memsample.Start(50 * time.Millisecond)
 	var events uint64
 	start := time.Now()
+	opt.Seed, opt.Backends = 1, backends
 	for b.Loop() {
-		rep, err := Run(tr, spec, Options{Mode: mode, Backend: backend, Seed: 1, Backends: backends})
+		rep, err := Run(tr, spec, opt)
 		require.NoError(b, err)
 		events += rep.Events
 		b.ReportMetric(rep.DispatchUS, "dispatch_us")
