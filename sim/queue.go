@@ -14,6 +14,7 @@ type entry struct {
 	h    Handler
 	arg  uint64
 	slot uint32
+	gen  uint32 // the slot's generation when the event was scheduled
 }
 
 // perBucket is the mean number of events a calendar bucket holds when the
@@ -76,11 +77,16 @@ const (
 // dry the overflow is spread into a new calendar (see rebuild). Buckets
 // store events in chunks from a pool, so the steady state allocates nothing.
 //
-// Cancellation is lazy. Every scheduled event holds a slot whose state
-// counts its uses: odd while the event is still to fire, even once it fired
-// or was cancelled, so a stale EventID is recognised. A cancelled entry
-// stays in its tier and its slot is freed when it reaches the front. Slot 0
-// is shared by process wake-ups, which have no EventID: its state stays 1.
+// Cancellation is lazy. Every scheduled event holds a slot: a bit of pend,
+// set while the event is still to fire, and a generation that counts the
+// slot's uses, so that a stale EventID is recognised. The entry carries
+// its generation, and the free list the last generation of each free slot,
+// so firing and scheduling only write gens, which is read by Cancel alone:
+// the hot paths touch one bit of pend (1 bit per slot stays in cache) and
+// never wait for a miss in a table of 4 bytes per slot. A cancelled entry
+// stays in its tier and its slot is freed when it reaches the front. Slot
+// 0 is shared by process wake-ups and posted events, which have no
+// EventID: its bit stays set.
 type queue struct {
 	// cur: keys[ki:] are the current bucket's events still to fire, each
 	// key holding the event's position in the bucket in its low bits
@@ -115,20 +121,38 @@ type queue struct {
 	farMax  Time
 	scratch []entry
 
-	state []uint32 // per slot: odd while its event is pending
-	free  []uint32
-	live  int // scheduled and not cancelled
+	pend []uint64 // bit per slot: its event is pending
+	gens []uint32 // per slot: the generation of its last event
+	free []uint64 // free slots, each slot | last generation<<32
+	live int      // scheduled and not cancelled
 }
 
 // newSlot adds a slot to the side table.
 //
 //go:noinline
 func (q *queue) newSlot() uint32 {
-	if len(q.state) == 0 {
-		q.state = append(q.state, 1) // slot 0: process wake-ups, never cancelled
+	if len(q.gens) == 0 {
+		q.gens = append(q.gens, 0)
+		q.pend = append(q.pend, 1) // slot 0: wake-ups and posts, never cancelled
 	}
-	q.state = append(q.state, 0)
-	return uint32(len(q.state) - 1)
+	q.gens = append(q.gens, 0)
+	i := uint32(len(q.gens) - 1)
+	if int(i>>6) == len(q.pend) {
+		q.pend = append(q.pend, 0)
+	}
+	return i
+}
+
+// pending reports whether the event of slot i is still to fire.
+func (q *queue) pending(i uint32) bool { return q.pend[i>>6]&(1<<(i&63)) != 0 }
+
+// release frees the slot of e, which fired or was dropped after its
+// cancellation. Slot 0 stays pending.
+func (q *queue) release(e *entry) {
+	if e.slot != 0 {
+		q.pend[e.slot>>6] &^= 1 << (e.slot & 63)
+		q.free = append(q.free, uint64(e.gen)<<32|uint64(e.slot))
+	}
 }
 
 // place returns where to store a new event at time at, or nil if the event
@@ -220,7 +244,7 @@ func (q *queue) front(now Time) *entry {
 	if q.ki < len(q.keys) && len(q.near) == 0 && q.nowN == 0 {
 		k := q.keys[q.ki] & q.idxMask
 		e := &q.ev[int(q.chain[k>>chunkBits])<<chunkBits|int(k&(chunkLen-1))]
-		if q.state[e.slot]&1 != 0 {
+		if q.pending(e.slot) {
 			q.src = srcCur
 			return e
 		}
@@ -251,12 +275,12 @@ func (q *queue) frontSlow(now Time) *entry {
 			}
 			continue
 		}
-		if q.state[e.slot]&1 != 0 {
+		if q.pending(e.slot) {
 			q.src = src
 			return e
 		}
 		// Cancelled: free the slot and drop the entry.
-		q.free = append(q.free, e.slot)
+		q.free = append(q.free, uint64(e.gen)<<32|uint64(e.slot))
 		q.src = src
 		q.remove()
 	}

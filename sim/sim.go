@@ -145,15 +145,16 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 		s.badSchedule(at, h, arg)
 	}
 	q := &s.q
-	var slot uint32
+	var slot, gen uint32
 	if n := len(q.free); n > 0 {
-		slot = q.free[n-1]
+		f := q.free[n-1]
 		q.free = q.free[:n-1]
+		slot, gen = uint32(f), uint32(f>>32)+1
 	} else {
-		slot = q.newSlot()
+		slot, gen = q.newSlot(), 1
 	}
-	gen := q.state[slot] + 1
-	q.state[slot] = gen
+	q.gens[slot] = gen
+	q.pend[slot>>6] |= 1 << (slot & 63)
 	// insert, inlined by hand for the common case of a calendar bucket.
 	s.seq++
 	q.live++
@@ -167,10 +168,10 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 		bk.n++
 		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
 	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot, gen: gen})
 		return EventID(uint64(gen)<<32 | uint64(slot))
 	}
-	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
 	return EventID(uint64(gen)<<32 | uint64(slot))
 }
 
@@ -183,10 +184,10 @@ func (s *Sim) Post(at Time, h Handler, arg uint64) {
 	if at < s.now || h == nil {
 		s.badSchedule(at, h, arg)
 	}
-	if len(s.q.state) == 0 {
+	if len(s.q.pend) == 0 {
 		s.q.newSlot()
 	}
-	s.insert(at, h, arg, 0)
+	s.insert(at, h, arg)
 }
 
 // wakeAt schedules process p to resume at t. Wake-ups are never cancelled,
@@ -196,14 +197,15 @@ func (s *Sim) wakeAt(t Time, p *Proc) {
 	if t < s.now {
 		s.badSchedule(t, p, 0)
 	}
-	if len(s.q.state) == 0 {
+	if len(s.q.pend) == 0 {
 		s.q.newSlot()
 	}
-	s.insert(t, p, 0, 0)
+	s.insert(t, p, 0)
 }
 
-// insert queues an event that holds slot. Schedule has its own copy.
-func (s *Sim) insert(at Time, h Handler, arg uint64, slot uint32) {
+// insert queues an event of slot 0 (one that cannot be cancelled).
+// Schedule has its own copy.
+func (s *Sim) insert(at Time, h Handler, arg uint64) {
 	q := &s.q
 	s.seq++
 	q.live++
@@ -217,10 +219,10 @@ func (s *Sim) insert(at Time, h Handler, arg uint64, slot uint32) {
 		bk.n++
 		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
 	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg})
 		return
 	}
-	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, 0, 0
 }
 
 func (s *Sim) badSchedule(at Time, h Handler, arg uint64) {
@@ -249,13 +251,14 @@ func (f funcHandler) Handle(*Sim, uint64) { f.f() }
 // already fired or was cancelled before.
 func (s *Sim) Cancel(id EventID) error {
 	i, gen := uint32(id), uint32(id>>32)
-	if i == 0 || int(i) >= len(s.q.state) || s.q.state[i] != gen || gen&1 == 0 {
+	q := &s.q
+	if i == 0 || int(i) >= len(q.gens) || q.gens[i] != gen || !q.pending(i) {
 		return ErrNotPending
 	}
 	// Lazy cancellation: the entry stays queued and is dropped when it
 	// reaches the front.
-	s.q.state[i]++
-	s.q.live--
+	q.pend[i>>6] &^= 1 << (i & 63)
+	q.live--
 	return nil
 }
 
@@ -294,15 +297,12 @@ func (s *Sim) Step() bool {
 
 // fire removes e, the queue's front, and runs it.
 func (s *Sim) fire(e *entry) {
-	at, seq, h, arg, slot := e.at, e.seq, e.h, e.arg, e.slot
+	at, seq, h, arg := e.at, e.seq, e.h, e.arg
+	s.q.release(e)
 	if s.q.src == srcCur {
 		s.q.ki++
 	} else {
 		s.q.removeSlow()
-	}
-	if slot != 0 {
-		s.q.state[slot]++
-		s.q.free = append(s.q.free, slot)
 	}
 	s.q.live--
 	if at == s.now {
