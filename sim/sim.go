@@ -155,12 +155,12 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 	}
 	q.gens[slot] = gen
 	q.pend[slot>>6] |= 1 << (slot & 63)
-	// insert, inlined by hand for the common case of a calendar bucket.
+	// insert, inlined by hand for the common case of a coarse bucket.
 	s.seq++
 	q.live++
 	var e *entry
-	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
-		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
+	if t := uint64(at); t-q.midEnd < q.calEnd-q.midEnd {
+		bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
 		pos := bk.n & (chunkLen - 1)
 		if pos == 0 {
 			q.newChunk(bk)
@@ -210,8 +210,8 @@ func (s *Sim) insert(at Time, h Handler, arg uint64) {
 	s.seq++
 	q.live++
 	var e *entry
-	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
-		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
+	if t := uint64(at); t-q.midEnd < q.calEnd-q.midEnd {
+		bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
 		pos := bk.n & (chunkLen - 1)
 		if pos == 0 {
 			q.newChunk(bk)
