@@ -420,16 +420,26 @@ func (q *queue) spread(bk *bucket, start uint64, shift uint) {
 	f := &q.fine
 	f.use(1<<k, start, shift-k)
 	q.nearEnd = start
+	fb, fs := f.buckets[:f.nb], f.shift
 	n := int(bk.n)
 	c := bk.head
-	for i := 0; i < n; {
+	for i := 0; i < n; i += chunkLen {
+		// toBucket, inlined. A chunk goes back to the pool once copied,
+		// so the fine buckets take over the lines just read.
+		src := int(c) << chunkBits
 		for j := range min(chunkLen, n-i) {
-			e := q.ev[int(c)<<chunkBits|j] // a copy: toBucket may grow ev
-			*q.toBucket(f, uint64(e.at)) = e
+			e := q.ev[src+j] // a copy: newChunk may grow ev
+			d := &fb[(uint64(e.at)-start)>>fs]
+			pos := d.n & (chunkLen - 1)
+			if pos == 0 {
+				q.newChunk(d)
+			}
+			d.n++
+			q.ev[int(d.tail)<<chunkBits|int(pos)] = e
 		}
-		i += chunkLen
+		next := q.next[c]
 		q.freeCh = append(q.freeCh, c)
-		c = q.next[c]
+		c = next
 	}
 	bk.head, bk.tail, bk.n = -1, -1, 0
 }
