@@ -200,14 +200,12 @@ func (q *queue) release(e *entry) {
 
 // place returns where to store a new event at time at, or nil if the event
 // belongs in near, for the caller to push there. It is the slow path of
-// Sim.Schedule, which handles the coarse buckets itself.
+// Sim.Schedule, which handles the coarse buckets, [midEnd, calEnd), itself.
 func (q *queue) place(now, at Time) *entry {
 	t := uint64(at)
 	switch {
 	case t >= q.calEnd:
 		return q.toFar(at)
-	case t >= q.midEnd:
-		return q.toBucket(&q.coarse, t)
 	case t >= q.nearEnd:
 		return q.toBucket(&q.fine, t)
 	case at == now:
