@@ -158,6 +158,8 @@ type queue struct {
 	next   []int32 // next[c] is the chunk after c in its bucket, -1 at the tail
 	freeCh []int32 // unused chunks
 
+	sink Time // spread's touches of the next chunk go here
+
 	far     []entry
 	dist    []uint64 // rebuild's scratch: the overflow's distances
 	farMin  Time
@@ -425,6 +427,16 @@ func (q *queue) spread(bk *bucket, start uint64, shift uint) {
 		// toBucket, inlined. A chunk goes back to the pool once copied,
 		// so the fine buckets take over the lines just read.
 		src := int(c) << chunkBits
+		next := q.next[c]
+		if next >= 0 {
+			// Touch the next chunk, written long ago, so that its lines
+			// are on their way while this one is copied.
+			var sum Time
+			for _, e := range q.ev[int(next)<<chunkBits:][:chunkLen] {
+				sum += e.at
+			}
+			q.sink += sum
+		}
 		for j := range min(chunkLen, n-i) {
 			e := q.ev[src+j] // a copy: newChunk may grow ev
 			d := &fb[(uint64(e.at)-start)>>fs]
@@ -435,7 +447,6 @@ func (q *queue) spread(bk *bucket, start uint64, shift uint) {
 			d.n++
 			q.ev[int(d.tail)<<chunkBits|int(pos)] = e
 		}
-		next := q.next[c]
 		q.freeCh = append(q.freeCh, c)
 		c = next
 	}
