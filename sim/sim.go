@@ -141,6 +141,35 @@ func (s *Sim) SetTracer(t Tracer) { s.tracer = t }
 // that order). Scheduling in the past
 // panics: it is always a bug in a model.
 func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
+	// The common case, a free slot and room at the tail of a coarse
+	// bucket, calls nothing, so that nothing is spilled around calls.
+	q := &s.q
+	t, n := uint64(at), len(q.free)
+	if at < s.now || h == nil || n == 0 || t-q.midEnd >= q.calEnd-q.midEnd {
+		return s.scheduleSlow(at, h, arg)
+	}
+	bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
+	pos := bk.n & (chunkLen - 1)
+	if pos == 0 {
+		return s.scheduleSlow(at, h, arg)
+	}
+	f := q.free[n-1]
+	q.free = q.free[:n-1]
+	slot, gen := uint32(f), uint32(f>>32)+1
+	q.gens[slot] = gen
+	q.pend[slot>>6] |= 1 << (slot & 63)
+	s.seq++
+	q.live++
+	bk.n++
+	e := &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
+	return EventID(uint64(gen)<<32 | uint64(slot))
+}
+
+// scheduleSlow is Schedule in every case.
+//
+//go:noinline
+func (s *Sim) scheduleSlow(at Time, h Handler, arg uint64) EventID {
 	if at < s.now || h == nil {
 		s.badSchedule(at, h, arg)
 	}
@@ -155,23 +184,7 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 	}
 	q.gens[slot] = gen
 	q.pend[slot>>6] |= 1 << (slot & 63)
-	// insert, inlined by hand for the common case of a coarse bucket.
-	s.seq++
-	q.live++
-	var e *entry
-	if t := uint64(at); t-q.midEnd < q.calEnd-q.midEnd {
-		bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
-		pos := bk.n & (chunkLen - 1)
-		if pos == 0 {
-			q.newChunk(bk)
-		}
-		bk.n++
-		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
-	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot, gen: gen})
-		return EventID(uint64(gen)<<32 | uint64(slot))
-	}
-	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
+	s.push(at, h, arg, slot, gen)
 	return EventID(uint64(gen)<<32 | uint64(slot))
 }
 
@@ -181,48 +194,57 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 // state. Ordering is Schedule's: events at the same time run in the order
 // they were scheduled or posted.
 func (s *Sim) Post(at Time, h Handler, arg uint64) {
+	q := &s.q
+	t := uint64(at)
+	if at < s.now || h == nil || len(q.pend) == 0 || t-q.midEnd >= q.calEnd-q.midEnd {
+		s.postSlow(at, h, arg)
+		return
+	}
+	bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
+	pos := bk.n & (chunkLen - 1)
+	if pos == 0 {
+		s.postSlow(at, h, arg)
+		return
+	}
+	s.seq++
+	q.live++
+	bk.n++
+	e := &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, 0, 0
+}
+
+// postSlow is Post in every case.
+//
+//go:noinline
+func (s *Sim) postSlow(at Time, h Handler, arg uint64) {
 	if at < s.now || h == nil {
 		s.badSchedule(at, h, arg)
 	}
 	if len(s.q.pend) == 0 {
 		s.q.newSlot()
 	}
-	s.insert(at, h, arg)
+	s.push(at, h, arg, 0, 0)
 }
 
 // wakeAt schedules process p to resume at t. Wake-ups are never cancelled,
 // so they skip the slot bookkeeping: they all share the reserved slot 0,
-// whose state stays odd (pending).
-func (s *Sim) wakeAt(t Time, p *Proc) {
-	if t < s.now {
-		s.badSchedule(t, p, 0)
-	}
-	if len(s.q.pend) == 0 {
-		s.q.newSlot()
-	}
-	s.insert(t, p, 0)
-}
+// which stays pending.
+func (s *Sim) wakeAt(t Time, p *Proc) { s.postSlow(t, p, 0) }
 
-// insert queues an event of slot 0 (one that cannot be cancelled).
-// Schedule has its own copy.
-func (s *Sim) insert(at Time, h Handler, arg uint64) {
+// push queues an event that holds slot, of generation gen, on whichever
+// tier its time belongs to.
+func (s *Sim) push(at Time, h Handler, arg uint64, slot, gen uint32) {
 	q := &s.q
 	s.seq++
 	q.live++
 	var e *entry
 	if t := uint64(at); t-q.midEnd < q.calEnd-q.midEnd {
-		bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
-		pos := bk.n & (chunkLen - 1)
-		if pos == 0 {
-			q.newChunk(bk)
-		}
-		bk.n++
-		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+		e = q.toBucket(&q.coarse, t)
 	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg})
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot, gen: gen})
 		return
 	}
-	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, 0, 0
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
 }
 
 func (s *Sim) badSchedule(at Time, h Handler, arg uint64) {
