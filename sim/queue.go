@@ -30,6 +30,12 @@ const perBucket = 16
 // hundred take nearly every insert.
 const perCoarse = 1024
 
+// coarseMin is the fewest events a calendar is rebuilt from for its
+// buckets to be coarse: below it the buckets are sized for perBucket
+// events and rarely spread, since the tails of a small queue stay in cache
+// and the spread's copy is the larger cost there.
+const coarseMin = 16384
+
 // spreadMin is the fewest events a coarse bucket must hold to be spread
 // into the fine rung rather than sorted at once.
 const spreadMin = 2 * perBucket
@@ -542,7 +548,11 @@ func (q *queue) rebuild(now Time) {
 	lo, hi := uint64(q.farMin), uint64(q.farMax)
 	n := uint64(len(far))
 	k := min(n, frontEvents)
-	gap := float64(q.kthDistance(far, now, int(k))) * perCoarse / float64(k)
+	per := float64(perCoarse)
+	if n < coarseMin {
+		per = perBucket // small enough to stay in cache as one rung
+	}
+	gap := float64(q.kthDistance(far, now, int(k))) * per / float64(k)
 	shift := uint(0)
 	for shift < 62 && float64(uint64(1)<<shift) < gap {
 		shift++
