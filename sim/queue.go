@@ -6,8 +6,8 @@ import (
 )
 
 // entry is one pending event. The handler and its argument travel inline so
-// that firing an event reads nothing but the entry itself; slot names the
-// event's cancellation state in the queue's side table.
+// that firing an event reads nothing but the entry itself (and one bit of
+// the queue's pend); slot and gen name the EventID Schedule returned.
 type entry struct {
 	at   Time
 	seq  uint64
@@ -108,9 +108,13 @@ const (
 // Two rungs keep inserts in cache: nearly every event goes to one of the
 // few hundred coarse buckets of the next mean delays, whose tails stay in
 // cache, and is copied once more, in a sequential pass, when its coarse
-// bucket is spread into fine buckets small enough to sort cheaply. A
-// single calendar of small buckets has tens of thousands of tails at
-// 100 000 pending events, and most inserts missed the cache twice.
+// bucket is spread into fine buckets small enough to sort cheaply. With a
+// single calendar of 32-event buckets (tens of thousands of tails), the
+// hold model at 100 000 pending had 1.4 load misses of a 1 MiB cache per
+// event, at random places: the bucket's header, the slot's state, the
+// bucket's events when sorted. With two rungs it has 0.9, nearly all in
+// the spread's sequential pass, which the prefetcher covers (cachegrind),
+// and runs 1.5 to 1.9 times as fast.
 //
 // An event is only ever fired from cur, near or now, and these hold every
 // event earlier than nearEnd, so the firing order is exactly (at, seq):
@@ -127,16 +131,16 @@ const (
 // is spread into a new calendar (see rebuild). Buckets
 // store events in chunks from a pool, so the steady state allocates nothing.
 //
-// Cancellation is lazy. Every scheduled event holds a slot: a bit of pend,
-// set while the event is still to fire, and a generation that counts the
-// slot's uses, so that a stale EventID is recognised. The entry carries
-// its generation, and the free list the last generation of each free slot,
-// so firing and scheduling only write gens, which is read by Cancel alone:
-// the hot paths touch one bit of pend (1 bit per slot stays in cache) and
-// never wait for a miss in a table of 4 bytes per slot. A cancelled entry
-// stays in its tier and its slot is freed when it reaches the front. Slot
-// 0 is shared by process wake-ups and posted events, which have no
-// EventID: its bit stays set.
+// Cancellation is lazy. Every event scheduled with Schedule holds a slot:
+// a bit of pend, set while the event is still to fire, and a generation in
+// gens that counts the slot's uses, so that a stale EventID is recognised.
+// The entry carries its generation, and the free list the last generation
+// of each free slot, so gens is written by Schedule and read by Cancel
+// alone: firing touches one bit of pend (1 bit per slot stays in cache)
+// instead of loading a 4-byte state per slot, which missed the cache on
+// most events at 100 000 pending. A cancelled entry stays in its tier and
+// its slot is freed when it reaches the front. Slot 0 is shared by process
+// wake-ups and posted events, which have no EventID: its bit stays set.
 type queue struct {
 	// cur: keys[ki:] are the current bucket's events still to fire, each
 	// key holding the event's position in the bucket in its low bits

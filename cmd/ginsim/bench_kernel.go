@@ -70,7 +70,11 @@ benchmarks.`,
 			wall, cpu := time.Since(start), cpuTime()-cpu0
 			rate := float64(events) / wall.Seconds()
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "hold model: %d events after %d not timed, %d pending, mean delay %v, seed %d\n", events, warmup, pending, mean, seed)
+			fmt.Fprintf(w, "hold model: %d events, %d pending, mean delay %v, seed %d", events, pending, mean, seed)
+			if warmup > 0 {
+				fmt.Fprintf(w, ", timed after %d events", warmup)
+			}
+			fmt.Fprintln(w)
 			fmt.Fprintf(w, "wall %v, %.2f M events/s, %.1f ns/event, simulated %v\n",
 				wall.Round(time.Millisecond), rate/1e6, float64(wall.Nanoseconds())/float64(events), s.Now())
 			if cpu > 0 {
