@@ -114,7 +114,8 @@ const (
 // event, at random places: the bucket's header, the slot's state, the
 // bucket's events when sorted. With two rungs it has 0.9, nearly all in
 // the spread's sequential pass, which the prefetcher covers (cachegrind),
-// and runs 1.5 to 1.9 times as fast.
+// and takes 28 % less CPU per event (a third less at 300 000 and 1 M
+// pending; ginsim bench kernel).
 //
 // An event is only ever fired from cur, near or now, and these hold every
 // event earlier than nearEnd, so the firing order is exactly (at, seq):
