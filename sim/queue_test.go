@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -398,4 +399,128 @@ func TestFarTimersDoNotWidenBuckets(t *testing.T) {
 	}
 	require.NoError(t, s.RunUntil(Time(Second/2)))
 	require.Less(t, m.maxNear, 256, "near heap peak")
+}
+
+// refHeap is a faster reference for large queues: a min-heap of (time,
+// scheduling order), with cancelled events skipped when they come up.
+type refHeap []refEvent
+
+func (h refHeap) Len() int { return len(h) }
+func (h refHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].ord < h[j].ord)
+}
+func (h refHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *refHeap) Push(x any)   { *h = append(*h, x.(refEvent)) }
+func (h *refHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// bigModel is diffModel for tens of thousands of pending events, enough
+// for coarse buckets spread into the fine rung: every event schedules one
+// or two more or none, posted or cancellable, and sometimes cancels a
+// random pending one.
+type bigModel struct {
+	t     *testing.T
+	r     *rand.Rand
+	ref   refHeap
+	dead  map[int]bool // fired or cancelled, by scheduling order
+	picks []refEvent   // cancellable events, some of them dead
+	live  int
+	ord   int
+	delay func(r *rand.Rand) Duration
+	left  int
+}
+
+func (m *bigModel) schedule(s *Sim) {
+	d := m.delay(m.r)
+	at := s.Now().Add(d)
+	e := refEvent{at: at, ord: m.ord, tag: uint64(m.ord), posted: m.r.IntN(2) == 0}
+	if e.posted {
+		s.Post(at, m, e.tag)
+	} else {
+		e.id = s.Schedule(at, m, e.tag)
+		m.picks = append(m.picks, e)
+	}
+	heap.Push(&m.ref, e)
+	m.ord++
+	m.live++
+	m.left--
+}
+
+func (m *bigModel) Handle(s *Sim, tag uint64) {
+	var want refEvent
+	for {
+		want = heap.Pop(&m.ref).(refEvent)
+		if !m.dead[want.ord] {
+			break
+		}
+	}
+	if want.tag != tag || want.at != s.Now() {
+		m.t.Fatalf("fired tag %d at %v, reference says tag %d at %v", tag, s.Now(), want.tag, want.at)
+	}
+	m.dead[want.ord] = true
+	m.live--
+	for n := m.r.IntN(3); n > 0 && m.left > 0; n-- {
+		m.schedule(s)
+	}
+	if len(m.picks) > 0 && m.r.IntN(8) == 0 {
+		i := m.r.IntN(len(m.picks))
+		p := m.picks[i]
+		m.picks[i] = m.picks[len(m.picks)-1]
+		m.picks = m.picks[:len(m.picks)-1]
+		err := s.Cancel(p.id)
+		switch {
+		case m.dead[p.ord] && !errors.Is(err, ErrNotPending):
+			m.t.Fatalf("cancel of a fired event: got %v, want ErrNotPending", err)
+		case !m.dead[p.ord] && err != nil:
+			m.t.Fatalf("cancel pending event: %v", err)
+		case !m.dead[p.ord]:
+			m.dead[p.ord] = true
+			m.live--
+		}
+	}
+	if s.Pending() != m.live {
+		m.t.Fatalf("Pending() = %d, reference holds %d", s.Pending(), m.live)
+	}
+}
+
+// TestQueueLargeAgainstReference is TestQueueAgainstReference at 20 000
+// pending events and more, where the calendar's buckets are coarse and
+// spread into the fine rung, with events scheduled from handlers into
+// every tier.
+func TestQueueLargeAgainstReference(t *testing.T) {
+	delays := map[string]func(r *rand.Rand) Duration{
+		"exp":  func(r *rand.Rand) Duration { return Duration(r.ExpFloat64() * float64(Microsecond)) },
+		"ties": func(r *rand.Rand) Duration { return Duration(r.IntN(4)) * Duration(r.IntN(2)) },
+		"short": func(r *rand.Rand) Duration {
+			if r.IntN(4) == 0 {
+				return Duration(r.IntN(100))
+			}
+			return Duration(r.ExpFloat64() * float64(Microsecond))
+		},
+		"bimodal": func(r *rand.Rand) Duration {
+			if r.IntN(10) == 0 {
+				return Millisecond + Duration(r.IntN(3))
+			}
+			return Duration(r.IntN(20000))
+		},
+	}
+	for _, name := range []string{"exp", "ties", "short", "bimodal"} {
+		t.Run(name, func(t *testing.T) {
+			s := New(Config{Seed: 1})
+			m := &bigModel{t: t, r: NewRand(1, name), dead: map[int]bool{}, delay: delays[name], left: 120_000}
+			for range 20_000 {
+				m.schedule(s)
+			}
+			if err := s.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if m.live != 0 || s.Pending() != 0 {
+				t.Fatalf("run ended with %d reference events, Pending()=%d", m.live, s.Pending())
+			}
+		})
+	}
 }

@@ -144,36 +144,50 @@ func (s *Sim) SetTracer(t Tracer) { s.tracer = t }
 // that order). Scheduling in the past
 // panics: it is always a bug in a model.
 func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
+	// The common case, a free slot and room at the tail of a coarse
+	// bucket, calls nothing, so that nothing is spilled around calls.
+	q := &s.q
+	t, n := uint64(at), len(q.free)
+	if at < s.now || h == nil || n == 0 || t-q.midEnd >= q.calEnd-q.midEnd {
+		return s.scheduleSlow(at, h, arg)
+	}
+	bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
+	pos := bk.n & (chunkLen - 1)
+	if pos == 0 {
+		return s.scheduleSlow(at, h, arg)
+	}
+	f := q.free[n-1]
+	q.free = q.free[:n-1]
+	slot, gen := uint32(f), uint32(f>>32)+1
+	q.gens[slot] = gen
+	q.pend[slot>>6] |= 1 << (slot & 63)
+	s.seq++
+	q.live++
+	bk.n++
+	e := &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
+	return EventID(uint64(gen)<<32 | uint64(slot))
+}
+
+// scheduleSlow is Schedule in every case.
+//
+//go:noinline
+func (s *Sim) scheduleSlow(at Time, h Handler, arg uint64) EventID {
 	if at < s.now || h == nil {
 		s.badSchedule(at, h, arg)
 	}
 	q := &s.q
-	var slot uint32
+	var slot, gen uint32
 	if n := len(q.free); n > 0 {
-		slot = q.free[n-1]
+		f := q.free[n-1]
 		q.free = q.free[:n-1]
+		slot, gen = uint32(f), uint32(f>>32)+1
 	} else {
-		slot = q.newSlot()
+		slot, gen = q.newSlot(), 1
 	}
-	gen := q.state[slot] + 1
-	q.state[slot] = gen
-	// insert, inlined by hand for the common case of a calendar bucket.
-	s.seq++
-	q.live++
-	var e *entry
-	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
-		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
-		pos := bk.n & (chunkLen - 1)
-		if pos == 0 {
-			q.newChunk(bk)
-		}
-		bk.n++
-		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
-	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
-		return EventID(uint64(gen)<<32 | uint64(slot))
-	}
-	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+	q.gens[slot] = gen
+	q.pend[slot>>6] |= 1 << (slot & 63)
+	s.push(at, h, arg, slot, gen)
 	return EventID(uint64(gen)<<32 | uint64(slot))
 }
 
@@ -183,47 +197,57 @@ func (s *Sim) Schedule(at Time, h Handler, arg uint64) EventID {
 // state. Ordering is Schedule's: events at the same time run in the order
 // they were scheduled or posted.
 func (s *Sim) Post(at Time, h Handler, arg uint64) {
+	q := &s.q
+	t := uint64(at)
+	if at < s.now || h == nil || len(q.pend) == 0 || t-q.midEnd >= q.calEnd-q.midEnd {
+		s.postSlow(at, h, arg)
+		return
+	}
+	bk := &q.coarse.buckets[(t-q.coarse.base)>>(q.coarse.shift&63)]
+	pos := bk.n & (chunkLen - 1)
+	if pos == 0 {
+		s.postSlow(at, h, arg)
+		return
+	}
+	s.seq++
+	q.live++
+	bk.n++
+	e := &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, 0, 0
+}
+
+// postSlow is Post in every case.
+//
+//go:noinline
+func (s *Sim) postSlow(at Time, h Handler, arg uint64) {
 	if at < s.now || h == nil {
 		s.badSchedule(at, h, arg)
 	}
-	if len(s.q.state) == 0 {
+	if len(s.q.pend) == 0 {
 		s.q.newSlot()
 	}
-	s.insert(at, h, arg, 0)
+	s.push(at, h, arg, 0, 0)
 }
 
 // wakeAt schedules process p to resume at t. Wake-ups are never cancelled,
 // so they skip the slot bookkeeping: they all share the reserved slot 0,
-// whose state stays odd (pending).
-func (s *Sim) wakeAt(t Time, p *Proc) {
-	if t < s.now {
-		s.badSchedule(t, p, 0)
-	}
-	if len(s.q.state) == 0 {
-		s.q.newSlot()
-	}
-	s.insert(t, p, 0, 0)
-}
+// which stays pending.
+func (s *Sim) wakeAt(t Time, p *Proc) { s.postSlow(t, p, 0) }
 
-// insert queues an event that holds slot. Schedule has its own copy.
-func (s *Sim) insert(at Time, h Handler, arg uint64, slot uint32) {
+// push queues an event that holds slot, of generation gen, on whichever
+// tier its time belongs to.
+func (s *Sim) push(at Time, h Handler, arg uint64, slot, gen uint32) {
 	q := &s.q
 	s.seq++
 	q.live++
 	var e *entry
-	if t := uint64(at); t-q.nearEnd < q.calEnd-q.nearEnd {
-		bk := &q.buckets[(t-q.base)>>(q.shift&63)]
-		pos := bk.n & (chunkLen - 1)
-		if pos == 0 {
-			q.newChunk(bk)
-		}
-		bk.n++
-		e = &q.ev[int(bk.tail)<<chunkBits|int(pos)]
+	if t := uint64(at); t-q.midEnd < q.calEnd-q.midEnd {
+		e = q.toBucket(&q.coarse, t)
 	} else if e = q.place(s.now, at); e == nil {
-		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot})
+		q.pushNear(entry{at: at, seq: s.seq, h: h, arg: arg, slot: slot, gen: gen})
 		return
 	}
-	e.at, e.seq, e.h, e.arg, e.slot = at, s.seq, h, arg, slot
+	e.at, e.seq, e.h, e.arg, e.slot, e.gen = at, s.seq, h, arg, slot, gen
 }
 
 func (s *Sim) badSchedule(at Time, h Handler, arg uint64) {
@@ -252,13 +276,14 @@ func (f funcHandler) Handle(*Sim, uint64) { f.f() }
 // already fired or was cancelled before.
 func (s *Sim) Cancel(id EventID) error {
 	i, gen := uint32(id), uint32(id>>32)
-	if i == 0 || int(i) >= len(s.q.state) || s.q.state[i] != gen || gen&1 == 0 {
+	q := &s.q
+	if i == 0 || int(i) >= len(q.gens) || q.gens[i] != gen || !q.pending(i) {
 		return ErrNotPending
 	}
 	// Lazy cancellation: the entry stays queued and is dropped when it
 	// reaches the front.
-	s.q.state[i]++
-	s.q.live--
+	q.pend[i>>6] &^= 1 << (i & 63)
+	q.live--
 	return nil
 }
 
@@ -297,15 +322,12 @@ func (s *Sim) Step() bool {
 
 // fire removes e, the queue's front, and runs it.
 func (s *Sim) fire(e *entry) {
-	at, seq, h, arg, slot := e.at, e.seq, e.h, e.arg, e.slot
+	at, seq, h, arg := e.at, e.seq, e.h, e.arg
+	s.q.release(e)
 	if s.q.src == srcCur {
 		s.q.ki++
 	} else {
 		s.q.removeSlow()
-	}
-	if slot != 0 {
-		s.q.state[slot]++
-		s.q.free = append(s.q.free, slot)
 	}
 	s.q.live--
 	if at == s.now {

@@ -107,10 +107,10 @@ func (s *Sim) stepTies(limit Time) bool {
 	}
 	// Drop events cancelled while they waited in the pool.
 	t.pool = slices.DeleteFunc(t.pool, func(e entry) bool {
-		if s.q.state[e.slot]&1 != 0 {
+		if s.q.pending(e.slot) {
 			return false
 		}
-		s.q.free = append(s.q.free, e.slot)
+		s.q.free = append(s.q.free, uint64(e.gen)<<32|uint64(e.slot))
 		return true
 	})
 	if len(t.pool) == 0 {
@@ -132,10 +132,7 @@ func (s *Sim) stepTies(limit Time) bool {
 	}
 	e := t.pool[i]
 	t.pool = slices.Delete(t.pool, i, i+1)
-	if e.slot != 0 {
-		s.q.state[e.slot]++
-		s.q.free = append(s.q.free, e.slot)
-	}
+	s.q.release(&e)
 	s.q.live--
 	if e.at == s.now {
 		s.stalled++

@@ -109,6 +109,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bench", "nope"},
 		{"bench", "kernel", "--events=lots"},
 		{"bench", "kernel", "--pending", "0"},
+		{"bench", "kernel", "--events", "0"},
 		{"bench", "kernel", "stray"},
 		{"validate", "verbs"}, // no libibverbs half, or no RDMA device: exit 2 either way
 		{"validate", "verbs", "--case", "read_lat"},
