@@ -62,20 +62,26 @@ type channel struct {
 	ids []obs.OpID
 }
 
-// setID records the operation id of GFD i (ring of q slots).
+// setID records the operation id of GFD i (ring of q slots). ids grows
+// with the slots used, up to q, as st does: most (context, peer) rings
+// of a large all-to-all carry a few GFDs.
 func (ch *channel) setID(i, q uint64, id obs.OpID) {
-	if ch.ids == nil {
-		ch.ids = make([]obs.OpID, q)
+	s := i & (q - 1)
+	if s >= uint64(len(ch.ids)) {
+		n := min(max(s+1, 2*uint64(len(ch.ids)), 4), q)
+		ids := make([]obs.OpID, n)
+		copy(ids, ch.ids)
+		ch.ids = ids
 	}
-	ch.ids[i&(q-1)] = id
+	ch.ids[s] = id
 }
 
 // idOf returns the operation id of GFD i (0 when none was recorded).
 func (ch *channel) idOf(i, q uint64) obs.OpID {
-	if ch.ids == nil {
-		return 0
+	if s := i & (q - 1); s < uint64(len(ch.ids)) {
+		return ch.ids[s]
 	}
-	return ch.ids[i&(q-1)]
+	return 0
 }
 
 // slot returns the CPU's record of GFD i, in ring slot i mod q. The
