@@ -77,6 +77,13 @@ everything through the NICs: the pure-RDMA runs of the published tables.
 --nvlink is the default and changes nothing. HT and V2's hybrid kernels
 forward over NVLink inside the node by design and take no --rdma-only.
 
+Each step runs on the parallel kernel: one partition per node, advanced in
+windows of the fabric's least cross-node delay on --workers goroutines (all
+cores by default). The outputs do not depend on --workers or --jobs.
+--sequential runs the sequential kernel instead, the reference: its times
+differ by a few percent at most (a phase ends at its last receiver, not
+at the end of that window; same-instant events of different nodes).
+
 TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
 Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
 Output files are written only when the run succeeds.`,
