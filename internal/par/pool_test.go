@@ -56,3 +56,17 @@ func BenchmarkPoolEmptyExec(b *testing.B) {
 		p.Exec(128, f)
 	}
 }
+
+// TestPoolManyShortExecs runs many tiny Execs on more workers than
+// indices, parking at once: the pattern in which a worker can get a
+// wake-up meant for work it has already done, and must not count it.
+func TestPoolManyShortExecs(t *testing.T) {
+	p := NewPool(8)
+	defer p.Close()
+	p.SetSpin(0)
+	var sum atomic.Int64
+	for range 3000 {
+		p.Exec(2, func(i int) { sum.Add(int64(i + 1)) })
+	}
+	require.EqualValues(t, 3*3000, sum.Load())
+}
