@@ -211,13 +211,10 @@ func (w *World) Run() error {
 		s.stopped, s.stopReq = false, false
 		s.next = s.nextAt() // events may have been scheduled since
 	}
+	t, _, _, fired := w.scan()
 	for {
-		// The earliest pending event: in a queue, or sent in the last
-		// window and not yet delivered.
-		t := MaxTime
-		for _, s := range w.parts {
-			t = min(t, s.sentMin, s.next)
-		}
+		// t is the earliest pending event: in a queue, or sent in the
+		// last window and not yet delivered.
 		if t == MaxTime {
 			w.align(w.maxNow())
 			return nil
@@ -227,16 +224,6 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
-		// Tell every partition which senders have events for it (sent
-		// since the last window began), in sending-partition order,
-		// touching only the boxes in use.
-		for _, s := range w.parts {
-			for _, d := range s.dsts {
-				w.parts[d].srcs = append(w.parts[d].srcs, int32(s.part))
-			}
-			s.dsts = s.dsts[:0]
-		}
-		before := w.Fired()
 		if w.lastFired < w.serialBelow {
 			// A sparse stretch (a straggler's timeout, a tail): waking
 			// the workers would cost more than the window's events.
@@ -253,16 +240,10 @@ func (w *World) Run() error {
 				s.next = s.nextAt()
 			}
 		}
+		before := fired
 		var stop bool
 		var err error
-		var fired uint64
-		for _, s := range w.parts {
-			stop = stop || s.stopReq
-			if err == nil && s.failErr != nil {
-				err = s.failErr
-			}
-			fired += s.fired
-		}
+		t, stop, err, fired = w.scan()
 		w.lastFired = fired - before
 		if err != nil {
 			w.align(w.maxNow())
@@ -276,6 +257,29 @@ func (w *World) Run() error {
 			return w.parts[0].watchdog("event budget of %d events spent (all partitions)", b)
 		}
 	}
+}
+
+// scan is the serial step between windows, one pass over the partitions:
+// it returns the earliest pending event, whether a partition asked to
+// stop, the failure of the lowest partition that failed, and the events
+// fired so far; and it tells every partition which senders have events
+// for it (sent since the last window began), in sending-partition order,
+// touching only the boxes in use.
+func (w *World) scan() (t Time, stop bool, err error, fired uint64) {
+	t = MaxTime
+	for _, s := range w.parts {
+		t = min(t, s.sentMin, s.next)
+		stop = stop || s.stopReq
+		if err == nil && s.failErr != nil {
+			err = s.failErr
+		}
+		fired += s.fired
+		for _, d := range s.dsts {
+			w.parts[d].srcs = append(w.parts[d].srcs, int32(s.part))
+		}
+		s.dsts = s.dsts[:0]
+	}
+	return t, stop, err, fired
 }
 
 // runPart runs partition i's share of the current window: it takes the
@@ -299,7 +303,6 @@ func (w *World) runPart(i int) {
 		s.failErr = err
 	}
 	s.next = s.nextAt() // here, on the partition's worker, not after the barrier
-
 }
 
 // nextAt returns the time of s's earliest pending event, or MaxTime.

@@ -1,6 +1,7 @@
 package phold_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,5 +64,29 @@ func TestValidate(t *testing.T) {
 		tc.edit(&c)
 		_, err := phold.New(c)
 		require.EqualError(t, err, tc.want)
+	}
+}
+
+// BenchmarkFineWindows is PHOLD with windows as fine as a packet-level
+// all-to-all's: 128 partitions, about 4 events each per window (505 in all), so that
+// the cost of a window's hand-off and the serial step between windows
+// shows. ns/op is one run; the events/s metric is what to compare.
+func BenchmarkFineWindows(b *testing.B) {
+	cfg := phold.Config{Seed: 1, Parts: 128, LPs: 4, Pending: 2, Remote: 0.5,
+		Lookahead: 250 * sim.Nanosecond, Mean: 250 * sim.Nanosecond, Work: 0, End: sim.Time(100 * sim.Microsecond)}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var events uint64
+			for b.Loop() {
+				m, err := phold.New(cfg)
+				require.NoError(b, err)
+				p := par.NewPool(workers)
+				m.World().SetExec(p.Exec)
+				require.NoError(b, m.World().Run())
+				p.Close()
+				events += m.World().Fired()
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+		})
 	}
 }
