@@ -10,21 +10,24 @@ import (
 
 // Config is one PHOLD run.
 type Config struct {
-	Seed uint64
+	Seed uint64 `json:"seed"`
 	// Parts is the number of partitions, LPs the logical processes in
 	// each, Pending the events each process starts with.
-	Parts, LPs, Pending int
+	Parts   int `json:"parts"`
+	LPs     int `json:"lps"`
+	Pending int `json:"pending"`
 	// Remote is the probability that an event's successor goes to a
 	// process in another partition.
-	Remote float64
+	Remote float64 `json:"remote"`
 	// Lookahead is the least delay of every event; Mean the mean of the
 	// exponential delay added to it.
-	Lookahead, Mean sim.Duration
+	Lookahead sim.Duration `json:"lookahead_ps"`
+	Mean      sim.Duration `json:"mean_ps"`
 	// Work is the number of rounds of a small integer mix each event runs
-	// (about a nanosecond each): the model's cost per event.
-	Work int
+	// (a few nanoseconds each): the model's cost per event.
+	Work int `json:"work"`
 	// End: events at or after it schedule no successor.
-	End sim.Time
+	End sim.Time `json:"end_ps"`
 }
 
 // Validate reports the first bad field.
