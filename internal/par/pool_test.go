@@ -8,28 +8,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPoolRunsEachIndexOnce runs many Execs of varied sizes, with and
-// without spinning, and checks that every index ran exactly once per Exec
-// and that Exec returned only after all had.
+// TestPoolRunsEachIndexOnce runs many Execs of varied sizes and checks
+// that every index ran exactly once per Exec and that Exec returned only
+// after all had.
 func TestPoolRunsEachIndexOnce(t *testing.T) {
-	for _, spin := range []time.Duration{0, time.Millisecond} {
-		for _, workers := range []int{1, 2, 3, 8} {
-			p := NewPool(workers)
-			p.SetSpin(spin)
-			for round := range 200 {
-				n := round % 37
-				counts := make([]atomic.Int32, n)
-				p.Exec(n, func(i int) { counts[i].Add(1) })
-				for i := range counts {
-					require.EqualValues(t, 1, counts[i].Load(), "spin %v workers %d round %d index %d", spin, workers, round, i)
-				}
-				if round%50 == 0 {
-					time.Sleep(2 * time.Millisecond) // let the workers park
-				}
+	for _, workers := range []int{1, 2, 3, 8} {
+		p := NewPool(workers)
+		for round := range 200 {
+			n := round % 37
+			counts := make([]atomic.Int32, n)
+			p.Exec(n, func(i int) { counts[i].Add(1) })
+			for i := range counts {
+				require.EqualValues(t, 1, counts[i].Load(), "workers %d round %d index %d", workers, round, i)
 			}
-			p.Close()
-			p.Close()
+			if round%50 == 0 {
+				time.Sleep(2 * time.Millisecond) // let the workers block
+			}
 		}
+		p.Close()
+		p.Close()
 	}
 }
 
@@ -58,12 +55,10 @@ func BenchmarkPoolEmptyExec(b *testing.B) {
 }
 
 // TestPoolManyShortExecs runs many tiny Execs on more workers than
-// indices, parking at once: the pattern in which a worker can get a
-// wake-up meant for work it has already done, and must not count it.
+// indices: each Exec wakes only the workers it needs.
 func TestPoolManyShortExecs(t *testing.T) {
 	p := NewPool(8)
 	defer p.Close()
-	p.SetSpin(0)
 	var sum atomic.Int64
 	for range 3000 {
 		p.Exec(2, func(i int) { sum.Add(int64(i + 1)) })
