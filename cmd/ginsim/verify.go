@@ -16,6 +16,7 @@ import (
 	"github.com/ginsim/ginsim/gin/prog"
 	"github.com/ginsim/ginsim/gin/verify"
 	"github.com/ginsim/ginsim/internal/atomicfile"
+	"github.com/ginsim/ginsim/internal/par"
 )
 
 func init() { Register("", newVerifyCmd) }
@@ -23,7 +24,7 @@ func init() { Register("", newVerifyCmd) }
 func newVerifyCmd() *cobra.Command {
 	var (
 		suite, program, backend, nccl, budget, mutant, test, schedule string
-		seeds, exhaustive, maxSchedules                               int
+		seeds, exhaustive, maxSchedules, workers                      int
 		asJSON, listMutants, anyOrder                                 bool
 	)
 	c := &cobra.Command{
@@ -142,6 +143,14 @@ input.`,
 				}
 				opt.Program, opt.ProgramName = f, program
 			}
+			if workers < 0 {
+				return Usagef("--workers: %d must not be negative", workers)
+			}
+			if workers != 1 {
+				pool := par.NewPool(workers) // 0: every core
+				defer pool.Close()
+				opt.Exec = pool.Exec
+			}
 			rep := verify.NewRunner(opt).Run()
 			if len(rep.Tests) == 0 && !rep.Stopped {
 				return Usagef("no test applies to --backend %s --nccl %s", backend, nccl)
@@ -182,6 +191,7 @@ input.`,
 	f.StringVar(&backend, "backend", "all", "gdaki, proxy, lsa or all")
 	f.StringVar(&nccl, "nccl", "all", "NCCL behaviour profile: 2.28, 2.30 or all")
 	f.IntVar(&seeds, "seeds", 8, "explored schedules per test, backend and version")
+	f.IntVar(&workers, "workers", 0, "runs (test, backend, version) at once on N goroutines (0: every core); the report does not depend on it")
 	f.StringVar(&budget, "budget", "", "stop starting new runs after this wall-clock duration (e.g. 2m)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&listMutants, "list-mutants", false, "list the mutants and exit")

@@ -55,6 +55,11 @@ type Options struct {
 	// AnyOrder lets tie perturbations reorder even one component's
 	// same-instant events (see Schedule.AnyOrder).
 	AnyOrder bool
+	// Exec runs the (test, backend, version) runs, possibly at once
+	// (nil: one after another; internal/par.Pool's Exec from the CLI).
+	// The report does not depend on it; Stop must then be safe to call
+	// from several goroutines.
+	Exec sim.Exec
 }
 
 // Result is the verdict of one test on one backend and version.
@@ -94,7 +99,7 @@ type Report struct {
 // Runner runs litmus tests.
 type Runner struct {
 	opt      Options
-	patterns map[int][]byte
+	patterns [][]byte
 }
 
 // NewRunner returns a runner for opt.
@@ -102,16 +107,23 @@ func NewRunner(opt Options) *Runner {
 	if opt.Schedules <= 0 {
 		opt.Schedules = 8
 	}
-	return &Runner{opt: opt, patterns: map[int][]byte{}}
+	r := &Runner{opt: opt}
+	// Built up front: runs may go side by side (Exec) and then only read.
+	for rank := range cachedPatterns {
+		r.patterns = append(r.patterns, pattern(rank))
+	}
+	return r
 }
 
+// cachedPatterns is how many ranks' window patterns a Runner keeps (the
+// suite's programs use at most four ranks).
+const cachedPatterns = 8
+
 func (r *Runner) pattern(rank int) []byte {
-	p := r.patterns[rank]
-	if p == nil {
-		p = pattern(rank)
-		r.patterns[rank] = p
+	if rank < len(r.patterns) {
+		return r.patterns[rank]
 	}
-	return p
+	return pattern(rank)
 }
 
 func (r *Runner) stop() bool { return r.opt.Stop != nil && r.opt.Stop() }
@@ -123,7 +135,14 @@ func (r *Runner) Run() *Report {
 	if r.opt.Program != nil {
 		tests = []Test{programTest(r.opt.Program, r.opt.ProgramName)}
 	}
-	for _, t := range tests {
+	type job struct {
+		t *Test
+		b string
+		v gin.Version
+	}
+	var jobs []job
+	for i := range tests {
+		t := &tests[i]
 		if len(r.opt.Tests) > 0 && !slices.Contains(r.opt.Tests, t.Name) {
 			continue
 		}
@@ -138,18 +157,34 @@ func (r *Runner) Run() *Report {
 				if len(r.opt.Versions) > 0 && !slices.Contains(r.opt.Versions, v) {
 					continue
 				}
-				if r.stop() {
-					rep.Stopped = true
-					return rep
-				}
-				res := r.runOne(&t, b, v)
-				rep.Tests = append(rep.Tests, res)
-				if res.Passed {
-					rep.Passed++
-				} else {
-					rep.Failed++
-				}
+				jobs = append(jobs, job{t, b, v})
 			}
+		}
+	}
+	// Each run builds its own machines: they may run at once, and the
+	// report keeps the suite's order whatever the Exec.
+	res := make([]Result, len(jobs))
+	ran := make([]bool, len(jobs))
+	exec := r.opt.Exec
+	if exec == nil {
+		exec = sim.Serial
+	}
+	exec(len(jobs), func(i int) {
+		if r.stop() {
+			return
+		}
+		res[i], ran[i] = r.runOne(jobs[i].t, jobs[i].b, jobs[i].v), true
+	})
+	for i := range jobs {
+		if !ran[i] {
+			rep.Stopped = true
+			break
+		}
+		rep.Tests = append(rep.Tests, res[i])
+		if res[i].Passed {
+			rep.Passed++
+		} else {
+			rep.Failed++
 		}
 	}
 	return rep
