@@ -30,3 +30,19 @@ func TestDeadlockNamesTheWaits(t *testing.T) {
 		assert.Regexp(t, `rank 15 ctx 0 coop "dispatch/barrier/t0" waits signal 0 >= 1 \(value 0\)`, msg, "sequential %v", seq)
 	}
 }
+
+// TestOneReadBudgetCompletes runs V2 direct through the NICs with a read
+// budget of one payload read per NIC: every put waits on the NIC's
+// readWait list, and a freed read must go to a QP still waiting, not to
+// one that found the budget meanwhile (a stale entry), else the QPs behind
+// it are never woken and the step deadlocks without a lost packet.
+func TestOneReadBudgetCompletes(t *testing.T) {
+	spec, _ := machine.Preset("h100-ib")
+	tr := tinyTrace(t, 16, 64)
+	for _, seq := range []bool{true, false} {
+		opt := Options{Mode: ModeV2Direct, Backend: BackendGDAKI, RDMAOnly: true, Seed: 1, Layers: 1, Sequential: seq, Workers: 2,
+			Backends: backends, Tune: func(p *machine.Profile) { p.NIC.ReadAhead = 1 }}
+		_, err := Run(tr, spec, opt)
+		require.NoError(t, err, "sequential %v", seq)
+	}
+}
