@@ -251,12 +251,19 @@ func (qp *QP) dropReads() {
 // that waited for it, in the order they found it spent.
 func (n *NIC) freeReads(k int) {
 	n.readAhead -= k
-	for ; k > 0 && n.readWaitH < len(n.readWait); k-- {
+	for k > 0 && n.readWaitH < len(n.readWait) {
 		qp := n.readWait[n.readWaitH]
 		n.readWait[n.readWaitH] = nil
 		n.readWaitH++
+		if !qp.readBlocked {
+			// A stale entry: the QP found the budget since, on another
+			// wake-up. Waking it would spend this read on a QP that
+			// may not need it and strand the waiters behind it.
+			continue
+		}
 		qp.readBlocked = false
 		n.activate(qp)
+		k--
 	}
 	if n.readWaitH == len(n.readWait) {
 		n.readWait, n.readWaitH = n.readWait[:0], 0
@@ -326,6 +333,7 @@ func (qp *QP) pumpReads(now sim.Time) {
 		qp.rdy = ringPut(qp.rdy, qp.sseq, qp.rseq, t, P)
 		qp.rseq++
 		n.readAhead++
+		qp.readBlocked = false // its readWait entry, if any, is stale
 		qp.rp++
 		if qp.rp >= w.npkt {
 			qp.rw++

@@ -540,6 +540,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		c, err := gin.NewComm(m.Ranks[:st.EP], cfg)
 		if err == nil {
 			so.comm(c, c.Config().Backends)
+			e.Comms = append(e.Comms, c)
 		}
 		return c, err
 	}

@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ginsim/ginsim/gin"
@@ -41,6 +43,9 @@ type Env struct {
 	// which operation last changed a signal word.
 	Obs     *obs.Bus
 	NewComm func() (*gin.Comm, error)
+	// Comms are the communicators NewComm made, whose waiting coops a
+	// deadlock report describes (NewComm's maker appends them).
+	Comms []*gin.Comm
 
 	sims  []*sim.Sim // per rank of M: its GPU's Sim (a partition of World)
 	parts int        // partitions (1 on a lone Sim)
@@ -242,17 +247,49 @@ func (e *Env) Run() error {
 		return fmt.Errorf("workload: %s: %w", e.Ph.Name, err)
 	}
 	if left := e.Ph.RanksLeft(); left > 0 {
-		var b strings.Builder
-		for i, p := range blocked() {
-			if i == 8 {
-				fmt.Fprintf(&b, "; ...")
-				break
-			}
-			fmt.Fprintf(&b, "; %v", p)
-		}
-		return fmt.Errorf("workload: %s: deadlock at t=%v: %d ranks never finished%s", e.Ph.Name, e.Now(), left, b.String())
+		return fmt.Errorf("workload: %s: deadlock at t=%v (the last event; the last rank done at t=%v): %d ranks never finished%s",
+			e.Ph.Name, e.Now(), e.Ph.End(), left, e.waits(blocked()))
 	}
 	return nil
+}
+
+// waits describes at most eight of what a deadlocked step waits for: the
+// GIN waits of Comms (the signal or counter, the value awaited and the
+// value seen), else the blocked processes and why they are parked. The
+// run's end time says little: a QP's idle local ACK timer fires, doing
+// nothing, one timeout (4.3 s at NCCL_IB_TIMEOUT 20) after it was armed.
+func (e *Env) waits(blocked []*sim.Proc) string {
+	var ws []string
+	for _, c := range e.Comms {
+		ws = append(ws, c.Waiters()...)
+	}
+	// GIN signal and counter waits ("rank R ctx C coop ...") first: the
+	// grid syncs and barriers behind them only follow.
+	slices.SortStableFunc(ws, func(a, b string) int {
+		return cmp.Compare(ginWait(b), ginWait(a))
+	})
+	if len(ws) == 0 {
+		for _, p := range blocked {
+			_, why := p.Parked()
+			ws = append(ws, fmt.Sprintf("%s (%s)", p.Name(), why))
+		}
+	}
+	var b strings.Builder
+	for i, w := range ws {
+		if i == 8 {
+			fmt.Fprintf(&b, "; ... (%d in all)", len(ws))
+			break
+		}
+		fmt.Fprintf(&b, "; %s", w)
+	}
+	return b.String()
+}
+
+func ginWait(w string) int {
+	if strings.Contains(w, " ctx ") {
+		return 1
+	}
+	return 0
 }
 
 // End returns when the phase's last rank finished.
