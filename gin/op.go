@@ -252,6 +252,16 @@ type BackendStats struct {
 	Extra []Stat
 }
 
+// AddCounts adds o's operation counts (Ops, WQEs, Doorbells, GFDs,
+// CQEs) to st: a backend kept per partition sums its partitions' stats.
+func (st *BackendStats) AddCounts(o BackendStats) {
+	st.Ops += o.Ops
+	st.WQEs += o.WQEs
+	st.Doorbells += o.Doorbells
+	st.GFDs += o.GFDs
+	st.CQEs += o.CQEs
+}
+
 // Stat is one named backend counter.
 type Stat struct {
 	Name  string

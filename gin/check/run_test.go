@@ -90,7 +90,14 @@ func scenario(e *bench.Env) {
 
 func newEnv(t *testing.T, backend string, seed uint64) *bench.Env {
 	t.Helper()
-	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: seed, Contexts: 2, Backed: true, WorldGinBarriers: 1})
+	return newEnvOn(t, backend, seed, nil)
+}
+
+// newEnvOn is newEnv on a World of one partition per node run by exec
+// (nil: a lone Sim).
+func newEnvOn(t *testing.T, backend string, seed uint64, exec sim.Exec) *bench.Env {
+	t.Helper()
+	e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: seed, Contexts: 2, Backed: true, WorldGinBarriers: 1, Exec: exec})
 	if err != nil {
 		t.Fatal(err)
 	}

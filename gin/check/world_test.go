@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ginsim/ginsim/gin/bench"
 	"github.com/ginsim/ginsim/gin/check"
 	"github.com/ginsim/ginsim/internal/par"
 	"github.com/ginsim/ginsim/sim"
@@ -38,16 +37,7 @@ func TestWorldRuns(t *testing.T) {
 		windows [2][]byte
 	}
 	run := func(t *testing.T, backend string, faults bool, exec sim.Exec) result {
-		e, err := bench.NewEnv(bench.EnvConfig{Backend: backend, Seed: 1, Contexts: 2, Backed: true, WorldGinBarriers: 1, Exec: exec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := range e.Ranks {
-			b := e.Win.Region(r).Bytes()
-			for i := range b {
-				b[i] = byte(i*7 + r)
-			}
-		}
+		e := newEnvOn(t, backend, 1, exec)
 		if faults {
 			if err := e.Machine.Net.SetGlobalFaults(faulty); err != nil {
 				t.Fatal(err)

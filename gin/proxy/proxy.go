@@ -165,14 +165,7 @@ type lane struct {
 
 // grow gives the backend a lane per partition of its ranks' World.
 func (b *Backend) grow(c *gin.Comm) {
-	n := 1
-	if w := c.World(); w != nil {
-		n = w.Parts()
-	}
-	if b.events != nil && n > 1 && b.events.Parts() != n {
-		panic(fmt.Sprintf("%s: the observer of a backend on a World of %d partitions is a bus of %d (want obs.Split)", b.Name(), n, b.events.Parts()))
-	}
-	for len(b.lanes) < n {
+	for n := submit.Lanes(b.Name(), c, b.events); len(b.lanes) < n; {
 		b.lanes = append(b.lanes, &lane{events: b.events.Part(len(b.lanes))})
 	}
 }
@@ -199,9 +192,7 @@ func (b *Backend) Config() Config { return b.cfg }
 // On a sim.World bus is a split bus (obs.Split): each partition emits
 // into its own.
 func (b *Backend) SetObserver(bus *obs.Bus) {
-	if n := len(b.lanes); bus != nil && n > 1 && bus.Parts() != n {
-		panic(fmt.Sprintf("%s: the observer of a backend on a World of %d partitions is a bus of %d (want obs.Split)", b.Name(), n, bus.Parts()))
-	}
+	submit.CheckBus(b.Name(), bus, len(b.lanes))
 	b.events = bus
 	for i, ln := range b.lanes {
 		ln.events = bus.Part(i)
@@ -249,11 +240,7 @@ func (b *Backend) Servers() []*Server { return b.srvs }
 func (b *Backend) Stats() gin.BackendStats {
 	st := gin.BackendStats{Name: "proxy"}
 	for _, ln := range b.lanes {
-		st.Ops += ln.st.Ops
-		st.WQEs += ln.st.WQEs
-		st.Doorbells += ln.st.Doorbells
-		st.GFDs += ln.st.GFDs
-		st.CQEs += ln.st.CQEs
+		st.AddCounts(ln.st)
 	}
 	for _, s := range b.srvs {
 		ss := s.Stats()

@@ -1,6 +1,8 @@
 package submit
 
 import (
+	"fmt"
+
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
@@ -148,4 +150,25 @@ func (f *Free[T]) Recycle(m *T, r *Run) {
 	b := r.end()
 	f.Put(m)
 	b.give()
+}
+
+// Lanes returns how many per-partition lanes a backend named name needs
+// for communicator c (one per partition of its ranks' World, one on a
+// lone Sim), and checks that bus (its observer, nil: none) can feed them.
+func Lanes(name string, c *gin.Comm, bus *obs.Bus) int {
+	n := 1
+	if w := c.World(); w != nil {
+		n = w.Parts()
+	}
+	CheckBus(name, bus, n)
+	return n
+}
+
+// CheckBus panics unless bus is nil, or a bus of one partition feeding
+// one lane, or split (obs.Split) into the n partitions of the lanes: a
+// lone bus shared by partitions would race.
+func CheckBus(name string, bus *obs.Bus, n int) {
+	if bus != nil && n > 1 && bus.Parts() != n {
+		panic(fmt.Sprintf("%s: the observer of a backend on a World of %d partitions is a bus of %d (want obs.Split)", name, n, bus.Parts()))
+	}
 }
