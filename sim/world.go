@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 )
 
 // A World is one simulation split into partitions, each a Sim with its own
@@ -106,9 +105,6 @@ func (w *World) Lookahead() Duration { return w.la }
 // Now returns the time every partition has reached: after Run, the end of
 // the window that stopped it, or the time of the last event.
 func (w *World) Now() Time { return w.now }
-
-// Seed returns the run's root seed.
-func (w *World) Seed() uint64 { return w.cfg.Seed }
 
 // Windows returns the number of windows run so far.
 func (w *World) Windows() uint64 { return w.window }
@@ -359,12 +355,4 @@ func (w *World) align(t Time) {
 	for _, s := range w.parts {
 		s.now = max(s.now, t)
 	}
-}
-
-// PartsOf returns the distinct partitions of sims in index order: a helper
-// for code that must visit each partition once.
-func PartsOf(sims []*Sim) []*Sim {
-	out := slices.Clone(sims)
-	slices.SortFunc(out, func(a, b *Sim) int { return a.part - b.part })
-	return slices.CompactFunc(out, func(a, b *Sim) bool { return a == b })
 }

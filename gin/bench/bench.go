@@ -341,7 +341,11 @@ func proxyBusy(e *Env) (busy, span sim.Duration) {
 
 func blocked(e *Env) []string {
 	var out []string
-	for _, p := range e.Sim.Blocked() {
+	procs := e.Sim.Blocked
+	if e.World != nil {
+		procs = e.World.Blocked // every partition's, not partition 0's
+	}
+	for _, p := range procs() {
 		_, why := p.Parked()
 		out = append(out, p.Name()+": "+why)
 	}
