@@ -3,6 +3,7 @@ package nic
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/pcie"
@@ -67,11 +68,14 @@ type NIC struct {
 	readWaitH int
 
 	// Transmit scheduler.
-	act []*QP // QPs that may have something to send, in round-robin order
+	act []*QP // QPs that may have something to send, in round-robin order (nil: a place gone)
 	// actWake[i] caches act[i]'s last trySend answer while it still
 	// holds (see txHint). Dense, so that the scheduler's scan over
 	// hundreds of waiting QPs stays in cache.
 	actWake     []txHint
+	gone        int   // places of act no QP holds (before the last held one)
+	dropped     []*QP // QPs the current scan dropped, to leave the list after it
+	leaving     []int // scratch: the places they leave
 	rr          int
 	txFree      sim.Time // transmit pipeline free (TxPacketCost occupancy)
 	kickAt      sim.Time
@@ -233,6 +237,7 @@ func (n *NIC) activate(qp *QP) {
 	if !qp.active {
 		qp.active = true
 		qp.actPos = len(n.act)
+		qp.places++
 		n.act = append(n.act, qp)
 		n.actWake = append(n.actWake, txHint{})
 	} else {
@@ -242,14 +247,21 @@ func (n *NIC) activate(qp *QP) {
 }
 
 // txHint is a QP's cached "cannot send before wake" answer, valid while
-// the clock is before until and nothing happened to the QP: trySend would
-// give the same answer again, with no side effect (QP.txUntil). Every
-// event of the QP and every activation clears it, so the scheduler skips
-// exactly the calls whose outcome is known; it sends the same packets at
-// the same instants as without the cache.
+// the clock is before until and nothing happened to the QP (and, for an
+// answer that came from the NIC's read budget being spent, while it
+// stays spent): trySend would give the same answer again, with no side
+// effect (QP.txUntil, QP.txBudget). Every event of the QP and every
+// activation clears it, so the scheduler skips exactly the calls whose
+// outcome is known; it sends the same packets at the same instants as
+// without the cache. A place left by a QP dropped from the list holds
+// a hint that never expires (gone).
 type txHint struct {
 	until, wake sim.Time
+	budget      bool
 }
+
+// gone is the hint of a place no QP holds any more: the scan skips it.
+var gone = txHint{until: sim.MaxTime, wake: sim.MaxTime}
 
 // unhint forgets qp's cached transmit answer: its state may have changed.
 func (qp *QP) unhint() {
@@ -260,6 +272,15 @@ func (qp *QP) unhint() {
 
 // transmit sends at most one packet now, choosing among active QPs
 // round-robin, and schedules itself for the next one.
+//
+// The active list keeps its order: QPs activated later come later. A QP
+// the scan finds with nothing to send leaves the list, but its place is
+// only marked gone (nil, with the gone hint) and the list is compacted
+// once gone places outnumber held ones, so that dropping a QP costs no
+// pass over the list. The round-robin order over held places is the
+// same as with the list compacted after every scan: n.rr may point at a
+// gone place, and the scan then starts at the next held one, as the
+// compacted list's cursor would.
 func (n *NIC) transmit() {
 	now := n.s.Now()
 	if free := max(n.net.PortFreeAt(n.ep), n.txFree); free > now {
@@ -273,18 +294,26 @@ func (n *NIC) transmit() {
 		n.sendCNP()
 		sent, k = true, 0
 	}
-	dropped := false
 	for j := 0; j < k && !sent; j++ {
-		idx := (n.rr + j) % k
-		if h := &n.actWake[idx]; h.until > now {
+		idx := n.rr + j
+		if idx >= k {
+			idx -= k
+		}
+		if h := &n.actWake[idx]; h.until > now && (!h.budget || n.readAhead >= n.cfg.ReadAhead) {
 			next = min(next, h.wake) // trySend would answer (false, h.wake) again
 			continue
 		}
 		qp := n.act[idx]
 		ok, wake := qp.trySend(now)
-		if !ok && wake != sim.MaxTime && qp.txUntil > now {
-			n.actWake[idx] = txHint{until: qp.txUntil, wake: wake}
+		var h txHint
+		// A QP holding two places (dropped and added back within one
+		// scan) has its events clear only its last place's hint, so an
+		// answer that depends on the read budget is cached only for a
+		// QP in one place.
+		if !ok && wake != sim.MaxTime && qp.txUntil > now && (!qp.txBudget || qp.places == 1) {
+			h = txHint{until: qp.txUntil, wake: wake, budget: qp.txBudget}
 		}
+		n.actWake[idx] = h
 		if ok {
 			sent = true
 			n.rr = idx
@@ -298,28 +327,13 @@ func (n *NIC) transmit() {
 		}
 		if wake == sim.MaxTime {
 			qp.active = false // an event that makes it sendable activates it again
-			dropped = true
+			n.dropped = append(n.dropped, qp)
 		}
 	}
-	// Drop inactive QPs, keeping the round-robin order. Only this scan
-	// deactivates QPs, so without a drop the list is unchanged.
-	if dropped {
-		w := 0
-		for j, qp := range n.act {
-			if qp.active {
-				n.act[w], n.actWake[w] = qp, n.actWake[j]
-				qp.actPos = w
-				w++
-			} else if j < n.rr {
-				n.rr--
-			}
-		}
-		clear(n.act[w:])
-		n.act, n.actWake = n.act[:w], n.actWake[:w]
+	if len(n.dropped) > 0 {
+		n.leave()
 	}
-	if len(n.act) > 0 {
-		n.rr %= len(n.act)
-	} else {
+	if n.rr >= len(n.act) {
 		n.rr = 0
 	}
 	if sent {
@@ -330,6 +344,120 @@ func (n *NIC) transmit() {
 	if next != sim.MaxTime {
 		n.kick(next)
 	}
+}
+
+// leave takes the QPs the scan dropped off the active list, unless an
+// event in the same scan activated them again (then they keep every place
+// they hold, the old one included). Their places are marked gone and the
+// cursor moves as the list compacted after every scan moved it; trailing
+// gone places are cut and the list is compacted when most places are
+// gone.
+func (n *NIC) leave() {
+	pos := n.leaving[:0]
+	for _, qp := range n.dropped {
+		if qp.active || qp.places == 0 {
+			continue
+		}
+		if qp.places == 1 {
+			pos = append(pos, qp.actPos)
+		} else {
+			for i, q := range n.act {
+				if q == qp {
+					pos = append(pos, i)
+				}
+			}
+		}
+		qp.places = 0
+	}
+	clear(n.dropped)
+	n.dropped = n.dropped[:0]
+	n.leaving = pos
+	if len(pos) == 0 {
+		return
+	}
+	slices.Sort(pos)
+	extra := n.cursorSkip(pos)
+	for _, p := range pos {
+		n.act[p], n.actWake[p] = nil, gone
+	}
+	n.gone += len(pos)
+	// The cursor goes to the first held place at or after it (wrapping),
+	// then extra held places further.
+	w := len(n.act)
+	for w > 0 && n.act[w-1] == nil {
+		w--
+	}
+	n.gone -= len(n.act) - w
+	n.act, n.actWake = n.act[:w], n.actWake[:w]
+	if w == 0 {
+		n.rr = 0
+		return
+	}
+	r := n.rr
+	for ; ; extra-- {
+		for r < w && n.act[r] == nil {
+			r++
+		}
+		if r >= w {
+			for r = 0; n.act[r] == nil; r++ {
+			}
+		}
+		if extra == 0 {
+			break
+		}
+		r++
+	}
+	n.rr = r
+	if 2*n.gone <= w {
+		return
+	}
+	// Compact, keeping the order and the cursor's held place.
+	w = 0
+	for j, qp := range n.act {
+		if qp == nil {
+			continue
+		}
+		if j == n.rr {
+			n.rr = w
+		}
+		n.act[w], n.actWake[w] = qp, n.actWake[j]
+		qp.actPos = w
+		w++
+	}
+	clear(n.act[w:])
+	n.act, n.actWake = n.act[:w], n.actWake[:w]
+	n.gone = 0
+}
+
+// cursorSkip returns how many held places beyond the first one at or
+// after the cursor the list compacted after every scan would start the
+// next scan at, when the places at pos (sorted; not yet marked gone)
+// leave. That compaction moved the cursor back by one for each leaving
+// place before it, but compared each place with the cursor already moved
+// back: the i-th leaving place (from 1) moved it only if it lay more
+// than i-1 places before the cursor's original place, so a run of
+// places leaving just before the cursor (the QPs a scan dropped before
+// reaching its sender) moves the next scan's start forward, past held
+// QPs. The order of service is part of the model's output, so this
+// scheduler keeps it.
+func (n *NIC) cursorSkip(pos []int) int {
+	c, _ := slices.BinarySearch(pos, n.rr) // leaving places before the cursor
+	// The places that failed to move the cursor back form a suffix of
+	// those c: walk back from the cursor counting held places.
+	extra, held := 0, 0
+	for p, i := n.rr-1, c-1; i >= 0; p-- {
+		if n.act[p] != nil {
+			held++
+		}
+		if p == pos[i] {
+			if held >= i+1 {
+				break
+			}
+			extra++
+			i--
+		}
+	}
+	return extra
 }
 
 // send hands a built packet to the network.

@@ -155,9 +155,11 @@ type QP struct {
 	rnrPSN    uint32
 	sentHigh  uint32   // highest PSN sent (retransmission accounting)
 	lastLand  sim.Time // latest local DMA write (READ data, atomic results)
-	actPos    int      // index in the NIC's act list while active
+	actPos    int      // index in the NIC's act list while active (its last place)
+	places    int      // places the QP holds in the NIC's act list (2 after a drop and re-activation within one scan)
 	txUntil   sim.Time // the last trySend's answer holds until then if nothing happens to the QP (0: no promise)
-	pumpUntil sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock)
+	txBudget  bool     //   and only while the NIC's read budget stays spent
+	pumpUntil sim.Time // pumpReads has nothing to do before then (a WQE's readyAt; MaxTime: not by the clock; 0: the read budget is spent)
 	timerAt   sim.Time
 	// readWait sums the time the head of the send queue waited for its
 	// payload read, until readWaitTo (obs: Fetched and Sent carry it).
@@ -340,7 +342,7 @@ func (qp *QP) reset() {
 	c := qp.cfg
 	n := qp.n
 	n.freeReads(int(qp.rseq - qp.sseq))
-	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, sqDepth: qp.sqDepth, actPos: qp.actPos, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy, readBlocked: qp.readBlocked,
+	*qp = QP{n: n, idx: qp.idx, qpn: qp.qpn, name: qp.name, cfg: c, sq: qp.sq, sqDepth: qp.sqDepth, actPos: qp.actPos, places: qp.places, rq: qp.rq, rdy: qp.rdy, rrdy: qp.rrdy, readBlocked: qp.readBlocked,
 		maxRd: c.MaxRdAtomic, active: qp.active, resp: respQueue{e: qp.resp.e[:0]}}
 	clear(qp.sq)
 	clear(qp.rq)

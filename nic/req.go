@@ -15,12 +15,13 @@ import (
 // It also sets qp.txUntil: until then, and as long as no event touches the
 // QP, calling trySend again would give the same answer and change nothing
 // (0 when the answer came through a path with side effects, such as
-// issuing payload reads, or under a DCQCN rate limiter).
+// issuing payload reads, or under a DCQCN rate limiter). With qp.txBudget
+// set, the answer holds only while the NIC's read budget stays spent.
 func (qp *QP) trySend(now sim.Time) (bool, sim.Time) {
 	if qp.rateLimited() && !qp.n.ccEager {
 		qp.ccCatchUp(now)
 	}
-	qp.txUntil = sim.MaxTime
+	qp.txUntil, qp.txBudget = sim.MaxTime, false
 	if qp.state == QPSReset {
 		return false, sim.MaxTime
 	}
@@ -124,7 +125,16 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		if rdy > now {
 			qp.waitRead(now, rdy)
 		}
-		qp.txUntil = min(t, qp.pumpUntil) // later, pumpReads would issue more reads
+		switch {
+		case qp.pumpUntil == 0 && qp.readBlocked:
+			// pumpReads found the read budget spent and the QP waits for
+			// it: called again while the budget stays spent, it would stop
+			// at the same place (its WQEs and the QP are unchanged until an
+			// event or the QP's own send) and change nothing.
+			qp.txUntil, qp.txBudget = t, true
+		default:
+			qp.txUntil = min(t, qp.pumpUntil) // later, pumpReads would issue more reads
+		}
 		return false, t
 	}
 	if qp.rateLimited() && qp.cc.next > now {

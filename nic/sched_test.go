@@ -278,3 +278,122 @@ func compareGolden(t *testing.T, file, got string) {
 		t.Fatalf("%s differs in length: %d lines, want %d", file, len(gl), len(wl))
 	}
 }
+
+// TestLeaveKeepsTheCursor checks the lazy removal of dropped QPs from the
+// active list against the list compacted after every scan, the way the
+// scheduler did it before: for random lists (QPs holding one or two
+// places, places already gone), cursors and sets of dropped QPs, the
+// places still held must keep their order and the next scan must start at
+// the same QP, including the compaction's way of moving the cursor.
+func TestLeaveKeepsTheCursor(t *testing.T) {
+	rnd := sim.NewRand(1, "nic-test/leave")
+	for trial := range 20000 {
+		nq := 1 + rnd.IntN(12)
+		qps := make([]*QP, nq)
+		for i := range qps {
+			qps[i] = &QP{idx: i, active: true}
+		}
+		// The list as compacted after every scan: each QP once, some twice.
+		var list []*QP
+		for _, q := range qps {
+			list = append(list, q)
+		}
+		for range rnd.IntN(3) {
+			list = append(list, qps[rnd.IntN(nq)])
+		}
+		rnd.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+		rr := rnd.IntN(len(list) + 1)
+		dropped := map[*QP]bool{}
+		var drops []*QP
+		for _, q := range qps {
+			if rnd.IntN(3) == 0 {
+				dropped[q] = true
+				drops = append(drops, q)
+			}
+		}
+		// The reference: the compaction the scheduler ran after every scan.
+		var want []*QP
+		wr := rr
+		for j, q := range list {
+			if !dropped[q] {
+				want = append(want, q)
+			} else if j < wr {
+				wr--
+			}
+		}
+		var wantNext *QP
+		if len(want) > 0 {
+			wantNext = want[wr%len(want)]
+		}
+		// The same list with gone places spread in, and the cursor
+		// anywhere among the gone places before its QP.
+		n := &NIC{}
+		pos := -1
+		for j, q := range list {
+			for range rnd.IntN(2) {
+				n.act, n.actWake = append(n.act, nil), append(n.actWake, gone)
+				n.gone++
+			}
+			if j == rr {
+				pos = len(n.act) - rnd.IntN(n.gone+1)
+				pos = max(pos, 0)
+				for k := pos; k < len(n.act); k++ {
+					if n.act[k] != nil {
+						pos = len(n.act)
+					}
+				}
+			}
+			q.actPos = len(n.act)
+			q.places++
+			n.act, n.actWake = append(n.act, q), append(n.actWake, txHint{})
+		}
+		if pos < 0 {
+			pos = len(n.act)
+		}
+		n.rr = pos
+		for _, q := range drops {
+			q.active = false
+		}
+		n.dropped = drops
+		n.leave()
+		if n.rr >= len(n.act) {
+			n.rr = 0
+		}
+		var got []*QP
+		var gotNext *QP
+		for k := range n.act {
+			q := n.act[(n.rr+k)%len(n.act)]
+			if q != nil && gotNext == nil {
+				gotNext = q
+			}
+		}
+		for k, q := range n.act {
+			if q == nil {
+				continue
+			}
+			got = append(got, q)
+			if q.actPos < k {
+				t.Fatalf("trial %d: qp %d at place %d has actPos %d", trial, q.idx, k, q.actPos)
+			}
+		}
+		if fmt.Sprint(idxs(got)) != fmt.Sprint(idxs(want)) || gotNext != wantNext {
+			t.Fatalf("trial %d: list %v cursor %d, drop %v: got %v next %v, want %v next %v",
+				trial, idxs(list), rr, idxs(drops), idxs(got), idxs([]*QP{gotNext}), idxs(want), idxs([]*QP{wantNext}))
+		}
+		if 2*n.gone > len(n.act) {
+			t.Fatalf("trial %d: %d of %d places gone after leave", trial, n.gone, len(n.act))
+		}
+	}
+}
+
+func idxs(qs []*QP) []int {
+	var out []int
+	for _, q := range qs {
+		if q == nil {
+			out = append(out, -1)
+			continue
+		}
+		out = append(out, q.idx)
+	}
+	return out
+}
