@@ -104,7 +104,7 @@ func TestRCExactlyOnceUnderFaults(t *testing.T) {
 		got := r.cq[0].Poll(out)
 		if got != ops {
 			q := r.qp[0]
-			w := &q.sq[q.head%q.depth()]
+			w := q.slot(q.head)
 			t.Fatalf("seed %d: %d CQEs, want %d (qp %v, completed %d) head=%d sw=%d sp=%d fetched=%d db=%d pi=%d next=%d acked=%d rdOut=%d timer=%v rnr=%v epsn1=%d head wqe %+v rseq=%d sseq=%d rw=%d",
 				seed, got, ops, q.State(), q.SQCompleted(), q.head, q.sw, q.sp, q.fetched, q.db, q.pi, q.nextPSN, q.ackedPSN, q.rdOut, q.timerArmed, q.rnrArmed, r.qp[1].epsn, *w, q.rseq, q.sseq, q.rw)
 		}

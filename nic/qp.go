@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/ginsim/ginsim/fabric"
 	"github.com/ginsim/ginsim/fabric/pcie"
@@ -129,7 +130,7 @@ type QP struct {
 	rnrLeft  uint8
 
 	// Send queue (absolute indices).
-	sq        []swqe // slots allocated so far (grows to sqDepth)
+	sq        []swqe // slots of the WQEs written and not completed (a power of two; grows with them)
 	sqDepth   uint64 // SQ depth in WQEs
 	pi        uint64 // WQEs written by the producer
 	db        uint64 // doorbell producer index seen by the NIC
@@ -235,8 +236,8 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	qp := &QP{n: n, idx: idx, qpn: uint32(qpnBase + idx), cfg: c}
 	qp.name = fmt.Sprintf("%s/qp%d", n.name, qp.qpn)
 	// The SQ's slots are allocated as WQEs are written (WriteWQE grows
-	// the slice up to SQDepth): a machine with tens of thousands of QPs
-	// that each carry a handful of WQEs stays small.
+	// them with the WQEs outstanding): a machine with tens of thousands
+	// of QPs that each carry a handful of WQEs at a time stays small.
 	qp.sqDepth = uint64(c.SQDepth)
 	qp.rq = make([]RecvWR, max(c.RQDepth, 1))
 	// rdy, rrdy and atom are allocated on first use (pumpReads,
@@ -364,20 +365,34 @@ func (qp *QP) WriteWQE(wr *WR) (uint64, error) {
 		return 0, fmt.Errorf("%w: inline %v of %d bytes (max %d)", ErrInvalid, wr.Op, wr.Local.Len, qp.cfg.MaxInline)
 	}
 	i := qp.pi
-	if slot := i % qp.sqDepth; slot >= uint64(len(qp.sq)) {
-		qp.growSQ(slot)
+	if i-qp.sqLow() >= uint64(len(qp.sq)) {
+		qp.growSQ()
 	}
-	qp.sq[i%qp.sqDepth] = swqe{wr: *wr}
+	*qp.slot(i) = swqe{wr: *wr}
 	qp.pi++
 	return i, nil
 }
 
-// growSQ makes slot of the SQ addressable: the slice doubles, at most to
-// the SQ depth (slots are written in order: slot <= len(qp.sq)).
-func (qp *QP) growSQ(slot uint64) {
-	n := min(max(2*uint64(len(qp.sq)), slot+1, 4), qp.sqDepth)
+// slot returns the SQ slot of WQE i, one of those the NIC may still read
+// ([sqLow, pi)).
+func (qp *QP) slot(i uint64) *swqe { return &qp.sq[i&uint64(len(qp.sq)-1)] }
+
+// sqLow is the oldest WQE the NIC may still read: the oldest not
+// completed, or the payload read cursor if it lags behind (it passes
+// NOPs and WAITs the send cursor executed only on its next pump).
+func (qp *QP) sqLow() uint64 { return min(qp.head, qp.rw) }
+
+// growSQ doubles the SQ's slots (a power of two, from 4 or the SQ depth
+// if smaller), moving the WQEs the NIC may still read to their new
+// slots: a QP's memory follows the most WQEs it has had outstanding at
+// once, not its configured depth nor the number it has written.
+func (qp *QP) growSQ() {
+	n := max(2*len(qp.sq), min(4, int(qp.sqDepth)))
+	n = 1 << bits.Len(uint(n-1)) // a power of two
 	sq := make([]swqe, n)
-	copy(sq, qp.sq)
+	for i := qp.sqLow(); i < qp.pi; i++ {
+		sq[i&uint64(n-1)] = *qp.slot(i)
+	}
 	qp.sq = sq
 }
 
@@ -478,7 +493,7 @@ func (qp *QP) issueFetches() {
 // obs.DMARead per WQE (each carries its own op).
 func (qp *QP) emitFetch(at, arrive sim.Time, k uint64) {
 	for i := qp.fetchIss; i < qp.fetchIss+k; i++ {
-		qp.n.obs.Emit(obs.Event{Kind: obs.DMARead, At: at, Then: arrive, Op: qp.sq[i%qp.sqDepth].wr.OpID, Who: qp.name,
+		qp.n.obs.Emit(obs.Event{Kind: obs.DMARead, At: at, Then: arrive, Op: qp.slot(i).wr.OpID, Who: qp.name,
 			Note: "wqe", QP: qp.qpn, Index: i})
 	}
 }
@@ -497,7 +512,7 @@ func (qp *QP) fetchDone() {
 	n := qp.n
 	now := n.s.Now()
 	for i := qp.fetched; i < end; i++ {
-		w := &qp.sq[i%qp.sqDepth]
+		w := qp.slot(i)
 		qp.pipeFree = max(qp.pipeFree, now).Add(n.cfg.WQECost)
 		w.readyAt = qp.pipeFree
 		qp.prepare(w)

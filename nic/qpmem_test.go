@@ -72,3 +72,53 @@ func BenchmarkQPBytes(b *testing.B) {
 		runtime.KeepAlive(qps)
 	}
 }
+
+// TestSQSlotsFollowOutstanding: a QP's SQ slots follow the most WQEs it
+// had outstanding at once (a power of two), not its depth nor the WQEs it
+// wrote: 300 WRITEs and NOPs posted three at a time, each batch after the
+// last completed, leave a QP of depth 1024 with 4 slots; a burst of 40
+// then grows them to 64, and every WR completes in order.
+func TestSQSlotsFollowOutstanding(t *testing.T) {
+	r := newRig(1, rigOpts{mtu: 1024, sqDepth: 1024, cqDepth: 1024})
+	r.quiet = true
+	src := r.ms.Alloc("src", mem.Loc{Node: 0, Kind: mem.HBM}, 1<<16, false)
+	dst := r.ms.Alloc("dst", mem.Loc{Node: 1, Kind: mem.HBM}, 1<<16, false)
+	smr := must2(r.nic[0].RegMR(src, 0, 1<<16, 0x1000000, 0, r.gpu[0], true))
+	dmr := must2(r.nic[1].RegMR(dst, 0, 1<<16, 0x2000000, AccessRemoteWrite, r.gpu[1], true))
+	id := uint64(0)
+	batch := func(k int) []WR {
+		var wrs []WR
+		for range k {
+			wr := WR{ID: id, Op: WRWrite, Signaled: true, Local: SGE{MR: smr, Len: 2000}, RemoteVA: dmr.VA, RKey: dmr.RKey}
+			if id%3 == 1 {
+				wr = WR{ID: id, Op: WRNop, Signaled: true}
+			}
+			wrs = append(wrs, wr)
+			id++
+		}
+		return wrs
+	}
+	qp := r.qp[0]
+	for range 100 {
+		must(qp.PostSend(batch(3)))
+		must(r.s.Run())
+	}
+	if got := len(qp.sq); got != 4 {
+		t.Errorf("after 100 batches of 3: %d SQ slots, want 4", got)
+	}
+	must(qp.PostSend(batch(40)))
+	must(r.s.Run())
+	if got := len(qp.sq); got != 64 {
+		t.Errorf("after a burst of 40: %d SQ slots, want 64", got)
+	}
+	out := make([]CQE, 400)
+	n := r.cq[0].Poll(out)
+	if n != int(id) {
+		t.Fatalf("%d CQEs, want %d", n, id)
+	}
+	for k, c := range out[:n] {
+		if c.Status != StatusSuccess || c.WRID != uint64(k) {
+			t.Fatalf("CQE %d = %+v, want wrid %d success", k, c, k)
+		}
+	}
+}

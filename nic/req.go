@@ -58,8 +58,6 @@ func (qp *QP) newPacket(op roce.Opcode, psn uint32, ln uint32, data bool) *fabri
 	return p
 }
 
-func (qp *QP) depth() uint64 { return qp.sqDepth }
-
 // trySendReq sends the next request packet of the send queue if ready.
 func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	n := qp.n
@@ -71,7 +69,7 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 		if qp.sw >= qp.fetched {
 			return false, sim.MaxTime
 		}
-		w = &qp.sq[qp.sw%qp.depth()]
+		w = qp.slot(qp.sw)
 		if t := w.readyAt.Add(n.cfg.TxLatency); t > now {
 			qp.txUntil = t
 			return false, t
@@ -310,7 +308,7 @@ func (qp *QP) pumpReads(now sim.Time) {
 			}
 			return
 		}
-		w := &qp.sq[qp.rw%qp.depth()]
+		w := qp.slot(qp.rw)
 		if w.readyAt > now {
 			qp.pumpUntil = w.readyAt
 			return
@@ -465,7 +463,7 @@ func (qp *QP) indexOf(w *swqe) uint64 {
 			slot = uint64(i)
 		}
 	}
-	d := qp.depth()
+	d := uint64(len(qp.sq))
 	base := qp.head - qp.head%d + slot
 	if base < qp.head {
 		base += d
@@ -476,7 +474,7 @@ func (qp *QP) indexOf(w *swqe) uint64 {
 // findIndex returns the index of the issued WQE whose PSN range holds psn.
 func (qp *QP) findIndex(psn uint32) (uint64, bool) {
 	for i := qp.head; i < qp.assigned; i++ {
-		w := &qp.sq[i%qp.depth()]
+		w := qp.slot(i)
 		if w.npsn == 0 {
 			continue
 		}
@@ -492,7 +490,7 @@ func (qp *QP) find(psn uint32) *swqe {
 	if !ok {
 		return nil
 	}
-	return &qp.sq[i%qp.depth()]
+	return qp.slot(i)
 }
 
 // ackUpTo records that every PSN up to psn has been acknowledged.
@@ -510,7 +508,7 @@ func (qp *QP) ackUpTo(psn uint32) {
 func (qp *QP) progress() {
 	n := qp.n
 	for qp.state == QPSRTS && qp.head < qp.fetched {
-		w := &qp.sq[qp.head%qp.depth()]
+		w := qp.slot(qp.head)
 		if w.status != StatusSuccess {
 			if qp.head > qp.sw {
 				return
@@ -590,7 +588,7 @@ func (qp *QP) rewind(psn uint32) {
 	if !ok {
 		return
 	}
-	w := &qp.sq[i%qp.depth()]
+	w := qp.slot(i)
 	qp.sw, qp.rw, qp.rp = i, i, 0
 	qp.sp = uint32(psnCmp(psn, w.firstPSN))
 	switch {
@@ -603,7 +601,7 @@ func (qp *QP) rewind(psn uint32) {
 		qp.rp = qp.sp
 	}
 	for j := i + 1; j < qp.assigned; j++ {
-		x := &qp.sq[j%qp.depth()]
+		x := qp.slot(j)
 		if x.wr.Op.isRdAtomic() && x.status == StatusSuccess {
 			x.rcvd, x.done = 0, false
 		}
@@ -611,7 +609,7 @@ func (qp *QP) rewind(psn uint32) {
 	qp.dropReads()
 	qp.rdOut = 0
 	for j := qp.head; j < qp.assigned; j++ {
-		x := &qp.sq[j%qp.depth()]
+		x := qp.slot(j)
 		x.out = j < qp.sw && x.wr.Op.isRdAtomic() && !x.done
 		if x.out {
 			qp.rdOut++
@@ -705,7 +703,7 @@ func (qp *QP) timerFired() {
 // missing.
 func (qp *QP) oldestUnacked() uint32 {
 	for i := qp.head; i < qp.assigned; i++ {
-		w := &qp.sq[i%qp.depth()]
+		w := qp.slot(i)
 		switch {
 		case w.npsn == 0:
 			continue
@@ -779,7 +777,7 @@ func (qp *QP) toErr() {
 // StatusWRFlushErr.
 func (qp *QP) flush() {
 	for qp.head < qp.db {
-		w := &qp.sq[qp.head%qp.depth()]
+		w := qp.slot(qp.head)
 		qp.complete(w, StatusWRFlushErr)
 	}
 	qp.sw, qp.sp, qp.rw, qp.rp = qp.head, 0, qp.head, 0
