@@ -243,7 +243,8 @@ func (n *NIC) CreateQP(c QPConfig) (*QP, error) {
 	// rdy, rrdy and atom are allocated on first use (pumpReads,
 	// pumpRespReads, the first atomic received): most QPs of a large
 	// all-to-all machine never carry payload reads or atomics. The read
-	// pumps' rings grow with the reads in flight (ringPut).
+	// pumps' rings grow with the reads in flight (ringPut), the atomic
+	// result cache with the atomics received (recvAtomic).
 	qp.maxRd = c.MaxRdAtomic
 	if idx == len(n.qps) {
 		n.qps = append(n.qps, qp)
@@ -311,7 +312,7 @@ func (qp *QP) Modify(to QPState, a ModifyAttr) error {
 		// outstanding (up to the device's MaxRdAtomic), not only the
 		// maxDest in progress: atomics queued beyond maxDest must still
 		// be answered from it when their responses are lost.
-		qp.atom = nil // MaxRdAtomic entries, allocated by the first atomic
+		qp.atom = nil // up to MaxRdAtomic entries, allocated as atomics arrive
 		qp.srcPort = a.SrcPort
 		if qp.srcPort == 0 {
 			qp.srcPort = 0xC000 | uint16((qp.qpn*0x9E3779B1)>>18)&0x3FFF

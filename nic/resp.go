@@ -308,10 +308,13 @@ func (qp *QP) recvAtomic(p *fabric.Packet) {
 		return
 	}
 	qp.msn = psnAdd(qp.msn, 1)
-	if qp.atom == nil {
-		qp.atom = make([]atomEntry, n.cfg.MaxRdAtomic)
+	// The cache's entries are allocated as atomics arrive, up to
+	// MaxRdAtomic (then the oldest is replaced).
+	slot := qp.atomNext % uint64(n.cfg.MaxRdAtomic)
+	if k := uint64(len(qp.atom)); slot >= k {
+		qp.atom = append(qp.atom, make([]atomEntry, slot+1-k)...)
 	}
-	qp.atom[qp.atomNext%uint64(len(qp.atom))] = atomEntry{psn: h.PSN, valid: true}
+	qp.atom[slot] = atomEntry{psn: h.PSN, valid: true}
 	qp.atomNext++
 	e := respEntry{kind: respAtomic, syn: roce.AckSyndrome(roce.CreditsUnlimited), psn: h.PSN, msn: qp.msn,
 		held: true, r: mr.Region, where: mr.Where, off: off, op: WRFetchAdd, a: h.SwapAdd}
