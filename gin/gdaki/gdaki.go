@@ -94,7 +94,8 @@ type commState struct {
 	nsig, nctr   int
 	depth        int
 	ranks        []rankState
-	built        int // contexts [0, built) have their channels
+	built        int  // contexts [0, built) have their channels
+	sealed       bool // on a World: nothing is built after Connect
 	// qpns holds, per context not yet built, each NIC's first reserved
 	// QP number.
 	qpns []map[*nic.NIC]uint32
@@ -109,7 +110,9 @@ type commState struct {
 // rank's partition (lane), and every QP a communicator can use is built
 // at Connect: context by context, the self-loops after the last one (on a
 // lone Sim contexts past the first, and self-loops, are built on first
-// use), so that no partition creates resources at run time.
+// use), so that no partition creates resources at run time. Contexts past
+// the requested GinContextCount are not built, only their QP numbers set
+// aside.
 type Backend struct {
 	cfg    Config
 	comms  []*commState
@@ -212,6 +215,9 @@ func (b *Backend) state(dc *gin.DevComm) *commState {
 
 func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 	if ctx >= cs.built && ctx < cs.nctx {
+		if cs.sealed {
+			panic(fmt.Sprintf("gdaki: context %d: on a sim.World only the %d requested contexts are built (GinContextCount)", ctx, cs.built))
+		}
 		if err := b.ensure(cs, ctx); err != nil {
 			// Context 0 was built at Connect with the same parameters.
 			panic(fmt.Sprintf("gdaki: building context %d: %v", ctx, err))
@@ -289,29 +295,63 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	// creates them all in ncclDevCommCreate; here a later context's QP
 	// numbers are reserved now (below), so only its rings' addresses
 	// depend on when it is built. Nothing times QP creation.
+	//
+	// On a World nothing may be built at run time, so the contexts a
+	// handle may name are built now: the requested ones (a request of
+	// one context gets four in 2.28 and 2.30 alike, which at EP512 is
+	// three quarters of a million QPs never used). The others only set
+	// their QP numbers aside, as on a lone Sim, and so do their
+	// self-loops, at the numbers building them would take; a handle on
+	// one of them panics (2.28 lets a kernel name a context past its
+	// request: on a World, request it).
 	upto := 1
 	world := c.World() != nil
-	if cs.nctr > 0 || world {
+	switch {
+	case cs.nctr > 0:
 		upto = cs.nctx
+	case world:
+		upto = min(cs.nctx, max(dc.ContextCount(), 1))
+		if req := dc.Requirements().GinContextCount; req > 0 {
+			upto = min(upto, req)
+		}
 	}
 	if err := b.ensure(cs, upto-1); err != nil {
 		return err
 	}
+	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
+	b.reserve(cs, upto)
 	if world {
+		cs.sealed = true
 		for ctx := range cs.nctx {
 			for r := range cs.nranks {
-				if dc.Connected(r, r) {
-					if _, err := b.selfChannel(cs, r, ctx); err != nil {
-						return err
-					}
+				if !dc.Connected(r, r) {
+					continue
+				}
+				if ctx >= upto {
+					n, _ := cs.ranks[r].nic(cs, ctx)
+					n.ReserveQPNs(2) // the self-loop's pair
+					continue
+				}
+				if _, err := b.selfChannel(cs, r, ctx); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
-	for ctx := upto; ctx < cs.nctx; ctx++ {
-		// Set the numbers aside now, in the order building now would
-		// take them.
+	b.comms = append(b.comms, cs)
+	for _, w := range c.Windows() {
+		if err := b.RegisterWindow(dc, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reserve sets aside, context by context from context from on, the QP
+// numbers that building the contexts now would take, for ensure to build
+// them with later.
+func (b *Backend) reserve(cs *commState, from int) {
+	for ctx := from; ctx < cs.nctx; ctx++ {
 		count := map[*nic.NIC]int{}
 		var order []*nic.NIC
 		cs.pairs(func(r, p int) {
@@ -329,13 +369,6 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			cs.qpns[ctx][n] = n.ReserveQPNs(count[n])
 		}
 	}
-	b.comms = append(b.comms, cs)
-	for _, w := range c.Windows() {
-		if err := b.RegisterWindow(dc, w); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ensure builds contexts up to ctx: per pair of connected ranks an RC QP
