@@ -133,7 +133,7 @@ func (g *GPU) Groups() []*Group {
 // newGroup makes a group on the next SM in round-robin order. The groups
 // are compacted whenever their list has doubled since the last time.
 func (g *GPU) newGroup(name string, threads int) *Group {
-	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: g.made % g.cfg.SMs}
+	t := &Group{g: g, agent: g.name + "/" + name, size: int32(threads), sm: int32(g.made % g.cfg.SMs)}
 	g.made++
 	if len(g.groups) >= max(2*g.kept, 64) {
 		g.compact()

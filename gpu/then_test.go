@@ -231,7 +231,7 @@ func TestFinishedGroupsAreNotKept(t *testing.T) {
 	require.Greater(t, busy, sim.Duration(0))
 	require.Equal(t, uint64(1000), loc.Load64(8))
 	next := g.Launch("q", 1, func(*Group) {})
-	require.Equal(t, 4001%g.Config().SMs, next.sm, "SMs are assigned over every group made")
+	require.Equal(t, 4001%g.Config().SMs, next.SM(), "SMs are assigned over every group made")
 }
 
 // CopyThen paces a warp's stores by its copy rate: the group is busy for
