@@ -76,7 +76,10 @@ func (g *GPU) Launch(name string, threads int, body func(t *Group)) *Group {
 		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
 	}
 	t := g.newGroup(name, threads)
-	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) { body(t) })
+	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) {
+		body(t)
+		g.ended++
+	})
 	return t
 }
 
@@ -144,6 +147,7 @@ func (w *waiter) Handle(s *sim.Sim, arg uint64) {
 	s.Start(t.agent, func(p *sim.Proc) {
 		t.p = p
 		body(t)
+		t.g.ended++
 	})
 }
 

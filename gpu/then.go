@@ -36,7 +36,12 @@ func (g *GPU) LaunchHandler(name string, threads int, h sim.Handler, arg uint64)
 }
 
 // End marks a group launched with LaunchHandler as finished (Done).
-func (t *Group) End() { t.ended = true }
+func (t *Group) End() {
+	if !t.ended {
+		t.ended = true
+		t.g.ended++
+	}
+}
 
 // Result returns the value of the last AtomicAdd64Then (the old value) or
 // WaitWordThen (the value seen).
