@@ -375,27 +375,52 @@ func (b *Bus) Flush() {
 			b.up(h, len(h)-1)
 		}
 	}
-	for len(h) > 0 {
-		i := h[0]
-		p := b.parts[i]
-		e := p.buf[b.heads[i]]
-		b.heads[i]++
-		if b.heads[i] == len(p.buf) {
+	// Runs: the first partition delivers every event before the runner-
+	// up's next one (the earlier of the heap root's children) before the
+	// heap is touched again; a partition alone delivers all it has.
+	for len(h) > 1 {
+		i, r := h[0], h[1]
+		if len(h) > 2 && b.before(h[2], r) {
+			r = h[2]
+		}
+		buf, k := b.parts[i].buf, b.heads[i]
+		at := b.parts[r].buf[b.heads[r]].At
+		end := k + 1
+		for end < len(buf) && (buf[end].At < at || buf[end].At == at && i < r) {
+			end++
+		}
+		b.deliver(buf[k:end])
+		b.heads[i] = end
+		if end == len(buf) {
 			last := len(h) - 1
 			h[0] = h[last]
 			h = h[:last]
 		}
-		if len(h) > 0 {
-			b.down(h, 0)
-		}
-		for _, s := range b.subs {
-			s.Observe(e)
-		}
+		b.down(h, 0)
 	}
-	b.heap = h
+	if len(h) == 1 {
+		b.deliver(b.parts[h[0]].buf[b.heads[h[0]]:])
+	}
+	b.heap = h[:0]
 	for _, p := range b.parts {
 		clear(p.buf)
 		p.buf = p.buf[:0]
+	}
+}
+
+// deliver hands es, in order, to every subscriber.
+func (b *Bus) deliver(es []Event) {
+	if len(b.subs) == 1 {
+		o := b.subs[0]
+		for k := range es {
+			o.Observe(es[k])
+		}
+		return
+	}
+	for k := range es {
+		for _, o := range b.subs {
+			o.Observe(es[k])
+		}
 	}
 }
 
