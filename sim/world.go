@@ -45,6 +45,13 @@ type World struct {
 	// lastFired is the number of events the last window fired.
 	lastFired   uint64
 	serialBelow uint64
+	// The OnWindowOverlapped hooks: due says a window's round of them
+	// (window end dueEnd) is still to run, beside the next window's
+	// partitions (runOver's task 0) or before Run returns.
+	overlap []func(end Time)
+	due     bool
+	dueEnd  Time
+	runOver func(int)
 }
 
 // DefaultSerialBelow is what drivers pass to SetSerialBelow: measured
@@ -155,6 +162,42 @@ func (w *World) SetSerialBelow(n uint64) { w.serialBelow = n }
 // end; every event before it has fired.
 func (w *World) OnWindow(f func(end Time)) { w.hooks = append(w.hooks, f) }
 
+// OnWindowOverlapped registers f to run once per window, later than an
+// OnWindow hook: f(end) of window k runs after window k's OnWindow hooks,
+// while the partitions run window k+1 (as one more task on the Exec), and
+// the last window's before Run returns. The rounds run one at a time, in
+// window order. f runs concurrently with the partitions, so it may touch
+// only what no event touches: what an OnWindow hook of its window handed
+// it (a merged observation stream), never model state; it must not Stop,
+// Fail or schedule. It is for consumers whose work need not hold up the
+// next window.
+func (w *World) OnWindowOverlapped(f func(end Time)) {
+	w.overlap = append(w.overlap, f)
+	w.runOver = func(i int) {
+		if i == 0 {
+			w.overlapped()
+			return
+		}
+		w.runPart(i - 1)
+	}
+}
+
+// overlapped runs the OnWindowOverlapped hooks of the window due.
+func (w *World) overlapped() {
+	for _, f := range w.overlap {
+		f(w.dueEnd)
+	}
+}
+
+// drain runs the OnWindowOverlapped hooks still due: Run returns with
+// every window consumed.
+func (w *World) drain() {
+	if w.due {
+		w.due = false
+		w.overlapped()
+	}
+}
+
 // Blocked returns the processes of every partition that are waiting, by
 // partition.
 func (w *World) Blocked() []*Proc {
@@ -203,6 +246,7 @@ func (s *Sim) World() *World { return s.w }
 // Stop (the run ends with the window) or Fail, or the watchdog trips. It
 // returns the first failure by partition index, a *WatchdogError, or nil.
 func (w *World) Run() error {
+	defer w.drain()
 	for _, s := range w.parts {
 		s.stopped, s.stopReq = false, false
 		s.next = s.nextAt() // events may have been scheduled since
@@ -220,13 +264,18 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
+		n, run := len(w.parts), w.run
+		if w.due { // the last window's overlapped hooks run beside this one
+			n, run = n+1, w.runOver
+		}
 		if w.lastFired < w.serialBelow {
 			// A sparse stretch (a straggler's timeout, a tail): waking
 			// the workers would cost more than the window's events.
-			Serial(len(w.parts), w.run)
+			Serial(n, run)
 		} else {
-			w.exec(len(w.parts), w.run)
+			w.exec(n, run)
 		}
+		w.due, w.dueEnd = len(w.overlap) > 0, w.end
 		for _, f := range w.hooks {
 			f(w.end)
 		}

@@ -156,3 +156,57 @@ func TestWorldFailReturnsLowestPartition(t *testing.T) {
 	}
 	require.EqualError(t, w.Run(), "part 1 failed")
 }
+
+// OnWindowOverlapped hooks consume every window once, in window order,
+// after that window's OnWindow hooks, beside the next window's partitions
+// (or before Run returns), and change nothing of the run.
+func TestWorldOverlappedHooksConsumeEveryWindow(t *testing.T) {
+	for _, parts := range []int{1, 3, 8} {
+		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
+		for _, workers := range []int{0, 1, 2, 5} {
+			exec, closePool := sim.Exec(sim.Serial), func() {}
+			if workers > 0 {
+				p := par.NewPool(workers)
+				exec, closePool = p.Exec, p.Close
+			}
+			w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
+			w.SetExec(exec)
+			g := newGossip(w, 200_000)
+			// handed[k] is what window k's OnWindow hook handed over: the
+			// events fired so far; got is what the overlapped hook saw.
+			var handed, got []string
+			w.OnWindow(func(end sim.Time) {
+				handed = append(handed, fmt.Sprintf("%d:%d", end, w.Fired()))
+			})
+			w.OnWindowOverlapped(func(end sim.Time) {
+				k := len(got)
+				require.Less(t, k, len(handed), "a window consumed before its OnWindow hook ran")
+				require.True(t, strings.HasPrefix(handed[k], fmt.Sprintf("%d:", end)), "window %d: end %d, handed %s", k, end, handed[k])
+				got = append(got, handed[k])
+			})
+			require.NoError(t, w.Run())
+			closePool()
+			require.Equal(t, want, g.logs(), "parts %d workers %d", parts, workers)
+			require.Equal(t, wantNow, w.Now())
+			require.Equal(t, wantFired, w.Fired())
+			require.Equal(t, handed, got, "parts %d workers %d", parts, workers)
+			require.Len(t, got, int(w.Windows()))
+		}
+	}
+}
+
+// A run that Stop ended has consumed its last window when Run returns; a
+// second Run carries on from there.
+func TestWorldOverlappedHooksDrainOnStop(t *testing.T) {
+	w := sim.NewWorld(sim.Config{}, 2, 1000)
+	var ends []sim.Time
+	w.OnWindowOverlapped(func(end sim.Time) { ends = append(ends, end) })
+	a, b := w.Part(0), w.Part(1)
+	a.Post(100, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {}), 0)
+	b.Post(1500, sim.HandlerFunc(func(s *sim.Sim, _ uint64) { s.Stop() }), 0)
+	b.Post(5000, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {}), 0)
+	require.NoError(t, w.Run())
+	require.Equal(t, []sim.Time{1100, 2500}, ends)
+	require.NoError(t, w.Run())
+	require.Equal(t, []sim.Time{1100, 2500, 6000}, ends)
+}
