@@ -119,12 +119,14 @@ func (m *emitter) Handle(s *sim.Sim, arg uint64) {
 	}
 }
 
-func splitRun(t *testing.T, parts int, exec sim.Exec) []Event {
+// splitRun runs the emitters on parts partitions, on a bus split by split
+// (Split or SplitOverlapped), and returns the stream delivered.
+func splitRun(t *testing.T, parts int, exec sim.Exec, split func(*sim.World, ...Observer) *Bus) []Event {
 	t.Helper()
 	w := sim.NewWorld(sim.Config{Seed: 1}, parts, 10*sim.Nanosecond)
 	w.SetExec(exec)
 	var rec Recorder
-	bus := Split(w, &rec)
+	bus := split(w, &rec)
 	all := make([]*emitter, parts)
 	for i := range parts {
 		all[i] = &emitter{bus: bus, w: w, all: all, left: 200}
@@ -139,7 +141,7 @@ func splitRun(t *testing.T, parts int, exec sim.Exec) []Event {
 // A split bus delivers each partition's events in emit order, merged by
 // (At, partition); ids are unique and drawn per partition.
 func TestSplitMergesByTimeThenPartition(t *testing.T) {
-	ev := splitRun(t, 3, sim.Serial)
+	ev := splitRun(t, 3, sim.Serial, Split)
 	if len(ev) < 3*200 {
 		t.Fatalf("%d events", len(ev))
 	}
@@ -161,9 +163,11 @@ func TestSplitMergesByTimeThenPartition(t *testing.T) {
 	}
 }
 
-// The merged stream does not depend on how the partitions' windows run.
+// The merged stream does not depend on how the partitions' windows run,
+// nor on whether the merge runs between windows or beside the next one
+// (SplitOverlapped): every event is delivered by the time Run returns.
 func TestSplitStreamIndependentOfExec(t *testing.T) {
-	want := splitRun(t, 4, sim.Serial)
+	want := splitRun(t, 4, sim.Serial, Split)
 	rev := func(n int, f func(int)) {
 		for i := n - 1; i >= 0; i-- {
 			f(i)
@@ -171,14 +175,16 @@ func TestSplitStreamIndependentOfExec(t *testing.T) {
 	}
 	pool := par.NewPool(4)
 	defer pool.Close()
-	for _, exec := range []sim.Exec{rev, pool.Exec} {
-		got := splitRun(t, 4, exec)
-		if len(got) != len(want) {
-			t.Fatalf("%d events, want %d", len(got), len(want))
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+	for _, exec := range []sim.Exec{sim.Serial, rev, pool.Exec} {
+		for _, split := range []func(*sim.World, ...Observer) *Bus{Split, SplitOverlapped} {
+			got := splitRun(t, 4, exec, split)
+			if len(got) != len(want) {
+				t.Fatalf("%d events, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+				}
 			}
 		}
 	}

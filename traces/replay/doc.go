@@ -19,7 +19,8 @@
 // builds at Connect instead of on first use.
 //
 // Each step runs with one obs.Bus (on a World, split per partition and
-// merged after every window) on the fabric, the NICs and every
+// merged, with its subscribers, beside the next window:
+// obs.SplitOverlapped) on the fabric, the NICs and every
 // communicator and backend; a critpath.Tracker on it follows the operations
 // that update signals, and the breakdown of a phase is the path of the
 // operation whose signal released its slowest receiver (critical.go),
