@@ -269,3 +269,32 @@ func TestFlushIsTheEventByEventMerge(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFlush merges windows of 8 partitions (events interleaved in
+// time, with runs of one partition) to one subscriber: ns per event.
+func BenchmarkFlush(b *testing.B) {
+	const parts, perPart = 8, 512
+	w := sim.NewWorld(sim.Config{}, parts, sim.Nanosecond)
+	var n int
+	bus := Split(w, Func(func(e Event) { n += int(e.Index) }))
+	r := sim.New(sim.Config{Seed: 3}).Rand("bench")
+	ats := make([][]sim.Time, parts)
+	for p := range ats {
+		at := sim.Time(0)
+		for range perPart {
+			at += sim.Time(r.IntN(8)) * sim.Time(1+r.IntN(4)*r.IntN(2)*16)
+			ats[p] = append(ats[p], at)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for p := range parts {
+			pb := bus.Part(p)
+			for _, at := range ats[p] {
+				pb.Emit(Event{At: at, Kind: Hop, Index: uint64(p)})
+			}
+		}
+		bus.Flush()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*parts*perPart), "ns/event")
+}
