@@ -79,6 +79,64 @@ func runGossip(t *testing.T, parts int, exec sim.Exec) (string, sim.Time, uint64
 	return g.logs(), w.Now(), w.Fired()
 }
 
+// The sequential kernel fires the World's events in the World's order:
+// every partition's log is the same, whatever the partition count.
+func TestWorldIsTheSequentialKernel(t *testing.T) {
+	for _, parts := range []int{1, 2, 5, 16} {
+		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
+		w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
+		w.SetSequential(true)
+		g := newGossip(w, 200_000)
+		require.NoError(t, w.Run())
+		require.Equal(t, want, g.logs(), "parts %d", parts)
+		require.Equal(t, wantNow, w.Now())
+		require.Equal(t, wantFired, w.Fired())
+	}
+}
+
+// A partition's order of same-instant events does not depend on the
+// windows: a World whose windows are shorter than the model's least
+// cross-partition delay (more, shorter windows; events handed over at
+// other instants) fires every partition's events in the same order.
+func TestWorldWindowsDoNotChangeTheRun(t *testing.T) {
+	run := func(lookahead sim.Duration, sequential bool) string {
+		w := sim.NewWorld(sim.Config{Seed: 7}, 5, lookahead)
+		w.SetSequential(sequential)
+		g := newGossip(w, 200_000)
+		g.la = 250 // the model's delay, whatever the windows
+		require.NoError(t, w.Run())
+		return g.logs()
+	}
+	want := run(250, false)
+	require.Contains(t, want, "(", "the model ran")
+	for _, la := range []sim.Duration{1, 37, 100, 249} {
+		require.Equal(t, want, run(la, false), "lookahead %v", la)
+		require.Equal(t, want, run(la, true), "lookahead %v, sequential", la)
+	}
+}
+
+// The sequential kernel fires one event at a time in the order (time,
+// partition) over all partitions.
+func TestSequentialFiresInTimeOrder(t *testing.T) {
+	w := sim.NewWorld(sim.Config{Seed: 7}, 5, 250)
+	w.SetSequential(true)
+	g := newGossip(w, 50_000)
+	type ev struct {
+		at   sim.Time
+		part int
+	}
+	var seen []ev
+	for _, p := range g.parts {
+		p.s.SetTracer(func(r sim.Record) { seen = append(seen, ev{r.At, p.s.Part()}) })
+	}
+	require.NoError(t, w.Run())
+	require.Greater(t, len(seen), 1000)
+	for i := 1; i < len(seen); i++ {
+		a, b := seen[i-1], seen[i]
+		require.True(t, a.at < b.at || (a.at == b.at && a.part <= b.part), "event %d: %v after %v", i, b, a)
+	}
+}
+
 func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 	for _, parts := range []int{1, 2, 5, 16} {
 		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
