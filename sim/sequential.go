@@ -41,6 +41,8 @@ func (w *World) runSequential() error {
 		for _, f := range w.hooks {
 			f(w.end)
 		}
+		w.due, w.dueEnd = len(w.overlap) > 0, w.end
+		w.drain() // no Exec to run them beside the next window
 		var stop bool
 		var err error
 		var fired uint64

@@ -180,7 +180,8 @@ func (w *World) OnWindow(f func(end Time)) { w.hooks = append(w.hooks, f) }
 // only what no event touches: what an OnWindow hook of its window handed
 // it (a merged observation stream), never model state; it must not Stop,
 // Fail or schedule. It is for consumers whose work need not hold up the
-// next window.
+// next window. On the sequential kernel (SetSequential) f runs right after
+// the window's OnWindow hooks.
 func (w *World) OnWindowOverlapped(f func(end Time)) {
 	w.overlap = append(w.overlap, f)
 	w.runOver = func(i int) {

@@ -217,11 +217,12 @@ func TestWorldFailReturnsLowestPartition(t *testing.T) {
 
 // OnWindowOverlapped hooks consume every window once, in window order,
 // after that window's OnWindow hooks, beside the next window's partitions
-// (or before Run returns), and change nothing of the run.
+// (or before Run returns; on the sequential kernel, workers -1, right
+// after the hooks), and change nothing of the run.
 func TestWorldOverlappedHooksConsumeEveryWindow(t *testing.T) {
 	for _, parts := range []int{1, 3, 8} {
 		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
-		for _, workers := range []int{0, 1, 2, 5} {
+		for _, workers := range []int{-1, 0, 1, 2, 5} {
 			exec, closePool := sim.Exec(sim.Serial), func() {}
 			if workers > 0 {
 				p := par.NewPool(workers)
@@ -229,6 +230,7 @@ func TestWorldOverlappedHooksConsumeEveryWindow(t *testing.T) {
 			}
 			w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
 			w.SetExec(exec)
+			w.SetSequential(workers < 0)
 			g := newGossip(w, 200_000)
 			// handed[k] is what window k's OnWindow hook handed over: the
 			// events fired so far; got is what the overlapped hook saw.
@@ -256,7 +258,14 @@ func TestWorldOverlappedHooksConsumeEveryWindow(t *testing.T) {
 // A run that Stop ended has consumed its last window when Run returns; a
 // second Run carries on from there.
 func TestWorldOverlappedHooksDrainOnStop(t *testing.T) {
+	for _, seq := range []bool{false, true} {
+		t.Run(fmt.Sprint("sequential=", seq), func(t *testing.T) { testOverlappedDrainOnStop(t, seq) })
+	}
+}
+
+func testOverlappedDrainOnStop(t *testing.T, seq bool) {
 	w := sim.NewWorld(sim.Config{}, 2, 1000)
+	w.SetSequential(seq)
 	var ends []sim.Time
 	w.OnWindowOverlapped(func(end sim.Time) { ends = append(ends, end) })
 	a, b := w.Part(0), w.Part(1)

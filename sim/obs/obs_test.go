@@ -120,11 +120,13 @@ func (m *emitter) Handle(s *sim.Sim, arg uint64) {
 }
 
 // splitRun runs the emitters on parts partitions, on a bus split by split
-// (Split or SplitOverlapped), and returns the stream delivered.
+// (Split or SplitOverlapped), and returns the stream delivered; a nil exec
+// runs the World's sequential kernel.
 func splitRun(t *testing.T, parts int, exec sim.Exec, split func(*sim.World, ...Observer) *Bus) []Event {
 	t.Helper()
 	w := sim.NewWorld(sim.Config{Seed: 1}, parts, 10*sim.Nanosecond)
 	w.SetExec(exec)
+	w.SetSequential(exec == nil)
 	var rec Recorder
 	bus := split(w, &rec)
 	all := make([]*emitter, parts)
@@ -165,7 +167,8 @@ func TestSplitMergesByTimeThenPartition(t *testing.T) {
 
 // The merged stream does not depend on how the partitions' windows run,
 // nor on whether the merge runs between windows or beside the next one
-// (SplitOverlapped): every event is delivered by the time Run returns.
+// (SplitOverlapped), nor on the kernel (windows or sequential): every
+// event is delivered by the time Run returns.
 func TestSplitStreamIndependentOfExec(t *testing.T) {
 	want := splitRun(t, 4, sim.Serial, Split)
 	rev := func(n int, f func(int)) {
@@ -175,7 +178,7 @@ func TestSplitStreamIndependentOfExec(t *testing.T) {
 	}
 	pool := par.NewPool(4)
 	defer pool.Close()
-	for _, exec := range []sim.Exec{sim.Serial, rev, pool.Exec} {
+	for _, exec := range []sim.Exec{sim.Serial, rev, pool.Exec, nil} {
 		for _, split := range []func(*sim.World, ...Observer) *Bus{Split, SplitOverlapped} {
 			got := splitRun(t, 4, exec, split)
 			if len(got) != len(want) {
