@@ -29,6 +29,7 @@ type GPU struct {
 	groups  []*Group  // groups made and not yet dropped (compact), in order
 	made    int       // groups made, children included (SM placement)
 	joined  int       // children in groups whose Parallel section has joined
+	ended   int       // groups whose body returned or that called End, since the last compaction
 	kept    int       // len(groups) after the last compaction
 	retired Stats     // busy and poll time of the groups compact dropped
 	pend    []pending // deferred writes (landing in the future), pooled
@@ -131,11 +132,13 @@ func (g *GPU) Groups() []*Group {
 }
 
 // newGroup makes a group on the next SM in round-robin order. The groups
-// are compacted whenever their list has doubled since the last time.
+// are compacted whenever their list has doubled since the last time, or
+// half of it has ended since (a kernel's finished warps are dropped when
+// the next kernel launches, not kept while it runs).
 func (g *GPU) newGroup(name string, threads int) *Group {
-	t := &Group{g: g, name: name, agent: g.name + "/" + name, size: threads, sm: g.made % g.cfg.SMs}
+	t := &Group{g: g, agent: g.name + "/" + name, size: int32(threads), sm: int32(g.made % g.cfg.SMs)}
 	g.made++
-	if len(g.groups) >= max(2*g.kept, 64) {
+	if n := len(g.groups); n >= max(2*g.kept, 64) || g.ended >= 64 && 2*g.ended >= n {
 		g.compact()
 	}
 	g.groups = append(g.groups, t)
@@ -159,7 +162,7 @@ func (g *GPU) compact() {
 		}
 		return false
 	})
-	g.joined, g.kept = 0, len(g.groups)
+	g.joined, g.ended, g.kept = 0, 0, len(g.groups)
 }
 
 // Alloc allocates size bytes of this GPU's HBM.

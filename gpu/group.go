@@ -14,19 +14,22 @@ import (
 type Group struct {
 	g      *GPU
 	p      *sim.Proc
-	name   string
-	agent  string
-	size   int
-	sm     int
+	agent  string // the GPU's name, "/", the group's name
+	size   int32
+	sm     int32
 	child  bool // a thread of a Parallel section
 	joined bool // a child whose section has joined
+	redAt  uint8
+	armed  bool // (LaunchWaiting's hand-over, below)
+	ended  bool // (LaunchHandler, below)
+	// The small fields above share a word: a million groups live at
+	// once at EP512.
 
 	busy   sim.Duration
 	poll   sim.Duration
 	posted sim.Time           // latest landing of the group's posted writes (NVLink: their acknowledgement)
 	acked  sim.Time           // latest acknowledgement of the group's local stores
-	reds   [redSlots]sim.Time // completion of the group's latest reds (Red64), a ring
-	redAt  uint8
+	reds   [redSlots]sim.Time // completion of the group's latest reds (Red64), a ring (next: redAt)
 
 	// wait state (WaitWord)
 	wr     *mem.Region
@@ -44,9 +47,10 @@ type Group struct {
 	creditAt  sim.Time
 	credit    sim.Duration
 	why       string
-	armed     bool
 
-	// AtomicAdd64 in flight (atomicApply).
+	// AtomicAdd64 in flight (atomicApply); ar and aoff are also the word
+	// a Load64Then in flight reads when its load completes (thenLoad): a
+	// group has one operation in flight at most.
 	ar       *mem.Region
 	aoff, av uint64
 	aold     uint64
@@ -58,14 +62,10 @@ type Group struct {
 	wpred func(v uint64) bool
 
 	// The continuation of the operation in flight started by a Then
-	// method (nil: the group's process waits for it), and whether a
-	// group launched by LaunchHandler has ended.
-	th    sim.Handler
-	targ  uint64
-	ended bool
-	// Load64Then in flight: the word it reads when the load completes.
-	lr   *mem.Region
-	loff uint64
+	// method (nil: the group's process waits for it); ended, above, says
+	// whether a group launched by LaunchHandler has ended.
+	th   sim.Handler
+	targ uint64
 }
 
 // Launch starts a group of threads threads running body, now. name names
@@ -76,7 +76,10 @@ func (g *GPU) Launch(name string, threads int, body func(t *Group)) *Group {
 		panic(fmt.Sprintf("gpu %s: launch %q with %d threads (want 1..1024)", g.name, name, threads))
 	}
 	t := g.newGroup(name, threads)
-	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) { body(t) })
+	t.p = g.s.Spawn(t.agent, func(p *sim.Proc) {
+		body(t)
+		g.ended++
+	})
 	return t
 }
 
@@ -144,6 +147,7 @@ func (w *waiter) Handle(s *sim.Sim, arg uint64) {
 	s.Start(t.agent, func(p *sim.Proc) {
 		t.p = p
 		body(t)
+		t.g.ended++
 	})
 }
 
@@ -155,16 +159,16 @@ func (t *Group) GPU() *GPU { return t.g }
 func (t *Group) Proc() *sim.Proc { return t.p }
 
 // Size returns the number of threads.
-func (t *Group) Size() int { return t.size }
+func (t *Group) Size() int { return int(t.size) }
 
 // Name returns the group's name.
-func (t *Group) Name() string { return t.name }
+func (t *Group) Name() string { return t.agent[len(t.g.name)+1:] }
 
 // Agent returns the name used for the group's memory effects ("gpu0/x").
 func (t *Group) Agent() string { return t.agent }
 
 // SM returns the SM the group was placed on (round robin at launch).
-func (t *Group) SM() int { return t.sm }
+func (t *Group) SM() int { return int(t.sm) }
 
 // Now returns the current simulated time.
 func (t *Group) Now() sim.Time { return t.g.s.Now() }
@@ -692,7 +696,7 @@ func (t *Group) Parallel(n int, body func(th *Group, i int)) {
 		return
 	}
 	g := t.g
-	k := min(n, t.size)
+	k := min(n, int(t.size))
 	live := k
 	start := t.Now()
 	kids := t.children(k)
@@ -718,7 +722,7 @@ func (t *Group) children(k int) []*Group {
 	g := t.g
 	kids := make([]*Group, k)
 	for j := range kids {
-		c := g.newGroup(fmt.Sprintf("%s/t%d", t.name, j), 1)
+		c := g.newGroup(fmt.Sprintf("%s/t%d", t.Name(), j), 1)
 		c.sm, c.child = t.sm, true
 		kids[j] = c
 	}

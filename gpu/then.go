@@ -36,7 +36,12 @@ func (g *GPU) LaunchHandler(name string, threads int, h sim.Handler, arg uint64)
 }
 
 // End marks a group launched with LaunchHandler as finished (Done).
-func (t *Group) End() { t.ended = true }
+func (t *Group) End() {
+	if !t.ended {
+		t.ended = true
+		t.g.ended++
+	}
+}
 
 // Result returns the value of the last AtomicAdd64Then (the old value) or
 // WaitWordThen (the value seen).
@@ -45,7 +50,7 @@ func (t *Group) Result() uint64 { return t.aold }
 // then makes (h, arg) the continuation of the operation being started.
 func (t *Group) then(h sim.Handler, arg uint64) {
 	if t.th != nil {
-		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.Name()))
 	}
 	t.th, t.targ = h, arg
 }
@@ -202,7 +207,7 @@ func (t *Group) Load64Then(r *mem.Region, off uint64, h sim.Handler, arg uint64)
 		return
 	}
 	t.busy += d
-	t.lr, t.loff = r, off
+	t.ar, t.aoff = r, off
 	t.g.s.Post(now.Add(d), (*thenLoad)(t), 0)
 }
 
@@ -213,8 +218,8 @@ type thenLoad Group
 // Handle implements sim.Handler.
 func (l *thenLoad) Handle(s *sim.Sim, _ uint64) {
 	t := (*Group)(l)
-	t.aold = t.lr.Load64(t.loff)
-	t.lr = nil
+	t.aold = t.ar.Load64(t.aoff)
+	t.ar = nil
 	t.thenAt(s.Now())
 }
 
@@ -223,7 +228,7 @@ func (l *thenLoad) Handle(s *sim.Sim, _ uint64) {
 // events already scheduled for this instant).
 func (t *Group) SleepThen(d sim.Duration, h sim.Handler, arg uint64) {
 	if t.th != nil {
-		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.Name()))
 	}
 	t.g.s.Post(t.Now().Add(d), h, arg)
 }
@@ -238,7 +243,7 @@ func (t *Group) SleepThen(d sim.Duration, h sim.Handler, arg uint64) {
 // resumes in an event after the last child is done.
 func (t *Group) ParallelThen(n int, body func(th *Group, i int, h sim.Handler, arg uint64), h sim.Handler, arg uint64) {
 	if t.th != nil {
-		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.name))
+		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.Name()))
 	}
 	if n <= 0 {
 		h.Handle(t.g.s, arg)
@@ -250,7 +255,7 @@ func (t *Group) ParallelThen(n int, body func(th *Group, i int, h sim.Handler, a
 		p.next()
 		return
 	}
-	p.k = min(n, t.size)
+	p.k = min(n, int(t.size))
 	p.live = p.k
 	p.start = t.Now()
 	p.kids = t.children(p.k)

@@ -231,7 +231,7 @@ func TestFinishedGroupsAreNotKept(t *testing.T) {
 	require.Greater(t, busy, sim.Duration(0))
 	require.Equal(t, uint64(1000), loc.Load64(8))
 	next := g.Launch("q", 1, func(*Group) {})
-	require.Equal(t, 4001%g.Config().SMs, next.sm, "SMs are assigned over every group made")
+	require.Equal(t, 4001%g.Config().SMs, next.SM(), "SMs are assigned over every group made")
 }
 
 // CopyThen paces a warp's stores by its copy rate: the group is busy for
@@ -273,4 +273,32 @@ func TestCopyThenPacesByRate(t *testing.T) {
 	fBusy, fLanded := run(sim.GBps(10_000))
 	require.Equal(t, wBusy, fBusy, "a fast copy is the stores' issue")
 	require.Equal(t, wLanded, fLanded)
+}
+
+// A kernel's finished groups are dropped when the next kernel launches,
+// not kept while it runs: launching a thousand warps that end, and then
+// a thousand more, leaves only the new ones in the GPU's list (each
+// kernel's warps, their handlers and what those hold would otherwise
+// stay in memory until the list doubles).
+func TestEndedGroupsAreDroppedAtTheNextLaunch(t *testing.T) {
+	nd := newNode(t, 1)
+	g := nd.gpus[0]
+	for _, kind := range []string{"handler", "process", "waiting"} {
+		word := g.Alloc("flag-"+kind, 8, true)
+		for i := range 1000 {
+			switch kind {
+			case "handler":
+				var tg *Group
+				tg = g.LaunchHandler(fmt.Sprintf("h%d", i), 32, sim.HandlerFunc(func(*sim.Sim, uint64) { tg.End() }), 0)
+			case "process":
+				g.Launch(fmt.Sprintf("p%d", i), 32, func(*Group) {})
+			case "waiting":
+				g.LaunchWaiting(fmt.Sprintf("w%d", i), 32, word, 0, "flag", func(v uint64) bool { return v == 0 }, func(*Group) {})
+			}
+		}
+		require.NoError(t, nd.s.Run())
+		g.Launch("next-"+kind, 32, func(*Group) {})
+		require.Equal(t, 1, len(g.groups), "%s: the ended groups are dropped at the next launch", kind)
+		require.NoError(t, nd.s.Run())
+	}
 }

@@ -107,12 +107,14 @@ type Sim struct {
 	// Set when s is a partition of a World.
 	w       *World
 	part    int
-	out     [2][][]msg // by window parity, then destination partition
-	dsts    []int32    // destinations whose box of this window's parity is not empty, in first-send order
-	srcs    []int32    // senders with a box for this partition, in partition order (set between windows)
-	sentMin Time       // earliest event sent across partitions this window
-	next    Time       // earliest pending event, as of the end of the last window
-	stopReq bool       // Stop was called: the World stops after the window
+	out     [2][][]letter // by window parity, then destination partition
+	dsts    []int32       // destinations whose box of this window's parity is not empty, in first-send order
+	srcs    []int32       // senders with a box for this partition, in partition order (set between windows)
+	sentMin Time          // earliest event sent across partitions this window
+	next    Time          // earliest pending event, as of the end of the last window
+	stopReq bool          // Stop was called: the World stops after the window
+	sent    uint64        // events sent across partitions so far (the send order)
+	in      inbox         // events received from other partitions, not yet fired
 }
 
 // New returns a simulation at time 0.
@@ -132,8 +134,9 @@ func (s *Sim) Seed() uint64 { return s.cfg.Seed }
 // Fired returns the number of events dispatched so far.
 func (s *Sim) Fired() uint64 { return s.fired }
 
-// Pending returns the number of scheduled, not cancelled events.
-func (s *Sim) Pending() int { return s.q.live }
+// Pending returns the number of scheduled, not cancelled events (on a
+// partition of a World, with those received from other partitions).
+func (s *Sim) Pending() int { return s.q.live + len(s.in) }
 
 // SetTracer installs a tracer (nil removes it). Tracing costs one indirect
 // call per event while set and nothing otherwise.
@@ -330,6 +333,11 @@ func (s *Sim) fire(e *entry) {
 		s.q.removeSlow()
 	}
 	s.q.live--
+	s.dispatch(at, seq, h, arg)
+}
+
+// dispatch advances the clock to at and runs h.Handle(s, arg).
+func (s *Sim) dispatch(at Time, seq uint64, h Handler, arg uint64) {
 	if at == s.now {
 		s.stalled++
 	} else {

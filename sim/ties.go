@@ -55,9 +55,13 @@ type ties struct {
 // at different instants still fire in time order, so causality holds:
 // only the interleaving of simultaneous events changes. Call it before
 // Run, or between runs; it panics if events taken out for a choice are
-// still waiting. With no Chooser set the kernel takes its usual path and
+// still waiting. A partition of a World cannot be perturbed (its
+// same-instant order is the World's, see World). With no Chooser set the kernel takes its usual path and
 // the option costs nothing.
 func (s *Sim) SetTies(c Chooser, order TieOrder) {
+	if s.w != nil {
+		panic("sim: SetTies on a partition of a World")
+	}
 	if s.ties != nil && len(s.ties.pool) > 0 {
 		panic("sim: SetTies with same-instant events still waiting")
 	}

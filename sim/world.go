@@ -16,11 +16,15 @@ import (
 //     window's end, independently of the others (on as many goroutines as
 //     the Exec allows); no event it can receive from another partition
 //     falls inside the window.
-//   - Events sent across partitions during window k are delivered at the
-//     start of window k+1, in the order (sending partition, send order),
-//     before the receiver runs anything. A partition's queue, and so the
-//     order it fires same-instant events in, is therefore a function of
-//     the model alone: the output is the same for every worker count.
+//   - Events sent across partitions during window k are handed to the
+//     receiver at the start of window k+1. A partition fires the events
+//     due at one instant in a fixed order: those received from other
+//     partitions first, by (sending partition, send order), then its own
+//     in the order it scheduled them. The order depends on what was sent,
+//     not on when it was handed over, so a partition fires the same events
+//     in the same order whatever the windows, the worker count or the
+//     interleaving of partitions: Run's output is the sequential kernel's
+//     (SetSequential), byte for byte.
 //
 // Stop from a partition ends Run at the end of the current window (the
 // other partitions finish the window); every partition's clock is then the
@@ -45,6 +49,16 @@ type World struct {
 	// lastFired is the number of events the last window fired.
 	lastFired   uint64
 	serialBelow uint64
+	// sequential makes Run the sequential kernel (SetSequential).
+	sequential bool
+	order      []*Sim // the sequential kernel's heap of partitions by (next, index)
+	// The OnWindowOverlapped hooks: due says a window's round of them
+	// (window end dueEnd) is still to run, beside the next window's
+	// partitions (runOver's task 0) or before Run returns.
+	overlap []func(end Time)
+	due     bool
+	dueEnd  Time
+	runOver func(int)
 }
 
 // DefaultSerialBelow is what drivers pass to SetSerialBelow: measured
@@ -64,13 +78,6 @@ func Serial(n int, f func(i int)) {
 	}
 }
 
-// msg is an event sent across partitions, waiting for the next window.
-type msg struct {
-	at  Time
-	h   Handler
-	arg uint64
-}
-
 // NewWorld returns a World of parts partitions at time 0. lookahead is the
 // least delay of any Send and must be positive; every partition shares cfg
 // (so Rand gives a partition the same stream for a name as a lone Sim).
@@ -85,8 +92,8 @@ func NewWorld(cfg Config, parts int, lookahead Duration) *World {
 	for i := range parts {
 		s := New(cfg)
 		s.w, s.part, s.sentMin = w, i, MaxTime
-		s.out[0] = make([][]msg, parts)
-		s.out[1] = make([][]msg, parts)
+		s.out[0] = make([][]letter, parts)
+		s.out[1] = make([][]letter, parts)
 		w.parts = append(w.parts, s)
 	}
 	w.run = w.runPart
@@ -123,7 +130,7 @@ func (w *World) Fired() uint64 {
 func (w *World) Pending() int {
 	n := 0
 	for _, s := range w.parts {
-		n += s.q.live
+		n += s.q.live + len(s.in)
 		for _, o := range s.out {
 			for _, m := range o {
 				n += len(m)
@@ -141,6 +148,16 @@ func (w *World) SetExec(e Exec) {
 	w.exec = e
 }
 
+// SetSequential makes Run the sequential kernel, the reference the
+// windowed kernel is checked against: one event at a time, the earliest
+// of all partitions first (partition index breaks ties), on the caller's
+// goroutine, with no Exec; an event sent across partitions joins the
+// receiver's inbox at once. The windows survive only as the instants
+// where OnWindow hooks run and Stop takes effect, at the ends Run would
+// have used (the earliest pending event plus the lookahead; they depend on
+// the events' times alone), so the output is Run's, byte for byte.
+func (w *World) SetSequential(on bool) { w.sequential = on }
+
 // SetSerialBelow makes a window run on the caller alone, without the Exec,
 // when the window before it fired fewer than n events: in a sparse stretch
 // (a straggler's timeout, a tail) waking workers costs more than the
@@ -154,6 +171,43 @@ func (w *World) SetSerialBelow(n uint64) { w.serialBelow = n }
 // (observations, counters) in a deterministic order. end is the window's
 // end; every event before it has fired.
 func (w *World) OnWindow(f func(end Time)) { w.hooks = append(w.hooks, f) }
+
+// OnWindowOverlapped registers f to run once per window, later than an
+// OnWindow hook: f(end) of window k runs after window k's OnWindow hooks,
+// while the partitions run window k+1 (as one more task on the Exec), and
+// the last window's before Run returns. The rounds run one at a time, in
+// window order. f runs concurrently with the partitions, so it may touch
+// only what no event touches: what an OnWindow hook of its window handed
+// it (a merged observation stream), never model state; it must not Stop,
+// Fail or schedule. It is for consumers whose work need not hold up the
+// next window. On the sequential kernel (SetSequential) f runs right after
+// the window's OnWindow hooks.
+func (w *World) OnWindowOverlapped(f func(end Time)) {
+	w.overlap = append(w.overlap, f)
+	w.runOver = func(i int) {
+		if i == 0 {
+			w.overlapped()
+			return
+		}
+		w.runPart(i - 1)
+	}
+}
+
+// overlapped runs the OnWindowOverlapped hooks of the window due.
+func (w *World) overlapped() {
+	for _, f := range w.overlap {
+		f(w.dueEnd)
+	}
+}
+
+// drain runs the OnWindowOverlapped hooks still due: Run returns with
+// every window consumed.
+func (w *World) drain() {
+	if w.due {
+		w.due = false
+		w.overlapped()
+	}
+}
 
 // Blocked returns the processes of every partition that are waiting, by
 // partition.
@@ -183,11 +237,17 @@ func (s *Sim) Send(dst *Sim, at Time, h Handler, arg uint64) {
 		panic(fmt.Sprintf("sim: Send from partition %d at %v to partition %d at %v is within the lookahead %v (handler %T arg %#x)",
 			s.part, s.now, dst.part, at, w.la, h, arg))
 	}
+	s.sent++
+	l := letter{at: at, key: uint64(s.part)<<40 | s.sent, h: h, arg: arg}
+	if w.sequential {
+		dst.in.push(l)
+		return
+	}
 	o := &s.out[w.window&1][dst.part]
 	if len(*o) == 0 {
 		s.dsts = append(s.dsts, int32(dst.part))
 	}
-	*o = append(*o, msg{at: at, h: h, arg: arg})
+	*o = append(*o, l)
 	if at < s.sentMin {
 		s.sentMin = at
 	}
@@ -203,6 +263,10 @@ func (s *Sim) World() *World { return s.w }
 // Stop (the run ends with the window) or Fail, or the watchdog trips. It
 // returns the first failure by partition index, a *WatchdogError, or nil.
 func (w *World) Run() error {
+	defer w.drain()
+	if w.sequential {
+		return w.runSequential()
+	}
 	for _, s := range w.parts {
 		s.stopped, s.stopReq = false, false
 		s.next = s.nextAt() // events may have been scheduled since
@@ -220,13 +284,18 @@ func (w *World) Run() error {
 			w.end = MaxTime
 		}
 		w.window++
+		n, run := len(w.parts), w.run
+		if w.due { // the last window's overlapped hooks run beside this one
+			n, run = n+1, w.runOver
+		}
 		if w.lastFired < w.serialBelow {
 			// A sparse stretch (a straggler's timeout, a tail): waking
 			// the workers would cost more than the window's events.
-			Serial(len(w.parts), w.run)
+			Serial(n, run)
 		} else {
-			w.exec(len(w.parts), w.run)
+			w.exec(n, run)
 		}
+		w.due, w.dueEnd = len(w.overlap) > 0, w.end
 		for _, f := range w.hooks {
 			f(w.end)
 		}
@@ -286,8 +355,8 @@ func (w *World) runPart(i int) {
 	prev := (w.window - 1) & 1
 	for _, j := range s.srcs {
 		box := &w.parts[j].out[prev][i]
-		for _, m := range *box {
-			s.Post(m.at, m.h, m.arg)
+		for _, l := range *box {
+			s.in.push(l)
 		}
 		clear(*box) // drop handler references
 		*box = (*box)[:0]
@@ -306,10 +375,33 @@ func (s *Sim) nextAt() Time {
 	if s.ties != nil && len(s.ties.pool) > 0 {
 		return s.ties.at
 	}
+	t := MaxTime
 	if e := s.q.front(s.now); e != nil {
-		return e.at
+		t = e.at
 	}
-	return MaxTime
+	if len(s.in) > 0 {
+		t = min(t, s.in[0].at)
+	}
+	return t
+}
+
+// fireNext fires s's earliest event if it is due by limit and reports
+// whether it did. At one instant the inbox goes first.
+func (s *Sim) fireNext(limit Time) bool {
+	e := s.q.front(s.now)
+	if len(s.in) > 0 && (e == nil || s.in[0].at <= e.at) {
+		if s.in[0].at > limit {
+			return false
+		}
+		l := s.in.pop()
+		s.dispatch(l.at, l.key, l.h, l.arg)
+		return true
+	}
+	if e == nil || e.at > limit {
+		return false
+	}
+	s.fire(e)
+	return true
 }
 
 // runWindow fires s's events due by limit without moving the clock past
@@ -325,12 +417,7 @@ func (s *Sim) runWindow(limit Time) error {
 		}
 		return s.failErr
 	}
-	for !s.stopped {
-		e := s.q.front(s.now)
-		if e == nil || e.at > limit {
-			break
-		}
-		s.fire(e)
+	for !s.stopped && s.fireNext(limit) {
 		if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
 			return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
 		}

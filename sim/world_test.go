@@ -79,6 +79,64 @@ func runGossip(t *testing.T, parts int, exec sim.Exec) (string, sim.Time, uint64
 	return g.logs(), w.Now(), w.Fired()
 }
 
+// The sequential kernel fires the World's events in the World's order:
+// every partition's log is the same, whatever the partition count.
+func TestWorldIsTheSequentialKernel(t *testing.T) {
+	for _, parts := range []int{1, 2, 5, 16} {
+		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
+		w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
+		w.SetSequential(true)
+		g := newGossip(w, 200_000)
+		require.NoError(t, w.Run())
+		require.Equal(t, want, g.logs(), "parts %d", parts)
+		require.Equal(t, wantNow, w.Now())
+		require.Equal(t, wantFired, w.Fired())
+	}
+}
+
+// A partition's order of same-instant events does not depend on the
+// windows: a World whose windows are shorter than the model's least
+// cross-partition delay (more, shorter windows; events handed over at
+// other instants) fires every partition's events in the same order.
+func TestWorldWindowsDoNotChangeTheRun(t *testing.T) {
+	run := func(lookahead sim.Duration, sequential bool) string {
+		w := sim.NewWorld(sim.Config{Seed: 7}, 5, lookahead)
+		w.SetSequential(sequential)
+		g := newGossip(w, 200_000)
+		g.la = 250 // the model's delay, whatever the windows
+		require.NoError(t, w.Run())
+		return g.logs()
+	}
+	want := run(250, false)
+	require.Contains(t, want, "(", "the model ran")
+	for _, la := range []sim.Duration{1, 37, 100, 249} {
+		require.Equal(t, want, run(la, false), "lookahead %v", la)
+		require.Equal(t, want, run(la, true), "lookahead %v, sequential", la)
+	}
+}
+
+// The sequential kernel fires one event at a time in the order (time,
+// partition) over all partitions.
+func TestSequentialFiresInTimeOrder(t *testing.T) {
+	w := sim.NewWorld(sim.Config{Seed: 7}, 5, 250)
+	w.SetSequential(true)
+	g := newGossip(w, 50_000)
+	type ev struct {
+		at   sim.Time
+		part int
+	}
+	var seen []ev
+	for _, p := range g.parts {
+		p.s.SetTracer(func(r sim.Record) { seen = append(seen, ev{r.At, p.s.Part()}) })
+	}
+	require.NoError(t, w.Run())
+	require.Greater(t, len(seen), 1000)
+	for i := 1; i < len(seen); i++ {
+		a, b := seen[i-1], seen[i]
+		require.True(t, a.at < b.at || (a.at == b.at && a.part <= b.part), "event %d: %v after %v", i, b, a)
+	}
+}
+
 func TestWorldWorkersDoNotChangeTheRun(t *testing.T) {
 	for _, parts := range []int{1, 2, 5, 16} {
 		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
@@ -155,4 +213,67 @@ func TestWorldFailReturnsLowestPartition(t *testing.T) {
 		}), 0)
 	}
 	require.EqualError(t, w.Run(), "part 1 failed")
+}
+
+// OnWindowOverlapped hooks consume every window once, in window order,
+// after that window's OnWindow hooks, beside the next window's partitions
+// (or before Run returns; on the sequential kernel, workers -1, right
+// after the hooks), and change nothing of the run.
+func TestWorldOverlappedHooksConsumeEveryWindow(t *testing.T) {
+	for _, parts := range []int{1, 3, 8} {
+		want, wantNow, wantFired := runGossip(t, parts, sim.Serial)
+		for _, workers := range []int{-1, 0, 1, 2, 5} {
+			exec, closePool := sim.Exec(sim.Serial), func() {}
+			if workers > 0 {
+				p := par.NewPool(workers)
+				exec, closePool = p.Exec, p.Close
+			}
+			w := sim.NewWorld(sim.Config{Seed: 7}, parts, 250)
+			w.SetExec(exec)
+			w.SetSequential(workers < 0)
+			g := newGossip(w, 200_000)
+			// handed[k] is what window k's OnWindow hook handed over: the
+			// events fired so far; got is what the overlapped hook saw.
+			var handed, got []string
+			w.OnWindow(func(end sim.Time) {
+				handed = append(handed, fmt.Sprintf("%d:%d", end, w.Fired()))
+			})
+			w.OnWindowOverlapped(func(end sim.Time) {
+				k := len(got)
+				require.Less(t, k, len(handed), "a window consumed before its OnWindow hook ran")
+				require.True(t, strings.HasPrefix(handed[k], fmt.Sprintf("%d:", end)), "window %d: end %d, handed %s", k, end, handed[k])
+				got = append(got, handed[k])
+			})
+			require.NoError(t, w.Run())
+			closePool()
+			require.Equal(t, want, g.logs(), "parts %d workers %d", parts, workers)
+			require.Equal(t, wantNow, w.Now())
+			require.Equal(t, wantFired, w.Fired())
+			require.Equal(t, handed, got, "parts %d workers %d", parts, workers)
+			require.Len(t, got, int(w.Windows()))
+		}
+	}
+}
+
+// A run that Stop ended has consumed its last window when Run returns; a
+// second Run carries on from there.
+func TestWorldOverlappedHooksDrainOnStop(t *testing.T) {
+	for _, seq := range []bool{false, true} {
+		t.Run(fmt.Sprint("sequential=", seq), func(t *testing.T) { testOverlappedDrainOnStop(t, seq) })
+	}
+}
+
+func testOverlappedDrainOnStop(t *testing.T, seq bool) {
+	w := sim.NewWorld(sim.Config{}, 2, 1000)
+	w.SetSequential(seq)
+	var ends []sim.Time
+	w.OnWindowOverlapped(func(end sim.Time) { ends = append(ends, end) })
+	a, b := w.Part(0), w.Part(1)
+	a.Post(100, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {}), 0)
+	b.Post(1500, sim.HandlerFunc(func(s *sim.Sim, _ uint64) { s.Stop() }), 0)
+	b.Post(5000, sim.HandlerFunc(func(s *sim.Sim, _ uint64) {}), 0)
+	require.NoError(t, w.Run())
+	require.Equal(t, []sim.Time{1100, 2500}, ends)
+	require.NoError(t, w.Run())
+	require.Equal(t, []sim.Time{1100, 2500, 6000}, ends)
 }

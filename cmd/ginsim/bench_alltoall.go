@@ -29,9 +29,8 @@ type allToAllReport struct {
 	BytesPerPair int64  `json:"bytes_per_pair"`
 	MTU          int    `json:"mtu"`
 	Seed         uint64 `json:"seed"`
-	// Partitions is the number of partitions of the parallel kernel's
-	// World (0: the sequential kernel, one Sim) and Windows the
-	// lookahead windows it ran.
+	// Partitions is the number of partitions of the World and Windows
+	// the lookahead windows it ran (the same on both kernels).
 	Partitions   int     `json:"partitions"`
 	Windows      uint64  `json:"windows"`
 	Events       uint64  `json:"events"`
@@ -95,9 +94,10 @@ completion times (post to CQE at the requester).
 It runs on the parallel kernel: a World of --partitions partitions (default:
 one per node; with --cluster a node holds 8 NIC ports, otherwise one) run by
 --workers goroutines (default: every core). The results depend on the
-partitions, never on the workers; --workers 0 runs the sequential kernel (one
-Sim, the reference). The JSON's "run" object (workers, wall and CPU time,
-rates, peak heap) is the only part that changes from run to run.
+partitions, never on the workers; --workers 0 runs the same partitions on the
+sequential kernel (one event at a time, the reference), with the same results.
+The JSON's "run" object (workers, wall and CPU time, rates, peak heap) is the
+only part that changes from run to run.
 
 The default network is a three-tier k-ary fat tree (k^3/4 host ports, the
 smallest even k that holds --hosts unless --k is given) of --link-gbps links
@@ -183,11 +183,12 @@ profile); --hosts must then be a multiple of its NICs per node.
 					name = fmt.Sprintf("fattree k=%d", kk)
 				}
 			}
+			o.Parts = parts
+			if o.Parts == 0 {
+				o.Parts = o.Topo.Nodes
+			}
+			o.Sequential = workers == 0
 			if workers > 0 {
-				o.Parts = parts
-				if o.Parts == 0 {
-					o.Parts = o.Topo.Nodes
-				}
 				pool := par.NewPool(workers)
 				defer pool.Close()
 				o.Exec, o.SerialBelow = pool.Exec, sim.DefaultSerialBelow
@@ -220,19 +221,19 @@ profile); --hosts must then be a multiple of its NICs per node.
 			}
 			fmt.Fprintf(w, "all-to-all: %d hosts, %s (%d switches, %d links), %d B per pair, MTU 4096, seed %d\n",
 				rep.Hosts, rep.Topology, rep.Switches, rep.Links, bytes, seed)
-			if o.Parts > 0 {
-				fmt.Fprintf(w, "parallel kernel: %d partitions, %d windows\n", o.Parts, r.Windows)
-			} else {
-				fmt.Fprintf(w, "sequential kernel (one Sim)\n")
-			}
+			fmt.Fprintf(w, "%d partitions, %d windows\n", o.Parts, r.Windows)
 			fmt.Fprintf(w, "events %d, link traversals %d\n", rep.Events, rep.Traversals)
 			fmt.Fprintf(w, "data packets %d, retransmits %d, ACKs %d, CNPs %d, drops %d, ECN marks %d\n",
 				rep.DataPackets, rep.Retransmits, rep.ACKs, rep.CNPs, rep.Drops, rep.ECNMarks)
 			fmt.Fprintf(w, "completion %v; FCT min %v mean %v p50 %v p99 %v max %v\n",
 				r.Completion.Sub(0), st.Min, st.Mean, st.P50, st.P99, st.Max)
 			ru := rep.Run
-			fmt.Fprintf(w, "this run (not deterministic): %d workers, wall %.2f s, CPU %.2f s, %.2f M events/s, %.2f M traversals/s, peak heap %.0f MiB\n",
-				ru.Workers, ru.WallSeconds, ru.CPUSeconds, ru.EventsPerS/1e6, ru.TravPerS/1e6, ru.PeakHeapMiB)
+			kernel := fmt.Sprintf("%d workers", ru.Workers)
+			if ru.Workers == 0 {
+				kernel = "the sequential kernel"
+			}
+			fmt.Fprintf(w, "this run (not deterministic): %s, wall %.2f s, CPU %.2f s, %.2f M events/s, %.2f M traversals/s, peak heap %.0f MiB\n",
+				kernel, ru.WallSeconds, ru.CPUSeconds, ru.EventsPerS/1e6, ru.TravPerS/1e6, ru.PeakHeapMiB)
 			return nil
 		},
 	}
@@ -249,7 +250,7 @@ profile); --hosts must then be a multiple of its NICs per node.
 	f.IntVar(&ackEvery, "ack-every", 0, "ask for an ACK every N packets (1: every packet, as htsim; 0: the NIC's default)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
-	f.IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "goroutines running the parallel kernel's partitions (0: the sequential kernel, one Sim)")
+	f.IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "goroutines running the parallel kernel's partitions (0: the sequential kernel)")
 	f.IntVar(&parts, "partitions", 0, "partitions of the parallel kernel (0: one per node)")
 	return cmd
 }

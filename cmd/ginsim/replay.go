@@ -80,9 +80,10 @@ forward over NVLink inside the node by design and take no --rdma-only.
 Each step runs on the parallel kernel: one partition per node, advanced in
 windows of the fabric's least cross-node delay on --workers goroutines (all
 cores by default). The outputs do not depend on --workers or --jobs.
---sequential runs the sequential kernel instead, the reference: its times
-differ by a few percent at most (a phase ends at its last receiver, not
-at the end of that window; same-instant events of different nodes).
+--sequential runs the same partitions on the sequential kernel instead, the
+reference (one event at a time in time order): the outputs are the same,
+byte for byte. A phase ends at the end of the window in which its last rank
+finished (at most the fabric's lookahead later), where the next one starts.
 
 TRACE is a file or the name of a built-in example (` + strings.Join(traces.Examples(), ", ") + `).
 Without TRACE: ` + defaultReplayTrace + ` on a 2-node h100-ib cluster.
@@ -114,7 +115,7 @@ Output files are written only when the run succeeds.`,
 	fl.IntVar(&f.layers, "layers", 0, "replay at most N (iteration, layer) steps (0: all)")
 	fl.IntVar(&f.jobs, "jobs", 0, "replay up to N steps at once, each on its own machine and core; results do not depend on it, memory grows with it (0: GOMAXPROCS; --pcap: 1)")
 	fl.IntVar(&f.workers, "workers", 0, "run each step's nodes (one partition each) on N goroutines, window by window; the outputs do not depend on it (0: all cores, shared among the --jobs steps running at once)")
-	fl.BoolVar(&f.sequential, "sequential", false, "run each step on one event loop, the sequential reference kernel, instead of one partition per node (--workers does not apply)")
+	fl.BoolVar(&f.sequential, "sequential", false, "run each step on the sequential kernel, the reference (one event at a time; same outputs; --workers does not apply)")
 	fl.StringVar(&f.timeline, "timeline", "", "write a Perfetto/Chrome trace JSON timeline to `FILE`")
 	fl.StringVar(&f.pcap, "pcap", "", "write a pcapng capture of the --pcap-ranks' NIC ports to `FILE`")
 	fl.IntSliceVar(&f.pcapRanks, "pcap-ranks", []int{0}, "ranks whose NIC ports --pcap captures")

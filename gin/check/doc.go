@@ -68,5 +68,10 @@
 // with nothing in flight) and chk.Report(); Report.Add sums the
 // reports of several machines.
 //
+// On a sim.World the bus is split per partition (obs.Split). The checker
+// reads nothing but its events, so it may observe an obs.SplitOverlapped
+// bus (replay --check does), whose merge and subscribers run beside the
+// next window: its report is complete when the World's Run returns.
+//
 // The package is pure: no goroutines, no I/O; it never changes the run.
 package check

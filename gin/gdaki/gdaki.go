@@ -38,12 +38,6 @@ type channel struct {
 	depth uint64
 	dev   gpuDev
 	comp  *channel // companion loopback channel (counters), or nil
-	wrs   []nic.WR // scratch: the WRs of the op being built
-	// spare holds scratch lists not in use: post blocks (reservation
-	// atomic, credit poll, WQE stores, publication spin) before it hands
-	// the WRs to the NIC, and another group issuing on the same context
-	// and peer meanwhile must build its WRs elsewhere.
-	spare [][]nic.WR
 
 	wqeBytes  uint64       // the NIC's WQE size
 	atomicGPU sim.Duration // the GPU's device-scope atomic (sq_lock's atomicCAS)
@@ -94,7 +88,8 @@ type commState struct {
 	nsig, nctr   int
 	depth        int
 	ranks        []rankState
-	built        int // contexts [0, built) have their channels
+	built        int  // contexts [0, built) have their channels
+	sealed       bool // on a World: nothing is built after Connect
 	// qpns holds, per context not yet built, each NIC's first reserved
 	// QP number.
 	qpns []map[*nic.NIC]uint32
@@ -109,7 +104,9 @@ type commState struct {
 // rank's partition (lane), and every QP a communicator can use is built
 // at Connect: context by context, the self-loops after the last one (on a
 // lone Sim contexts past the first, and self-loops, are built on first
-// use), so that no partition creates resources at run time.
+// use), so that no partition creates resources at run time. Contexts past
+// the requested GinContextCount are not built, only their QP numbers set
+// aside.
 type Backend struct {
 	cfg    Config
 	comms  []*commState
@@ -121,7 +118,14 @@ type Backend struct {
 // lane is the backend's state of one partition of a sim.World (the one
 // partition of a lone Sim): touched only by its partition's events.
 type lane struct {
-	free   submit.Free[issuer] // issuers not in use
+	free submit.Free[issuer] // issuers not in use
+	// wrs holds WR lists not in use. An issuer builds its op's WRs into
+	// one and gives it back once the NIC has them: post blocks
+	// (reservation atomic, credit poll, WQE stores, publication spin),
+	// and other groups issuing meanwhile build into other lists. Kept
+	// per partition, not per channel: a quarter of a million channels
+	// each with a list of its own cost 60 MB at EP256.
+	wrs    [][]nic.WR
 	st     gin.BackendStats
 	events *obs.Bus // the partition's bus; nil: not observed
 }
@@ -212,6 +216,9 @@ func (b *Backend) state(dc *gin.DevComm) *commState {
 
 func (b *Backend) ch(cs *commState, rank, ctx, peer int) *channel {
 	if ctx >= cs.built && ctx < cs.nctx {
+		if cs.sealed {
+			panic(fmt.Sprintf("gdaki: context %d: on a sim.World only the %d requested contexts are built (GinContextCount)", ctx, cs.built))
+		}
 		if err := b.ensure(cs, ctx); err != nil {
 			// Context 0 was built at Connect with the same parameters.
 			panic(fmt.Sprintf("gdaki: building context %d: %v", ctx, err))
@@ -289,29 +296,63 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 	// creates them all in ncclDevCommCreate; here a later context's QP
 	// numbers are reserved now (below), so only its rings' addresses
 	// depend on when it is built. Nothing times QP creation.
+	//
+	// On a World nothing may be built at run time, so the contexts a
+	// handle may name are built now: the requested ones (a request of
+	// one context gets four in 2.28 and 2.30 alike, which at EP512 is
+	// three quarters of a million QPs never used). The others only set
+	// their QP numbers aside, as on a lone Sim, and so do their
+	// self-loops, at the numbers building them would take; a handle on
+	// one of them panics (2.28 lets a kernel name a context past its
+	// request: on a World, request it).
 	upto := 1
 	world := c.World() != nil
-	if cs.nctr > 0 || world {
+	switch {
+	case cs.nctr > 0:
 		upto = cs.nctx
+	case world:
+		upto = min(cs.nctx, max(dc.ContextCount(), 1))
+		if req := dc.Requirements().GinContextCount; req > 0 {
+			upto = min(upto, req)
+		}
 	}
 	if err := b.ensure(cs, upto-1); err != nil {
 		return err
 	}
+	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
+	b.reserve(cs, upto)
 	if world {
+		cs.sealed = true
 		for ctx := range cs.nctx {
 			for r := range cs.nranks {
-				if dc.Connected(r, r) {
-					if _, err := b.selfChannel(cs, r, ctx); err != nil {
-						return err
-					}
+				if !dc.Connected(r, r) {
+					continue
+				}
+				if ctx >= upto {
+					n, _ := cs.ranks[r].nic(cs, ctx)
+					n.ReserveQPNs(2) // the self-loop's pair
+					continue
+				}
+				if _, err := b.selfChannel(cs, r, ctx); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	cs.qpns = make([]map[*nic.NIC]uint32, cs.nctx)
-	for ctx := upto; ctx < cs.nctx; ctx++ {
-		// Set the numbers aside now, in the order building now would
-		// take them.
+	b.comms = append(b.comms, cs)
+	for _, w := range c.Windows() {
+		if err := b.RegisterWindow(dc, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reserve sets aside, context by context from context from on, the QP
+// numbers that building the contexts now would take, for ensure to build
+// them with later.
+func (b *Backend) reserve(cs *commState, from int) {
+	for ctx := from; ctx < cs.nctx; ctx++ {
 		count := map[*nic.NIC]int{}
 		var order []*nic.NIC
 		cs.pairs(func(r, p int) {
@@ -329,13 +370,6 @@ func (b *Backend) Connect(dc *gin.DevComm) error {
 			cs.qpns[ctx][n] = n.ReserveQPNs(count[n])
 		}
 	}
-	b.comms = append(b.comms, cs)
-	for _, w := range c.Windows() {
-		if err := b.RegisterWindow(dc, w); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ensure builds contexts up to ctx: per pair of connected ranks an RC QP
@@ -587,13 +621,12 @@ func (b *Backend) IssueThen(t *gpu.Group, dc *gin.DevComm, rank int, op *gin.Op,
 	m.Go(stIssue, h, arg)
 }
 
-// build fills the channel's scratch WR list for op and returns the
-// channel. WRs are built in place (addWR).
-func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
+// build appends op's WRs to *wrs (in place: addWR) and returns the
+// channel they go on.
+func (b *Backend) build(cs *commState, rank int, op *gin.Op, wrs *[]nic.WR) *channel {
 	rs := &cs.ranks[rank]
 	ch := b.ch(cs, rank, op.Ctx, op.Peer)
 	ps := &cs.ranks[op.Peer]
-	ch.wrs = ch.wrs[:0]
 	switch op.Kind {
 	case gin.OpPut:
 		src, dst := cs.winMR(rank, op.Ctx, op.Src), cs.winMR(op.Peer, op.Ctx, op.Dst)
@@ -603,18 +636,18 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 			// DOCA's put_signal with no data posts a NOP WQE, then the
 			// ATOMIC (doca_gpunetio_dev_verbs_onesided.cuh as vendored
 			// by NCCL; gin-semantics-review M8): 2 WQEs, 2 CQEs.
-			ch.addWR(nic.WRNop)
+			addWR(wrs, nic.WRNop)
 			break
 		}
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
-			w := ch.addWR(nic.WRWrite)
+			w := addWR(wrs, nic.WRWrite)
 			w.Local = nic.SGE{MR: src, Off: op.SrcOff + off, Len: n}
 			w.RemoteVA, w.RKey = dst.VA+op.DstOff+off, dst.RKey
 		}
 	case gin.OpPutValue:
 		dst := cs.winMR(op.Peer, op.Ctx, op.Dst)
-		w := ch.addWR(nic.WRWrite)
+		w := addWR(wrs, nic.WRWrite)
 		w.Inline, w.InlineData = true, op.Value
 		w.Local = nic.SGE{Len: uint64(op.ValueSize)}
 		w.RemoteVA, w.RKey = dst.VA+op.DstOff, dst.RKey
@@ -623,58 +656,54 @@ func (b *Backend) build(cs *commState, rank int, op *gin.Op) *channel {
 		local, remote := cs.winMR(rank, op.Ctx, op.Dst), cs.winMR(op.Peer, op.Ctx, op.Src)
 		for off := uint64(0); off < max(op.Bytes, 1); off += maxWQEBytes {
 			n := min(op.Bytes-min(off, op.Bytes), maxWQEBytes)
-			w := ch.addWR(nic.WRRead)
+			w := addWR(wrs, nic.WRRead)
 			w.Local = nic.SGE{MR: local, Off: op.DstOff + off, Len: n}
 			w.RemoteVA, w.RKey = remote.VA+op.SrcOff+off, remote.RKey
 		}
 	}
 	if id, add, ok := gin.SignalOf(op.Remote); ok {
 		smr := ps.sigMR[op.Ctx]
-		w := ch.addWR(nic.WRFetchAdd)
+		w := addWR(wrs, nic.WRFetchAdd)
 		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = smr.VA+8*uint64(id), smr.RKey
 	} else if win, off, add, ok := gin.VASignalOf(op.Remote); ok {
 		mr := cs.winMR(op.Peer, op.Ctx, win)
-		w := ch.addWR(nic.WRFetchAdd)
+		w := addWR(wrs, nic.WRFetchAdd)
 		w.CompareAdd, w.Local = add, nic.SGE{MR: rs.sink(cs, op.Ctx), Len: 8}
 		w.RemoteVA, w.RKey = mr.VA+off, mr.RKey
 	}
 	if op.ID != 0 {
-		for i := range ch.wrs {
-			ch.wrs[i].OpID = op.ID
+		for i := range *wrs {
+			(*wrs)[i].OpID = op.ID
 		}
 	}
 	return ch
 }
 
-// detach takes the WRs just built out of the channel's scratch and gives
-// the channel a spare list, or none: addWR allocates one only if another
-// group builds on the channel before release gives these back.
-func (ch *channel) detach() []nic.WR {
-	wrs := ch.wrs
-	if n := len(ch.spare); n > 0 {
-		ch.wrs, ch.spare = ch.spare[n-1][:0], ch.spare[:n-1]
-	} else {
-		ch.wrs = nil
+// wrList returns an empty WR list of the lane's, or nil (append
+// allocates one).
+func (ln *lane) wrList() []nic.WR {
+	n := len(ln.wrs)
+	if n == 0 {
+		return nil
 	}
-	return wrs
+	wrs := ln.wrs[n-1]
+	ln.wrs = ln.wrs[:n-1]
+	return wrs[:0]
 }
 
-// release returns a posted WR list: it becomes the scratch again if the
-// channel has none, else a spare.
-func (ch *channel) release(wrs []nic.WR) {
-	if ch.wrs == nil {
-		ch.wrs = wrs[:0]
-		return
+// putWRs gives a list back to the lane once the NIC has its WRs.
+func (ln *lane) putWRs(wrs []nic.WR) {
+	if cap(wrs) > 0 {
+		ln.wrs = append(ln.wrs, wrs[:0])
 	}
-	ch.spare = append(ch.spare, wrs[:0])
 }
 
-// addWR appends a signaled WR of opcode op to the channel's scratch list
-// and returns it for the caller to fill.
-func (ch *channel) addWR(op nic.WROpcode) *nic.WR {
-	ch.wrs = append(ch.wrs, nic.WR{})
-	w := &ch.wrs[len(ch.wrs)-1]
+// addWR appends a signaled WR of opcode op to *wrs and returns it for the
+// caller to fill.
+func addWR(wrs *[]nic.WR, op nic.WROpcode) *nic.WR {
+	*wrs = append(*wrs, nic.WR{})
+	w := &(*wrs)[len(*wrs)-1]
 	w.Op, w.Signaled = op, true
 	return w
 }

@@ -118,11 +118,8 @@ func (m *issuer) Step() {
 	for {
 		switch m.PC {
 		case stIssue:
-			m.ch = b.build(m.cs, m.rank, m.op)
-			// Take the WRs out of the channel's scratch list now: the
-			// fence below may block, and another group issuing on the
-			// same channel meanwhile builds into that list.
-			m.wrs = m.ch.detach()
+			m.wrs = m.ln.wrList()
+			m.ch = b.build(m.cs, m.rank, m.op, &m.wrs)
 			m.ln.st.Ops++
 			m.PC = stPost
 			if m.FenceSys(m.op, false, m.ln.events) {
@@ -138,22 +135,21 @@ func (m *issuer) Step() {
 				rs := &m.cs.ranks[m.rank]
 				cmr := rs.ctrMR[op.Ctx]
 				comp := ch.comp
-				comp.wrs = comp.wrs[:0]
+				m.wrs = m.ln.wrList()
 				var w *nic.WR
 				if b.cfg.Mutations&MutCounterNoWait == 0 {
-					w = comp.addWR(nic.WRWait)
+					w = addWR(&m.wrs, nic.WRWait)
 					w.WaitCQ, w.WaitIndex = ch.cq, m.last+1
 				}
-				w = comp.addWR(nic.WRFetchAdd)
+				w = addWR(&m.wrs, nic.WRFetchAdd)
 				w.CompareAdd, w.Local = 1, nic.SGE{MR: rs.sink(m.cs, op.Ctx), Len: 8}
 				w.RemoteVA, w.RKey = cmr.VA+8*uint64(ctr.Counter), cmr.RKey
 				if op.ID != 0 {
-					for i := range comp.wrs {
-						comp.wrs[i].OpID = op.ID
+					for i := range m.wrs {
+						m.wrs[i].OpID = op.ID
 					}
 				}
 				m.clast = m.last
-				m.wrs = comp.detach()
 				m.post(comp, sharingScope(op.Sharing), op.Flags&gin.OptMaySkipCreditCheck != 0, stAfterComp)
 				continue
 			}
@@ -238,7 +234,7 @@ func (m *issuer) Step() {
 				}
 			}
 			m.last = m.base + uint64(len(m.wrs)) - 1
-			ch.release(m.wrs)
+			m.ln.putWRs(m.wrs)
 			m.wrs = nil
 			if m.ln.events != nil {
 				m.ln.emit(t, obs.Event{Kind: obs.Posted, Op: m.opID(), Where: ch.name, Index: m.base, Value: m.last + 1})
@@ -321,8 +317,7 @@ func (m *issuer) Step() {
 			m.PC = m.qret
 
 		case stFlushNop:
-			m.ch.wrs = append(m.ch.wrs[:0], nic.WR{Op: nic.WRNop, Signaled: true})
-			m.wrs = m.ch.detach()
+			m.wrs = append(m.ln.wrList(), nic.WR{Op: nic.WRNop, Signaled: true})
 			m.post(m.ch, gpu.ScopeDevice, false, stFlushRing)
 		case stFlushRing:
 			m.ticket = m.last + 1
@@ -357,8 +352,8 @@ func (m *issuer) opID() obs.OpID {
 	return m.op.ID
 }
 
-// post starts posting m.wrs (detached from ch's scratch list when they
-// were built) on ch; the machine continues at ret with m.last set.
+// post starts posting m.wrs (a list of the lane's, built for the op) on
+// ch; the machine continues at ret with m.last set.
 func (m *issuer) post(ch *channel, scope gpu.Scope, skip bool, ret uint8) {
 	m.pch, m.scope, m.skip, m.pret = ch, scope, skip, ret
 	m.PC = stPReserve

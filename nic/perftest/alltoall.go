@@ -41,6 +41,10 @@ type AllToAllOptions struct {
 	// SerialBelow is the World's SetSerialBelow (0: every window on
 	// Exec); speed only.
 	SerialBelow uint64
+	// Sequential runs the World of Parts partitions on the sequential
+	// kernel (sim.World.SetSequential): the same result, one event at a
+	// time on the caller's goroutine.
+	Sequential bool
 	// Tracer, if set, sees every event (sim.Sim.SetTracer); on a World
 	// it is set on every partition and must be safe for concurrent use
 	// under a parallel Exec.
@@ -207,6 +211,7 @@ func AllToAll(o AllToAllOptions) (*AllToAllResult, error) {
 		}
 		w.SetExec(o.Exec)
 		w.SetSerialBelow(o.SerialBelow)
+		w.SetSequential(o.Sequential)
 		c, err = topo.BuildWorld(w, o.Topo)
 	}
 	if err != nil {

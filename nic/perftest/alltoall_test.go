@@ -85,10 +85,10 @@ func BenchmarkAllToAll16(b *testing.B) {
 // TestAlltoallWorkersDoNotChangeTheRun runs all-to-alls on a World, on a
 // fat tree and a rail-optimised cluster (with small buffers: ECN marks,
 // CNPs, drops and retransmits), partitioned per node and over 3
-// partitions, with the serial Exec and pools of 1, 2 and 4 workers: the
-// result (FCTs, packet counts, every port's counters, events, windows) and
-// every packet each NIC sent, with its time, must be the same for every
-// Exec. A World of one partition must give the lone Sim's result; the
+// partitions, on the sequential kernel, with the serial Exec and with pools
+// of 1, 2 and 4 workers: the result (FCTs, packet counts, every port's
+// counters, events, windows) and every packet each NIC sent, with its
+// time, must be the same for every kernel and Exec. A World of one partition must give the lone Sim's result; the
 // test reports how far other partitionings are from it.
 func TestAlltoallWorkersDoNotChangeTheRun(t *testing.T) {
 	tight := topo.SwitchSpec{PortBufferKiB: 48, ECNKminKiB: 8, ECNKmaxKiB: 32}
@@ -115,8 +115,9 @@ func TestAlltoallWorkersDoNotChangeTheRun(t *testing.T) {
 		for _, parts := range c.parts {
 			var ref *AllToAllResult
 			var refTap [][]sent
-			for _, workers := range []int{0, 1, 2, 4} {
-				o := AllToAllOptions{Topo: c.spec, Bytes: 16 << 10, Seed: 3, Parts: parts}
+			for _, workers := range []int{0, -1, 1, 2, 4} {
+				// 0: the serial Exec; -1: the sequential kernel.
+				o := AllToAllOptions{Topo: c.spec, Bytes: 16 << 10, Seed: 3, Parts: parts, Sequential: workers < 0}
 				if workers > 0 {
 					p := par.NewPool(workers)
 					defer p.Close()

@@ -50,6 +50,11 @@
 // partition's bus (Bus.Of), and the split bus merges the partitions'
 // events after every window, in (At, partition, emit order), for its
 // subscribers: one stream, the same for every worker count.
+// SplitOverlapped takes the merge, and the subscribers, off the World's
+// serial step between windows: window k's events are merged and observed
+// while the partitions run window k+1, so its subscribers must read
+// nothing but the events (a critical-path tracker, a checker, a timeline's
+// recorder).
 //
 // The package is pure: no goroutines, no I/O, no clock.
 package obs

@@ -227,8 +227,14 @@ type Bus struct {
 	part   int
 	stride int
 	buf    []Event
-	heads  []int // merge scratch: the next event of each partition
-	heap   []int // merge scratch: partitions by their next event
+	// A split bus made by SplitOverlapped: held[i] are partition i's
+	// events of the last window, handed over between windows and merged
+	// beside the next one.
+	held  [][]Event
+	src   [][]Event // merge scratch: the events being merged, by partition
+	bufs  [][]Event // Flush's scratch: the partitions' bufs
+	heads []int     // merge scratch: the next event of each partition
+	heap  []int     // merge scratch: partitions by their next event
 }
 
 // NewBus returns a bus delivering to subs.
@@ -248,14 +254,46 @@ func NewBus(subs ...Observer) *Bus {
 // (with one partition, 1, 2, 3, ... as a lone bus). Domains (NewDomain)
 // are drawn from the split bus: draw them before the run.
 func Split(w *sim.World, subs ...Observer) *Bus {
+	root := split(w, subs)
+	w.OnWindow(func(sim.Time) { root.Flush() })
+	return root
+}
+
+// SplitOverlapped is Split with the merge off the World's serial step:
+// between windows each partition bus only hands its events over (a swap
+// of two buffers), and the split bus merges window k's events and its
+// subscribers observe them while the partitions run window k+1
+// (sim.World.OnWindowOverlapped); the last window's before w.Run returns.
+// The stream is Split's, event for event. The subscribers then run
+// concurrently with the partitions: they may read the events and their
+// own state only (no model state: a phase's counters, a NIC, a Sim), must
+// not call into the run (Stop, Fail, Post, Emit), and what they gather is
+// complete when w.Run returns. LastOp, NewOp and Emit stay on the
+// partition buses, exact at every instant.
+func SplitOverlapped(w *sim.World, subs ...Observer) *Bus {
+	root := split(w, subs)
+	root.held = make([][]Event, len(root.parts))
+	w.OnWindow(func(sim.Time) { root.hand() })
+	w.OnWindowOverlapped(func(sim.Time) { root.merge(root.held) })
+	return root
+}
+
+func split(w *sim.World, subs []Observer) *Bus {
 	root := NewBus(subs...)
 	n := w.Parts()
 	root.parts = make([]*Bus, n)
 	for i := range n {
 		root.parts[i] = &Bus{root: root, part: i, stride: n, last: map[word]OpID{}}
 	}
-	w.OnWindow(func(sim.Time) { root.Flush() })
 	return root
+}
+
+// hand moves the partitions' events to held (merged since: empty), and
+// held's emptied buffers to the partitions.
+func (b *Bus) hand() {
+	for i, p := range b.parts {
+		p.buf, b.held[i] = b.held[i], p.buf
+	}
 }
 
 // Part returns the bus partition i emits into: b's partition bus i for a
@@ -355,7 +393,8 @@ func (b *Bus) LastOp(where string, addr uint64) OpID { return b.last[word{where,
 // events stay in the order it emitted them, and the next event delivered
 // is the earliest of the partitions' next ones, the lowest partition
 // first among equals. It is a no-op on a lone bus; a split bus calls it
-// after every window.
+// after every window (SplitOverlapped's merges beside the next one: call
+// Flush only between runs).
 func (b *Bus) Flush() {
 	if b.root != nil {
 		b.root.Flush()
@@ -364,44 +403,89 @@ func (b *Bus) Flush() {
 	if b.parts == nil {
 		return
 	}
-	if len(b.heads) != len(b.parts) {
-		b.heads = make([]int, len(b.parts))
+	if b.held != nil {
+		b.merge(b.held)
 	}
-	h := b.heap[:0]
+	src := b.bufs[:0]
+	for _, p := range b.parts {
+		src = append(src, p.buf)
+	}
+	b.merge(src)
 	for i, p := range b.parts {
+		p.buf = src[i]
+		src[i] = nil
+	}
+	b.bufs = src[:0]
+}
+
+// merge delivers the events of src (partition i's in src[i]) merged as
+// Flush says, then empties src's slices, keeping their arrays.
+func (b *Bus) merge(src [][]Event) {
+	if len(b.heads) != len(src) {
+		b.heads = make([]int, len(src))
+	}
+	b.src = src
+	h := b.heap[:0]
+	for i, es := range src {
 		b.heads[i] = 0
-		if len(p.buf) > 0 {
+		if len(es) > 0 {
 			h = append(h, i)
 			b.up(h, len(h)-1)
 		}
 	}
-	for len(h) > 0 {
-		i := h[0]
-		p := b.parts[i]
-		e := p.buf[b.heads[i]]
-		b.heads[i]++
-		if b.heads[i] == len(p.buf) {
+	// Runs: the first partition delivers every event before the runner-
+	// up's next one (the earlier of the heap root's children) before the
+	// heap is touched again; a partition alone delivers all it has.
+	for len(h) > 1 {
+		i, r := h[0], h[1]
+		if len(h) > 2 && b.before(h[2], r) {
+			r = h[2]
+		}
+		buf, k := src[i], b.heads[i]
+		at := src[r][b.heads[r]].At
+		end := k + 1
+		for end < len(buf) && (buf[end].At < at || buf[end].At == at && i < r) {
+			end++
+		}
+		b.deliver(buf[k:end])
+		b.heads[i] = end
+		if end == len(buf) {
 			last := len(h) - 1
 			h[0] = h[last]
 			h = h[:last]
 		}
-		if len(h) > 0 {
-			b.down(h, 0)
-		}
-		for _, s := range b.subs {
-			s.Observe(e)
-		}
+		b.down(h, 0)
 	}
-	b.heap = h
-	for _, p := range b.parts {
-		clear(p.buf)
-		p.buf = p.buf[:0]
+	if len(h) == 1 {
+		b.deliver(src[h[0]][b.heads[h[0]]:])
+	}
+	b.heap = h[:0]
+	for i := range src {
+		clear(src[i]) // drop the strings
+		src[i] = src[i][:0]
+	}
+	b.src = nil
+}
+
+// deliver hands es, in order, to every subscriber.
+func (b *Bus) deliver(es []Event) {
+	if len(b.subs) == 1 {
+		o := b.subs[0]
+		for k := range es {
+			o.Observe(es[k])
+		}
+		return
+	}
+	for k := range es {
+		for _, o := range b.subs {
+			o.Observe(es[k])
+		}
 	}
 }
 
 // before orders partitions i and j by their next events: (At, partition).
 func (b *Bus) before(i, j int) bool {
-	a, c := b.parts[i].buf[b.heads[i]].At, b.parts[j].buf[b.heads[j]].At
+	a, c := b.src[i][b.heads[i]].At, b.src[j][b.heads[j]].At
 	return a < c || (a == c && i < j)
 }
 

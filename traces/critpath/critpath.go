@@ -160,6 +160,10 @@ type Tracker struct {
 	// drawn in order, so the slice grows at its end as ops are issued.
 	ops  []*op
 	base obs.OpID
+	// follow has bit id-base set when ops[id-base] is not nil: most
+	// events are of ops not followed (data puts, the fabric's hops of
+	// them), and a bit per id stays in cache where a pointer does not.
+	follow []uint64
 	// slab holds ops not yet issued, allocated a chunk at a time.
 	slab []op
 	// Signals follows only operations that update a signal at the peer
@@ -180,14 +184,17 @@ func (t *Tracker) Reset() {
 	t.base += obs.OpID(len(t.ops))
 	clear(t.ops)
 	t.ops = t.ops[:0]
+	clear(t.follow)
+	t.follow = t.follow[:0]
 }
 
 // get returns operation id's state, nil if it is not followed.
 func (t *Tracker) get(id obs.OpID) *op {
-	if i := id - t.base; id >= t.base && i < obs.OpID(len(t.ops)) {
-		return t.ops[i]
+	i := id - t.base
+	if id < t.base || i >= obs.OpID(len(t.ops)) || t.follow[i/64]&(1<<(i%64)) == 0 {
+		return nil
 	}
-	return nil
+	return t.ops[i]
 }
 
 // Observe implements obs.Observer.
@@ -207,10 +214,15 @@ func (t *Tracker) Observe(e obs.Event) {
 		o.issued = true
 		o.row.Op, o.row.Start, o.row.Kind, o.row.Who, o.row.Bytes = e.Op, e.At, e.Where, e.Who, e.Bytes
 		o.row.Rank, o.row.Peer = int(e.Index), int(e.Value)
-		for obs.OpID(len(t.ops)) <= e.Op-t.base {
+		i := e.Op - t.base
+		for obs.OpID(len(t.ops)) <= i {
 			t.ops = append(t.ops, nil)
 		}
-		t.ops[e.Op-t.base] = o
+		for obs.OpID(len(t.follow)) <= i/64 {
+			t.follow = append(t.follow, 0)
+		}
+		t.ops[i] = o
+		t.follow[i/64] |= 1 << (i % 64)
 		return
 	}
 	if o := t.get(e.Op); o != nil {

@@ -10,16 +10,16 @@
 //
 // A step's machine runs on a sim.World of one partition per node
 // (machine.BuildWorld), its windows on Options.Workers goroutines: the
-// outputs are the same for every worker count (TestWorkersDoNotChangeTheRun).
-// Options.Sequential runs it on one lone Sim instead, the sequential
-// kernel and the reference the golden tests pin; the World differs from it
-// only in when a phase ends (at the end of the window in which its last
-// rank finished, where the next phase starts), in the order of
-// same-instant events of different nodes, and in what the World's machine
-// builds at Connect instead of on first use.
+// outputs are the same for every worker count and equal to the sequential
+// kernel's (Options.Sequential: one event at a time in time order, the
+// reference the golden tests pin), byte for byte
+// (TestWorkersDoNotChangeTheRun). A phase ends at the end of the window in
+// which its last rank finished (at most the fabric's lookahead later);
+// the next phase starts there.
 //
 // Each step runs with one obs.Bus (on a World, split per partition and
-// merged after every window) on the fabric, the NICs and every
+// merged, with its subscribers, beside the next window:
+// obs.SplitOverlapped) on the fabric, the NICs and every
 // communicator and backend; a critpath.Tracker on it follows the operations
 // that update signals, and the breakdown of a phase is the path of the
 // operation whose signal released its slowest receiver (critical.go),

@@ -104,13 +104,10 @@ type Options struct {
 	// shared among the steps Jobs runs at once; at least one each). The
 	// report, timeline and plots do not depend on it.
 	Workers int
-	// Sequential runs every step on one lone Sim, the sequential kernel
-	// that is the reference, instead of a World of one partition per
-	// node (Workers does not apply). Its outputs differ from the World's
-	// only where several events fall on one instant in different nodes
-	// and in when a phase ends: a lone Sim stops at its last receiver, a
-	// World at the end of that window (at most the fabric's lookahead
-	// later), where the next phase starts.
+	// Sequential runs every step's World on the sequential kernel, the
+	// reference (sim.World.SetSequential): one event at a time in time
+	// order on one goroutine (Workers does not apply). Its outputs are
+	// the windowed kernel's, byte for byte (TestWorkersDoNotChangeTheRun).
 	Sequential bool
 	// Backends builds the GIN backends of a communicator (set by the
 	// caller that links gin/gdaki and gin/proxy; nil: CommConfig default).
@@ -642,17 +639,12 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 // caller alone (tests set 0, to run every window on the pool).
 var serialBelow uint64 = sim.DefaultSerialBelow
 
-// newMachine builds one step's machine: on a World of one partition per
-// node (w, s its partition 0), or with opt.Sequential on a lone Sim s (w
-// nil). The caller sets the World's Exec.
+// newMachine builds one step's machine on a World of one partition per
+// node (s its partition 0), run by the sequential kernel with
+// opt.Sequential. The caller sets the World's Exec.
 func newMachine(spec machine.Spec, nodes int, opt *Options) (s *sim.Sim, m *machine.Machine, w *sim.World, err error) {
-	cfg := sim.Config{Seed: opt.Seed}
-	if opt.Sequential {
-		s = sim.New(cfg)
-		m, err = machine.BuildTuned(s, spec, nodes, opt.Tune)
-		return s, m, nil, err
-	}
-	w = sim.NewWorld(cfg, nodes, machine.Lookahead(spec, nodes))
+	w = sim.NewWorld(sim.Config{Seed: opt.Seed}, nodes, machine.Lookahead(spec, nodes))
+	w.SetSequential(opt.Sequential)
 	m, err = machine.BuildWorld(w, spec, nodes, opt.Tune)
 	return w.Part(0), m, w, err
 }

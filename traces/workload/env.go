@@ -40,7 +40,9 @@ type Env struct {
 	EPRank []int
 	// Obs is the step's observation bus (nil: not observed): the
 	// critical path (traces/critpath) reads its events, Saw its record of
-	// which operation last changed a signal word.
+	// which operation last changed a signal word. On a World its
+	// subscribers run beside the partitions (obs.SplitOverlapped): they
+	// may read the events and their own state only.
 	Obs     *obs.Bus
 	NewComm func() (*gin.Comm, error)
 	// Comms are the communicators NewComm made, whose waiting coops a
