@@ -25,16 +25,13 @@ type stepObs struct {
 func newStepObs(m *machine.Machine, w *sim.World) *stepObs {
 	trk := critpath.NewTracker()
 	trk.Signals = true // a receiver waits on signals: data-only puts are never its op
-	so := &stepObs{bus: obs.NewBus(trk), trk: trk}
-	if w != nil {
-		// One bus per partition, merged after every window: the tracker
-		// and every other subscriber see one stream. The merge and the
-		// subscribers run beside the next window (their stream is
-		// complete when the World's Run returns): every subscriber of a
-		// step's bus (the tracker, the checker, the timeline's detail,
-		// the workloads' packet counts) reads the events alone.
-		so.bus = obs.SplitOverlapped(w, trk)
-	}
+	// One bus per partition, merged after every window: the tracker and
+	// every other subscriber see one stream. The merge and the
+	// subscribers run beside the next window (their stream is complete
+	// when the World's Run returns): every subscriber of a step's bus
+	// (the tracker, the checker, the timeline's detail, the workloads'
+	// packet counts) reads the events alone.
+	so := &stepObs{bus: obs.SplitOverlapped(w, trk), trk: trk}
 	m.SetObserver(so.bus)
 	return so
 }

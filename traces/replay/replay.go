@@ -495,7 +495,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err != nil {
 		return stepOut{}, err
 	}
-	if w != nil {
+	if !opt.Sequential {
 		pool := par.NewPool(opt.Workers)
 		defer pool.Close()
 		w.SetExec(pool.Exec)
@@ -577,14 +577,10 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	wl.Dispatch()
 	var util *utilSampler
 	if opt.Timeline != nil && opt.UtilEvery > 0 {
-		util = newUtilSampler(s, snap, opt.UtilEvery)
-	}
-	pending := s.Pending
-	if w != nil {
-		pending = w.Pending
+		util = newUtilSampler(snap, opt.UtilEvery)
 	}
 	if err := e.Run(); err != nil {
-		return stepOut{}, chk.failed(err, pending() == 0)
+		return stepOut{}, chk.failed(err, w.Pending() == 0)
 	}
 	s1 := snap.take()
 	d := s1.Since(s0)
@@ -593,7 +589,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	so.trk.Reset()
 	wl.Combine()
 	if err := e.Run(); err != nil {
-		return stepOut{}, chk.failed(err, pending() == 0)
+		return stepOut{}, chk.failed(err, w.Pending() == 0)
 	}
 	s2 := snap.take()
 	c := s2.Since(s1)
@@ -606,15 +602,10 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		return stepOut{}, err
 	}
 	lr.Bandwidths = bandwidths(opt.kernel, st, hidden, prec, &e.Disp, &e.Comb)
-	events := s.Fired()
-	if w != nil {
-		events = w.Fired()
-	}
 	if util != nil {
 		util.stop()
-		events -= util.fired
 	}
-	o := stepOut{lr: lr, events: events, end: e.Now(),
+	o := stepOut{lr: lr, events: w.Fired(), end: e.Now(),
 		spans: [2]span{{d, s1.At.Sub(s0.At)}, {c, s2.At.Sub(s1.At)}}}
 	if k, ok := wl.(interface{ KernelSMs() int }); ok {
 		o.sms = k.KernelSMs()

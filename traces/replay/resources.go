@@ -151,67 +151,30 @@ func (r *Report) writeBound(w io.Writer) {
 	fmt.Fprintf(w, "  combine:  bound by %v\n", r.Bound.Combine)
 }
 
-// utilSampler snapshots a step's machine every interval for the
-// timeline's counter tracks. Its events only read state; it counts them
-// so that the report's event count leaves them out. (machine.Sampler
-// does the same but neither counts its events nor tells the Proxy
-// backends' like-named threads apart.)
-//
-// On a World it is a machine.Sampler, which samples between windows (no
-// event: nothing to leave out), at the end of the first window to reach
-// each sample's time.
+// utilSampler snapshots a step's machine for the timeline's counter
+// tracks: a machine.Sampler, which samples between windows (no event, so
+// the report's event count is the model's), at the end of the first
+// window to reach each sample's time, with the Proxy backends'
+// like-named threads told apart.
 type utilSampler struct {
-	s       *sim.Sim
-	ms      *machine.Sampler // on a World
-	snap    *snapshotter
-	every   sim.Duration
-	snaps   []machine.Snapshot
-	fired   uint64
-	stopped bool
+	ms    *machine.Sampler
+	snaps []machine.Snapshot
 }
 
-func newUtilSampler(s *sim.Sim, snap *snapshotter, every sim.Duration) *utilSampler {
-	u := &utilSampler{s: s, snap: snap, every: every}
-	if snap.m.World != nil {
-		var threads []*proxy.Server
-		for _, b := range snap.proxy {
-			threads = append(threads, b.Servers()...)
-		}
-		u.ms = snap.m.Sample(every, threads)
-		return u
+func newUtilSampler(snap *snapshotter, every sim.Duration) *utilSampler {
+	var threads []*proxy.Server
+	for _, b := range snap.proxy {
+		threads = append(threads, b.Servers()...)
 	}
-	u.take()
-	return u
-}
-
-func (u *utilSampler) take() {
-	u.snaps = append(u.snaps, u.snap.take())
-	if u.s.Pending() > 0 {
-		u.s.Post(u.s.Now().Add(u.every), u, 0)
-	}
-}
-
-// Handle implements sim.Handler: one sample.
-func (u *utilSampler) Handle(*sim.Sim, uint64) {
-	u.fired++
-	if !u.stopped {
-		u.take()
-	}
+	return &utilSampler{ms: snap.m.Sample(every, threads)}
 }
 
 // stop takes a last sample now and schedules no more.
 func (u *utilSampler) stop() {
-	u.stopped = true
-	if u.ms != nil {
-		u.ms.Stop()
-		u.snaps = u.ms.Snapshots()
-		for i := range u.snaps {
-			numberThreads(&u.snaps[i])
-		}
-		return
-	}
-	if u.snaps[len(u.snaps)-1].At != u.s.Now() {
-		u.snaps = append(u.snaps, u.snap.take())
+	u.ms.Stop()
+	u.snaps = u.ms.Snapshots()
+	for i := range u.snaps {
+		numberThreads(&u.snaps[i])
 	}
 }
 
