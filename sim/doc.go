@@ -20,4 +20,14 @@
 //
 // A Sim is not safe for concurrent use. Run independent simulations (seeds,
 // sweep points) in parallel, never one simulation on several goroutines.
+//
+// A World is one simulation split into partitions, each a Sim, that reach
+// each other only through Send, at least the World's lookahead ahead. Run
+// advances it in lookahead windows whose partitions run concurrently on
+// an Exec (the parallel kernel); with SetSequential it fires one event at
+// a time in (time, partition) order (the sequential kernel, the
+// reference). A partition fires the events due at one instant in a fixed
+// order (those received from other partitions first, by sending partition
+// and send order, then its own in scheduling order), so both kernels, any
+// worker count and any window length give the same run.
 package sim
