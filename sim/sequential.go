@@ -42,27 +42,10 @@ func (w *World) runSequential() error {
 			f(w.end)
 		}
 		w.due, w.dueEnd = len(w.overlap) > 0, w.end
-		w.drain() // no Exec to run them beside the next window
-		var stop bool
-		var err error
-		var fired uint64
-		for _, s := range w.parts {
-			stop = stop || s.stopReq
-			if err == nil && s.failErr != nil {
-				err = s.failErr
-			}
-			fired += s.fired
-		}
-		if err != nil {
-			w.align(w.maxNow())
+		w.drain()                       // no Exec to run them beside the next window
+		_, stop, err, fired := w.scan() // no outboxes: only the partitions' state
+		if done, err := w.settle(stop, err, fired); done {
 			return err
-		}
-		if stop {
-			w.align(w.end)
-			return nil
-		}
-		if b := w.cfg.EventBudget; b > 0 && fired >= b {
-			return w.parts[0].watchdog("event budget of %d events spent (all partitions)", b)
 		}
 	}
 }

@@ -310,18 +310,28 @@ func (w *World) Run() error {
 		var err error
 		t, stop, err, fired = w.scan()
 		w.lastFired = fired - before
-		if err != nil {
-			w.align(w.maxNow())
+		if done, err := w.settle(stop, err, fired); done {
 			return err
 		}
-		if stop {
-			w.align(w.end)
-			return nil
-		}
-		if b := w.cfg.EventBudget; b > 0 && fired >= b {
-			return w.parts[0].watchdog("event budget of %d events spent (all partitions)", b)
-		}
 	}
+}
+
+// settle ends a window on either kernel: it reports whether Run returns,
+// and what, given whether a partition asked to stop, the lowest
+// partition's failure and the events fired so far.
+func (w *World) settle(stop bool, err error, fired uint64) (bool, error) {
+	if err != nil {
+		w.align(w.maxNow())
+		return true, err
+	}
+	if stop {
+		w.align(w.end)
+		return true, nil
+	}
+	if b := w.cfg.EventBudget; b > 0 && fired >= b {
+		return true, w.parts[0].watchdog("event budget of %d events spent (all partitions)", b)
+	}
+	return false, nil
 }
 
 // scan is the serial step between windows, one pass over the partitions:
