@@ -444,18 +444,46 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 
 // flushers launches the end barrier's flush warps (global warp q flushes
 // QP q with CTA sharing), which wait for the first grid sync and arrive at
-// the second.
-func (w *Direct) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
+// the second; n is the kernel's participant count in both.
+func (w *Direct) flushers(g *gpu.GPU, r int, name string, n uint64) {
+	k := newKernel(g, name, w.sync[r], n, 2)
 	for q := range w.qps {
-		g.Launch(name+"/flush"+strconv.Itoa(q), 32, func(t *gpu.Group) {
-			w.gridSync(t, r, 0, n0)
-			w.gridSync(t, r, 1, n1)
-			if !w.nvlScale {
-				w.dc.GinShared(t, r, q, gin.SharingCTA).Flush()
-			}
-			w.gridSync(t, r, 2, uint64(w.qps)+1)
-		})
+		k.launchAs(&flushWarp{warp: warp{r: r}, w: w, q: q}, name+"/flush"+strconv.Itoa(q))
 	}
+}
+
+// flushWarp is an end-barrier flush warp of rank r, which flushes QP q.
+// Its program, with the step that runs each line:
+//
+//	grid sync 0; grid sync 1                       // kernel.launch
+//	flush QP q (CTA sharing), unless every rank is in one NVLink domain   // fFlush
+//	grid sync 2 (the QPs' warps and SM 0); end     // fEnd
+type flushWarp struct {
+	warp
+	w  *Direct
+	q  int
+	pc uint8
+}
+
+// Steps of a flushWarp.
+const (
+	fFlush uint8 = iota // past grid sync 1: flush
+	fEnd                // flushed: the last grid sync, then end
+)
+
+// Handle implements sim.Handler.
+func (m *flushWarp) Handle(*sim.Sim, uint64) {
+	w := m.w
+	if m.pc == fFlush {
+		m.pc = fEnd
+		if !w.nvlScale {
+			w.dc.GinShared(m.t, m.r, m.q, gin.SharingCTA).FlushThen(m, 0)
+			return
+		}
+	}
+	n := uint64(w.qps) + 1
+	m.grid.reached = func(v uint64) bool { return v >= n }
+	m.grid.drainEnd(0, 2)
 }
 
 // distinctRanks returns the destination ranks of token tok of rank r in
@@ -533,7 +561,7 @@ func (w *Direct) launchDispatch(r int) {
 	w.launchBarrier(g, r, "dispatch", 32*(w.vp.NotifyWarps+w.dw), n, 0, func(*gpu.Group) {
 		e.ReceiverDone(r, e.LastOf(r))
 	})
-	w.flushers(g, r, "dispatch", n, n)
+	w.flushers(g, r, "dispatch", n)
 	for sm := range w.sms {
 		g.Launch("dispatch/sm"+strconv.Itoa(sm)+"/notify", 32*w.vp.NotifyWarps, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
@@ -700,7 +728,7 @@ func (w *Direct) launchCombine(r int) {
 		t.Compute(e.P.ReduceRate.TxTime(reduce))
 		e.ReceiverDone(r, e.LastOf(r))
 	})
-	w.flushers(g, r, "combine", n, n)
+	w.flushers(g, r, "combine", n)
 	k := newKernel(g, "combine", w.sync[r], n, 1)
 	for _, wp := range warps {
 		k.launch(newCombWarp(w, r, wp.sm, wp.wi, wp.recs), "w", wp.wi)

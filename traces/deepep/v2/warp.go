@@ -76,10 +76,15 @@ type machine interface {
 // group of one warp without a process: it runs the kernel's first grid
 // syncs, then m.
 func (k *kernel) launch(m machine, role string, i int) {
+	k.launchAs(m, k.name+"/sm"+strconv.Itoa(m.base().sm)+"/"+role+strconv.Itoa(i))
+}
+
+// launchAs is launch with the group's name given whole.
+func (k *kernel) launchAs(m machine, name string) {
 	b := m.base()
 	b.grid = gridSync{words: k.words, reached: k.reached, last: k.pre - 1, h: m}
 	b.grid.pc = gsArrive
-	b.t = k.g.LaunchHandler(k.name+"/sm"+strconv.Itoa(b.sm)+"/"+role+strconv.Itoa(i), 32, &b.grid, 0)
+	b.t = k.g.LaunchHandler(name, 32, &b.grid, 0)
 	b.grid.t = b.t
 }
 
