@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/workload"
 )
@@ -420,18 +421,18 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 		return
 	}
 	ph := e.Ph.Count(r)
-	t.Parallel(R, func(th *gpu.Group, i int) {
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		ph.Sigs++
 		if i == r {
 			// NCCL signals its own rank through a loopback QP; the model's
 			// backends have no self connection, so the increment is a
 			// device-scope atomic on the local signal word.
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, r)
-			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
+			th.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, h, arg)
 			return
 		}
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
-		gn.Signal(w.dc.World(r), i, gin.SignalInc{Signal: r})
+		gn.SignalThen(h, arg, w.dc.World(r), i, gin.SignalInc{Signal: r})
 	})
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
@@ -637,31 +638,85 @@ func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	})
 	// Expert counts: per-element stores inside one NVLink domain,
 	// otherwise a bulk put of E/EP × 8 B to every rank (NVLink peers too).
-	t.Parallel(R, func(th *gpu.Group, i int) {
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		src := uint64(8 * (R + i*L))
 		switch {
 		case i == r:
-			th.Write(ws.Region(r), expOff(r), words[src:src+uint64(8*L)], sim.Bytes(8*L))
+			th.WriteThen(ws.Region(r), expOff(r), words[src:src+uint64(8*L)], sim.Bytes(8*L), h, arg)
 		case w.nvlScale:
-			for le := range L {
-				th.Store64(ws.Region(i), expOff(r)+8*uint64(le), le64(words[src+8*uint64(le):]))
-			}
+			st := &countStores{th: th, r: ws.Region(i), off: expOff(r), words: words[src : src+uint64(8*L)], h: h, arg: arg}
+			st.Handle(nil, 0)
 		default:
 			ph.Sigs++
 			ph.RDMABytes += int64(8 * L)
-			w.dc.GinShared(th, r, 0, gin.SharingCTA).Put(w.dc.World(r), i, ws, expOff(r), ws, src, uint64(8*L), nil, nil)
+			w.dc.GinShared(th, r, 0, gin.SharingCTA).PutThen(h, arg, w.dc.World(r), i, ws, expOff(r), ws, src,
+				uint64(8*L), nil, nil)
 		}
 	})
 	t.Sync()
 	// Wait for every rank's counts, then clear them for the next use.
-	t.Parallel(R, func(th *gpu.Group, i int) {
-		ready := func(v uint64) bool { return v != 0 }
-		th.WaitWord(ws.Region(r), rankOff(i), "v2 notify rank count", ready)
-		th.WaitWord(ws.Region(r), expOff(i)+8*uint64(L-1), "v2 notify expert count", ready)
-		th.Store64(ws.Region(r), rankOff(i), 0)
-		th.Store64(ws.Region(r), expOff(i)+8*uint64(L-1), 0)
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+		c := &countWait{th: th, r: ws.Region(r), rank: rankOff(i), exp: expOff(i) + 8*uint64(L-1), h: h, arg: arg}
+		c.Handle(nil, 0)
 	})
 	t.Sync()
+}
+
+// countStores is a notify lane's stores of the expert counts words (8
+// bytes each, in order) into r from off on, one after another; then h
+// continues.
+type countStores struct {
+	th    *gpu.Group
+	r     *mem.Region
+	off   uint64
+	words []byte
+	h     sim.Handler
+	arg   uint64
+}
+
+// Handle implements sim.Handler: the next store, or the end.
+func (c *countStores) Handle(s *sim.Sim, _ uint64) {
+	if len(c.words) == 0 {
+		c.h.Handle(s, c.arg)
+		return
+	}
+	v := le64(c.words)
+	c.words = c.words[8:]
+	off := c.off
+	c.off += 8
+	c.th.Store64Then(c.r, off, v, c, 0)
+}
+
+// countWait is a notify lane's wait for a source rank's counts: its rank
+// count at rank, then its last expert count at exp, each nonzero, then
+// stores of 0 into both for the next use; then h continues.
+type countWait struct {
+	th        *gpu.Group
+	r         *mem.Region
+	rank, exp uint64
+	h         sim.Handler
+	arg       uint64
+	pc        uint8
+}
+
+// countReady is a count word's arrival: the senders store count + 1.
+func countReady(v uint64) bool { return v != 0 }
+
+// Handle implements sim.Handler: the next step of the lane.
+func (c *countWait) Handle(s *sim.Sim, _ uint64) {
+	c.pc++
+	switch c.pc {
+	case 1:
+		c.th.WaitWordThen(c.r, c.rank, "v2 notify rank count", countReady, c, 0)
+	case 2:
+		c.th.WaitWordThen(c.r, c.exp, "v2 notify expert count", countReady, c, 0)
+	case 3:
+		c.th.Store64Then(c.r, c.rank, 0, c, 0)
+	case 4:
+		c.th.Store64Then(c.r, c.exp, 0, c, 0)
+	default:
+		c.h.Handle(s, c.arg)
+	}
 }
 
 func le64(b []byte) uint64 {
