@@ -28,8 +28,11 @@ import (
 // A machine issues GIN operations through the Then forms (PutThen,
 // SignalThen, FlushThen), which need a backend that issues for a group
 // without a process (gin.ThenBackend: GDAKI and Proxy); Setup refuses any
-// other. The barrier groups, the notify warps and the direct mode's flush
-// warps, a few per rank, run on processes.
+// other. The direct mode's flush warps are machines too. The barrier
+// groups and the notify warps, a few per rank, run on processes; their
+// per-peer loops run on children without a process (parallel) where gin
+// and gpu have a Then form of every operation in the loop body (signals,
+// puts, word waits and stores: not put_value or waitSignalMeetShadow).
 
 // needThen says why the V2 kernels cannot run on dc's backend, if they
 // cannot.
