@@ -350,14 +350,14 @@ func (w *Hybrid) nvlBarrier(t *gpu.Group, r int) {
 func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	me := r / w.U
 	ph := w.e.Ph.Count(r)
-	t.Parallel(w.S, func(th *gpu.Group, i int) {
+	parallel(t, w.S, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		ph.Sigs++
 		if i == me {
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, me)
-			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
+			th.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, h, arg)
 			return
 		}
-		w.dc.GinShared(th, r, 0, gin.SharingCTA).Signal(w.dc.Rail(r), i, gin.SignalInc{Signal: me})
+		w.dc.GinShared(th, r, 0, gin.SharingCTA).SignalThen(h, arg, w.dc.Rail(r), i, gin.SignalInc{Signal: me})
 	})
 	t.Parallel(w.S, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)

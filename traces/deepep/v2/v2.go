@@ -8,6 +8,7 @@ import (
 	"github.com/ginsim/ginsim/gin"
 	"github.com/ginsim/ginsim/gpu"
 	"github.com/ginsim/ginsim/sim"
+	"github.com/ginsim/ginsim/sim/mem"
 	"github.com/ginsim/ginsim/traces"
 	"github.com/ginsim/ginsim/traces/workload"
 )
@@ -420,18 +421,18 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 		return
 	}
 	ph := e.Ph.Count(r)
-	t.Parallel(R, func(th *gpu.Group, i int) {
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		ph.Sigs++
 		if i == r {
 			// NCCL signals its own rank through a loopback QP; the model's
 			// backends have no self connection, so the increment is a
 			// device-scope atomic on the local signal word.
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, r)
-			th.AtomicAdd64(reg, off, 1, gpu.ScopeDevice)
+			th.AtomicAdd64Then(reg, off, 1, gpu.ScopeDevice, h, arg)
 			return
 		}
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
-		gn.Signal(w.dc.World(r), i, gin.SignalInc{Signal: r})
+		gn.SignalThen(h, arg, w.dc.World(r), i, gin.SignalInc{Signal: r})
 	})
 	t.Parallel(R, func(th *gpu.Group, i int) {
 		gn := w.dc.GinShared(th, r, 0, gin.SharingCTA)
@@ -444,18 +445,46 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 
 // flushers launches the end barrier's flush warps (global warp q flushes
 // QP q with CTA sharing), which wait for the first grid sync and arrive at
-// the second.
-func (w *Direct) flushers(g *gpu.GPU, r int, name string, n0, n1 uint64) {
+// the second; n is the kernel's participant count in both.
+func (w *Direct) flushers(g *gpu.GPU, r int, name string, n uint64) {
+	k := newKernel(g, name, w.sync[r], n, 2)
 	for q := range w.qps {
-		g.Launch(name+"/flush"+strconv.Itoa(q), 32, func(t *gpu.Group) {
-			w.gridSync(t, r, 0, n0)
-			w.gridSync(t, r, 1, n1)
-			if !w.nvlScale {
-				w.dc.GinShared(t, r, q, gin.SharingCTA).Flush()
-			}
-			w.gridSync(t, r, 2, uint64(w.qps)+1)
-		})
+		k.launchAs(&flushWarp{warp: warp{r: r}, w: w, q: q}, name+"/flush"+strconv.Itoa(q))
 	}
+}
+
+// flushWarp is an end-barrier flush warp of rank r, which flushes QP q.
+// Its program, with the step that runs each line:
+//
+//	grid sync 0; grid sync 1                       // kernel.launch
+//	flush QP q (CTA sharing), unless every rank is in one NVLink domain   // fFlush
+//	grid sync 2 (the QPs' warps and SM 0); end     // fEnd
+type flushWarp struct {
+	warp
+	w  *Direct
+	q  int
+	pc uint8
+}
+
+// Steps of a flushWarp.
+const (
+	fFlush uint8 = iota // past grid sync 1: flush
+	fEnd                // flushed: the last grid sync, then end
+)
+
+// Handle implements sim.Handler.
+func (m *flushWarp) Handle(*sim.Sim, uint64) {
+	w := m.w
+	if m.pc == fFlush {
+		m.pc = fEnd
+		if !w.nvlScale {
+			w.dc.GinShared(m.t, m.r, m.q, gin.SharingCTA).FlushThen(m, 0)
+			return
+		}
+	}
+	n := uint64(w.qps) + 1
+	m.grid.reached = func(v uint64) bool { return v >= n }
+	m.grid.drainEnd(0, 2)
 }
 
 // distinctRanks returns the destination ranks of token tok of rank r in
@@ -533,7 +562,7 @@ func (w *Direct) launchDispatch(r int) {
 	w.launchBarrier(g, r, "dispatch", 32*(w.vp.NotifyWarps+w.dw), n, 0, func(*gpu.Group) {
 		e.ReceiverDone(r, e.LastOf(r))
 	})
-	w.flushers(g, r, "dispatch", n, n)
+	w.flushers(g, r, "dispatch", n)
 	for sm := range w.sms {
 		g.Launch("dispatch/sm"+strconv.Itoa(sm)+"/notify", 32*w.vp.NotifyWarps, func(t *gpu.Group) {
 			w.gridSync(t, r, 0, n)
@@ -609,31 +638,85 @@ func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	})
 	// Expert counts: per-element stores inside one NVLink domain,
 	// otherwise a bulk put of E/EP × 8 B to every rank (NVLink peers too).
-	t.Parallel(R, func(th *gpu.Group, i int) {
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		src := uint64(8 * (R + i*L))
 		switch {
 		case i == r:
-			th.Write(ws.Region(r), expOff(r), words[src:src+uint64(8*L)], sim.Bytes(8*L))
+			th.WriteThen(ws.Region(r), expOff(r), words[src:src+uint64(8*L)], sim.Bytes(8*L), h, arg)
 		case w.nvlScale:
-			for le := range L {
-				th.Store64(ws.Region(i), expOff(r)+8*uint64(le), le64(words[src+8*uint64(le):]))
-			}
+			st := &countStores{th: th, r: ws.Region(i), off: expOff(r), words: words[src : src+uint64(8*L)], h: h, arg: arg}
+			st.Handle(nil, 0)
 		default:
 			ph.Sigs++
 			ph.RDMABytes += int64(8 * L)
-			w.dc.GinShared(th, r, 0, gin.SharingCTA).Put(w.dc.World(r), i, ws, expOff(r), ws, src, uint64(8*L), nil, nil)
+			w.dc.GinShared(th, r, 0, gin.SharingCTA).PutThen(h, arg, w.dc.World(r), i, ws, expOff(r), ws, src,
+				uint64(8*L), nil, nil)
 		}
 	})
 	t.Sync()
 	// Wait for every rank's counts, then clear them for the next use.
-	t.Parallel(R, func(th *gpu.Group, i int) {
-		ready := func(v uint64) bool { return v != 0 }
-		th.WaitWord(ws.Region(r), rankOff(i), "v2 notify rank count", ready)
-		th.WaitWord(ws.Region(r), expOff(i)+8*uint64(L-1), "v2 notify expert count", ready)
-		th.Store64(ws.Region(r), rankOff(i), 0)
-		th.Store64(ws.Region(r), expOff(i)+8*uint64(L-1), 0)
+	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+		c := &countWait{th: th, r: ws.Region(r), rank: rankOff(i), exp: expOff(i) + 8*uint64(L-1), h: h, arg: arg}
+		c.Handle(nil, 0)
 	})
 	t.Sync()
+}
+
+// countStores is a notify lane's stores of the expert counts words (8
+// bytes each, in order) into r from off on, one after another; then h
+// continues.
+type countStores struct {
+	th    *gpu.Group
+	r     *mem.Region
+	off   uint64
+	words []byte
+	h     sim.Handler
+	arg   uint64
+}
+
+// Handle implements sim.Handler: the next store, or the end.
+func (c *countStores) Handle(s *sim.Sim, _ uint64) {
+	if len(c.words) == 0 {
+		c.h.Handle(s, c.arg)
+		return
+	}
+	v := le64(c.words)
+	c.words = c.words[8:]
+	off := c.off
+	c.off += 8
+	c.th.Store64Then(c.r, off, v, c, 0)
+}
+
+// countWait is a notify lane's wait for a source rank's counts: its rank
+// count at rank, then its last expert count at exp, each nonzero, then
+// stores of 0 into both for the next use; then h continues.
+type countWait struct {
+	th        *gpu.Group
+	r         *mem.Region
+	rank, exp uint64
+	h         sim.Handler
+	arg       uint64
+	pc        uint8
+}
+
+// countReady is a count word's arrival: the senders store count + 1.
+func countReady(v uint64) bool { return v != 0 }
+
+// Handle implements sim.Handler: the next step of the lane.
+func (c *countWait) Handle(s *sim.Sim, _ uint64) {
+	c.pc++
+	switch c.pc {
+	case 1:
+		c.th.WaitWordThen(c.r, c.rank, "v2 notify rank count", countReady, c, 0)
+	case 2:
+		c.th.WaitWordThen(c.r, c.exp, "v2 notify expert count", countReady, c, 0)
+	case 3:
+		c.th.Store64Then(c.r, c.rank, 0, c, 0)
+	case 4:
+		c.th.Store64Then(c.r, c.exp, 0, c, 0)
+	default:
+		c.h.Handle(s, c.arg)
+	}
 }
 
 func le64(b []byte) uint64 {
@@ -700,7 +783,7 @@ func (w *Direct) launchCombine(r int) {
 		t.Compute(e.P.ReduceRate.TxTime(reduce))
 		e.ReceiverDone(r, e.LastOf(r))
 	})
-	w.flushers(g, r, "combine", n, n)
+	w.flushers(g, r, "combine", n)
 	k := newKernel(g, "combine", w.sync[r], n, 1)
 	for _, wp := range warps {
 		k.launch(newCombWarp(w, r, wp.sm, wp.wi, wp.recs), "w", wp.wi)

@@ -28,8 +28,11 @@ import (
 // A machine issues GIN operations through the Then forms (PutThen,
 // SignalThen, FlushThen), which need a backend that issues for a group
 // without a process (gin.ThenBackend: GDAKI and Proxy); Setup refuses any
-// other. The barrier groups, the notify warps and the direct mode's flush
-// warps, a few per rank, run on processes.
+// other. The direct mode's flush warps are machines too. The barrier
+// groups and the notify warps, a few per rank, run on processes; their
+// per-peer loops run on children without a process (parallel) where gin
+// and gpu have a Then form of every operation in the loop body (signals,
+// puts, word waits and stores: not put_value or waitSignalMeetShadow).
 
 // needThen says why the V2 kernels cannot run on dc's backend, if they
 // cannot.
@@ -76,10 +79,15 @@ type machine interface {
 // group of one warp without a process: it runs the kernel's first grid
 // syncs, then m.
 func (k *kernel) launch(m machine, role string, i int) {
+	k.launchAs(m, k.name+"/sm"+strconv.Itoa(m.base().sm)+"/"+role+strconv.Itoa(i))
+}
+
+// launchAs is launch with the group's name given whole.
+func (k *kernel) launchAs(m machine, name string) {
 	b := m.base()
 	b.grid = gridSync{words: k.words, reached: k.reached, last: k.pre - 1, h: m}
 	b.grid.pc = gsArrive
-	b.t = k.g.LaunchHandler(k.name+"/sm"+strconv.Itoa(b.sm)+"/"+role+strconv.Itoa(i), 32, &b.grid, 0)
+	b.t = k.g.LaunchHandler(name, 32, &b.grid, 0)
 	b.grid.t = b.t
 }
 
@@ -167,5 +175,34 @@ func (g *gridSync) Handle(_ *sim.Sim, _ uint64) {
 		default:
 			g.h.Handle(t.GPU().Sim(), 0)
 		}
+	}
+}
+
+// parallel is gpu.Group.Parallel for a group with a process whose items
+// are written as Then operations (gpu.Group.ParallelThen): the process
+// parks until the section is done and resumes inside the event that ends
+// it, where Parallel's last child would wake it, so the section's events
+// are Parallel's; its children need no process.
+func parallel(t *gpu.Group, n int, body func(th *gpu.Group, i int, h sim.Handler, arg uint64)) {
+	rs := &resume{p: t.Proc()}
+	t.ParallelThen(n, body, rs, 0)
+	if !rs.done {
+		rs.parked = true
+		t.Proc().Park("coop threads")
+	}
+}
+
+// resume is the continuation of parallel's section: it resumes the
+// parked process, or (a section done at once) notes that it is done.
+type resume struct {
+	p            *sim.Proc
+	done, parked bool
+}
+
+// Handle implements sim.Handler.
+func (x *resume) Handle(s *sim.Sim, _ uint64) {
+	x.done = true
+	if x.parked {
+		x.p.Handle(s, 0)
 	}
 }
