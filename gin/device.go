@@ -608,8 +608,13 @@ func (g *Gin) ownReset(k ownKey) (ResetStore, bool) {
 }
 
 // noteOwnReset remembers a reset store of k that has not landed yet.
+// Whenever the map has doubled since the last sweep, the stores landed by
+// now are dropped (ownReset would drop them on the group's next look, but
+// a group that resets a signal last, as a receiving warp does, never looks
+// again, and its entry would keep the group in memory).
 func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
-	if s.Landed <= g.t.Now() {
+	now := g.t.Now()
+	if s.Landed <= now {
 		return
 	}
 	p := g.dc.part(g.rank)
@@ -617,6 +622,14 @@ func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
 		p.own = map[ownKey]ResetStore{}
 	}
 	p.own[k] = s
+	if len(p.own) >= max(2*p.ownKept, 64) {
+		for k, s := range p.own {
+			if s.Landed <= now {
+				delete(p.own, k)
+			}
+		}
+		p.ownKept = len(p.own)
+	}
 }
 
 // seenRaw is the raw word the group sees: 0 while its own reset store of
@@ -673,7 +686,7 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.SignalSeen, "signal", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return (v - o) & mask(bits)
 }
@@ -794,7 +807,7 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.Completed, "counter", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return v & mask(bits)
 }
@@ -860,7 +873,7 @@ func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64
 	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
 	g.seen(obs.SignalSeen, "va signal", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return v & mask(bits)
 }
