@@ -116,8 +116,10 @@ type DevComm struct {
 // partition.
 type devPart struct {
 	track map[trackKey]*tracker
-	waits map[*gpu.Group]*waitDesc
-	own   map[ownKey]ResetStore // resets whose store a group issued and has not seen land
+	waits map[*gpu.Group]*waitDesc // the waits in progress
+	own   map[ownKey]ResetStore    // resets whose store a group issued and has not seen land
+	// ownKept is len(own) after the last sweep of the landed ones.
+	ownKept int
 }
 
 // part returns the bookkeeping of world rank r's partition.

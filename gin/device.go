@@ -47,10 +47,9 @@ type Gin struct {
 	op       Op
 	lastOp   obs.OpID // the last op this handle issued (observer only)
 	call     *Call    // the last call reported to a hook (allocated by the first)
-	// PutThen's and FlushThen's backend, continuation and step (the
-	// program counter of thenStep and flushStep, as every process-free
-	// machine keeps one).
-	tb   ThenBackend
+	// PutThen's and FlushThen's continuation and step (the program
+	// counter of thenStep and flushStep, as every process-free machine
+	// keeps one); the backend is the DevComm's (then).
 	kh   sim.Handler
 	karg uint64
 	kpc  uint8
@@ -303,15 +302,18 @@ func (g *Gin) PutThen(h sim.Handler, arg uint64, team Team, peer int, dst *Windo
 // issueThen is issue for a group without a process: coop.Sync, the
 // backend's IssueThen, coop.Sync, then h.Handle(s, arg).
 func (g *Gin) issueThen(h sim.Handler, arg uint64) {
-	tb, ok := g.dc.backend.(ThenBackend)
-	if !ok {
+	if _, ok := g.dc.backend.(ThenBackend); !ok {
 		panic(fmt.Sprintf("gin: %v on backend %s, which issues only for a group with a process (check CanThen)", g.op.Kind, g.dc.backend.Name()))
 	}
 	g.op.Ctx, g.op.Sharing = g.ctx, g.sharing
 	g.stamp()
-	g.kh, g.karg, g.tb, g.kpc = h, arg, tb, thenIssue
+	g.kh, g.karg, g.kpc = h, arg, thenIssue
 	g.t.SyncThen((*thenStep)(g), 0)
 }
+
+// then returns the backend as a ThenBackend (PutThen and FlushThen checked
+// that it is one).
+func (dc *DevComm) then() ThenBackend { return dc.backend.(ThenBackend) }
 
 // CanThen reports whether the handle's backend can issue for a group
 // without a process (PutThen).
@@ -336,13 +338,13 @@ func (st *thenStep) Handle(s *sim.Sim, _ uint64) {
 	switch g.kpc {
 	case thenIssue:
 		g.kpc = thenSync
-		g.tb.IssueThen(g.t, g.dc, g.rank, &g.op, st, 0)
+		g.dc.then().IssueThen(g.t, g.dc, g.rank, &g.op, st, 0)
 	case thenSync:
 		g.kpc = thenDone
 		g.t.SyncThen(st, 0)
 	default:
 		h := g.kh
-		g.kh, g.tb = nil, nil
+		g.kh = nil
 		h.Handle(s, g.karg)
 	}
 }
@@ -483,11 +485,10 @@ func (g *Gin) FlushThen(h sim.Handler, arg uint64) {
 		g.fail("flush", ErrNoGin, "")
 		return
 	}
-	tb, ok := g.dc.backend.(ThenBackend)
-	if !ok {
+	if _, ok := g.dc.backend.(ThenBackend); !ok {
 		panic(fmt.Sprintf("gin: flush on backend %s, which flushes only for a group with a process (check CanThen)", g.dc.backend.Name()))
 	}
-	g.kh, g.karg, g.tb, g.kpc = h, arg, tb, flushPeers
+	g.kh, g.karg, g.kpc = h, arg, flushPeers
 	g.t.SyncThen((*flushStep)(g), 0)
 }
 
@@ -513,7 +514,7 @@ func (st *flushStep) Handle(s *sim.Sim, _ uint64) {
 		g.t.SyncThen(st, 0)
 	default:
 		h := g.kh
-		g.kh, g.tb = nil, nil
+		g.kh = nil
 		h.Handle(s, g.karg)
 	}
 }
@@ -521,7 +522,7 @@ func (st *flushStep) Handle(s *sim.Sim, _ uint64) {
 // peer flushes the i-th connected peer on thread th.
 func (st *flushStep) peer(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 	g := (*Gin)(st)
-	g.tb.FlushThen(th, g.dc, g.rank, g.ctx, g.dc.peers(g.rank)[i], h, arg)
+	g.dc.then().FlushThen(th, g.dc, g.rank, g.ctx, g.dc.peers(g.rank)[i], h, arg)
 }
 
 // FlushAsync is ncclGin::flushAsync (2.30.3+): snapshot what this context
@@ -608,8 +609,13 @@ func (g *Gin) ownReset(k ownKey) (ResetStore, bool) {
 }
 
 // noteOwnReset remembers a reset store of k that has not landed yet.
+// Whenever the map has doubled since the last sweep, the stores landed by
+// now are dropped (ownReset would drop them on the group's next look, but
+// a group that resets a signal last, as a receiving warp does, never looks
+// again, and its entry would keep the group in memory).
 func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
-	if s.Landed <= g.t.Now() {
+	now := g.t.Now()
+	if s.Landed <= now {
 		return
 	}
 	p := g.dc.part(g.rank)
@@ -617,6 +623,14 @@ func (g *Gin) noteOwnReset(k ownKey, s ResetStore) {
 		p.own = map[ownKey]ResetStore{}
 	}
 	p.own[k] = s
+	if len(p.own) >= max(2*p.ownKept, 64) {
+		for k, s := range p.own {
+			if s.Landed <= now {
+				delete(p.own, k)
+			}
+		}
+		p.ownKept = len(p.own)
+	}
 }
 
 // seenRaw is the raw word the group sees: 0 while its own reset store of
@@ -673,7 +687,7 @@ func (g *Gin) waitSignal(id int, least uint64, bits int) uint64 {
 	v := g.t.WaitWord(r, off, "gin signal", func(v uint64) bool { return g.dc.lessEq(least+o, g.seenRaw(k, v), bits) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.SignalSeen, "signal", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return (v - o) & mask(bits)
 }
@@ -794,7 +808,7 @@ func (g *Gin) WaitCounter(id int, least uint64, bits int) uint64 {
 	v := g.t.WaitWord(r, off, "gin counter", func(v uint64) bool { return g.dc.lessEq(least, g.seenRaw(k, v), cb) })
 	v = g.seenRaw(k, v)
 	g.seen(obs.Completed, "counter", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return v & mask(bits)
 }
@@ -860,7 +874,7 @@ func (g *Gin) WaitVASignal(w *Window, off uint64, least uint64, bits int) uint64
 	since := g.t.WaitSince(r, off)
 	v := g.t.WaitWord(r, off, "gin va signal", func(v uint64) bool { return RollingLessEq(least, v, bits) })
 	g.seen(obs.SignalSeen, "va signal", since, r, off, v)
-	d.active = false
+	g.dc.endWait(g, d)
 	g.t.Sync()
 	return v & mask(bits)
 }

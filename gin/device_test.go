@@ -472,3 +472,33 @@ func TestGinBarrierMessages(t *testing.T) {
 		}
 	}
 }
+
+// A group that waits for a signal once and resets it, as a receiving warp
+// does, is not kept by the device communicator's bookkeeping once it is
+// done: its wait is dropped when it ends, and its reset once the reset
+// has landed (by a sweep whenever the resets remembered have doubled).
+func TestFinishedWaitersAreNotKept(t *testing.T) {
+	const n = 200
+	cl := newCluster(t, 2, 1, V2_30)
+	dc, err := cl.comm.DevCommCreate(Requirements{GinSignalCount: n, ConnectionType: ConnFull})
+	require.NoError(t, err)
+	cl.ranks[0].GPU.Launch("send", 32, func(t *gpu.Group) {
+		g := dc.Gin(t, 0, 0)
+		for i := range n {
+			g.Signal(dc.World(0), 1, SignalInc{Signal: i})
+			t.Sleep(sim.Microsecond)
+		}
+	})
+	for i := range n {
+		cl.ranks[1].GPU.Launch(fmt.Sprintf("recv%d", i), 32, func(t *gpu.Group) {
+			g := dc.Gin(t, 1, 0)
+			g.WaitSignal(i, 1, 64)
+			g.ResetSignal(i)
+		})
+	}
+	require.NoError(t, cl.s.Run())
+	require.NoError(t, cl.comm.CheckDeadlock())
+	p := dc.part(1)
+	require.Zero(t, len(p.waits), "the waits ended")
+	require.Less(t, len(p.own), 64, "the landed resets are swept")
+}

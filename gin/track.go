@@ -31,20 +31,20 @@ type trackKey struct {
 }
 
 type tracker struct {
-	dc      *DevComm
-	key     trackKey
-	r       *mem.Region
-	off     uint64
-	mode    uint8  // 0 none, 1 inc, 2 add (since the last reset)
-	issued  uint64 // sum of the addends issued (mod 2^64)
-	landed  uint64 // sum of the increases seen
-	last    uint64
-	watch   bool
-	pending bool // a reset store issued, not landed
-	resetAt sim.Time
+	dc       *DevComm
+	key      trackKey
+	r        *mem.Region
+	off      uint64
+	mode     uint8 // 0 none, 1 inc, 2 add (since the last reset)
+	watch    bool
+	pending  bool   // a reset store issued, not landed
+	hasReset bool   // (reset, below)
+	issued   uint64 // sum of the addends issued (mod 2^64)
+	landed   uint64 // sum of the increases seen
+	last     uint64
+	resetAt  sim.Time
 	// reset is when the last reset was issued (remote notes on a World).
-	reset    sim.Time
-	hasReset bool
+	reset sim.Time
 }
 
 func (dc *DevComm) tracker(counter bool, rank, ctx, id int) *tracker {
@@ -258,6 +258,13 @@ func (dc *DevComm) wait(g *Gin, what string, id int, least uint64, bits int, off
 	}
 	*d = waitDesc{rank: g.rank, ctx: g.ctx, what: what, id: id, least: least, bits: bits, offset: offset, r: r, off: off, active: true}
 	return d
+}
+
+// endWait ends g's wait d: it is no longer reported, nor kept (a group
+// that waited once, as a receiving warp does, would stay in memory).
+func (dc *DevComm) endWait(g *Gin, d *waitDesc) {
+	d.active = false
+	delete(dc.part(g.rank).waits, g.t)
 }
 
 func (d *waitDesc) String(coop string) string {

@@ -692,9 +692,10 @@ func (ln *lane) wrList() []nic.WR {
 	return wrs[:0]
 }
 
-// putWRs gives a list back to the lane once the NIC has its WRs.
+// putWRs gives a list back to the lane once the NIC has its WRs (keeping
+// as many as the lane keeps issuers).
 func (ln *lane) putWRs(wrs []nic.WR) {
-	if cap(wrs) > 0 {
+	if cap(wrs) > 0 && len(ln.wrs) < submit.FreeCap {
 		ln.wrs = append(ln.wrs, wrs[:0])
 	}
 }

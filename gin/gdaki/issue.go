@@ -78,16 +78,16 @@ type issuer struct {
 	pch         *channel
 	wrs         []nic.WR
 	base        uint64
-	i           int
+	i           int32
 	scope       gpu.Scope
 	skip        bool
 	pret        uint8
+	rret        uint8 // (ring, below)
 	last, clast uint64
 
 	// ring rch up to rpi, then continue at rret.
 	rch     *channel
 	rpi     uint64
-	rret    uint8
 	arrive  sim.Time // the doorbell MMIO's arrival at the NIC
 	arrive2 sim.Time // the second one's
 	opi     uint64   // sq_wqe_pi before this ring's atomicMax (observer)
@@ -191,7 +191,7 @@ func (m *issuer) Step() {
 				m.poll(ch, last-ch.depth, "gdaki credit", stPWQE)
 			}
 		case stPWQE:
-			if m.i < len(m.wrs) {
+			if int(m.i) < len(m.wrs) {
 				m.PC = stPStore
 				t.CyclesThen(b.cfg.WQEBuildCycles, m, 0)
 				return

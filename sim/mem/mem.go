@@ -113,7 +113,8 @@ func (m *System) Alloc(name string, loc Loc, size sim.Bytes, backed bool) *Regio
 	if size < 0 {
 		panic(fmt.Sprintf("mem: negative size %d for %q", size, name))
 	}
-	r := &Region{sys: m, s: m.Sim(loc.Node), id: len(m.regions), name: name, loc: loc, size: uint64(size)}
+	r := &Region{sys: m, s: m.Sim(loc.Node), id: int32(len(m.regions)), node: int32(loc.Node), gpu: int32(loc.GPU), kind: loc.Kind,
+		name: name, size: uint64(size)}
 	if backed {
 		r.data = make([]byte, size)
 	}
@@ -139,28 +140,31 @@ type watch struct {
 
 // Region is one contiguous allocation.
 type Region struct {
-	sys     *System
-	s       *sim.Sim // its node's simulation
-	id      int
-	name    string
-	loc     Loc
-	size    uint64
-	data    []byte
-	words   map[uint64]uint64 // unbacked regions: 8-byte words written by word ops
-	watches []watch
+	sys *System
+	s   *sim.Sim // its node's simulation
+	// id and the Loc in 16 bytes, not 32: a GDAKI channel has three
+	// regions, and EP512 has a quarter of a million channels.
+	id, node int32
+	gpu      int32
+	kind     Kind
+	name     string
+	size     uint64
+	data     []byte
+	words    map[uint64]uint64 // unbacked regions: 8-byte words written by word ops
+	watches  []watch
 }
 
 // Sim returns the simulation of the region's node.
 func (r *Region) Sim() *sim.Sim { return r.s }
 
 // ID returns the region's index in its System.
-func (r *Region) ID() int { return r.id }
+func (r *Region) ID() int { return int(r.id) }
 
 // Name returns the region's name.
 func (r *Region) Name() string { return r.name }
 
 // Loc returns where the region lives.
-func (r *Region) Loc() Loc { return r.loc }
+func (r *Region) Loc() Loc { return Loc{Node: int(r.node), Kind: r.kind, GPU: int(r.gpu)} }
 
 // Size returns the region's size in bytes.
 func (r *Region) Size() sim.Bytes { return sim.Bytes(r.size) }
@@ -172,7 +176,7 @@ func (r *Region) Backed() bool { return r.data != nil }
 // the slice across events in which the region may change.
 func (r *Region) Bytes() []byte { return r.data }
 
-func (r *Region) String() string { return fmt.Sprintf("%s@%v", r.name, r.loc) }
+func (r *Region) String() string { return fmt.Sprintf("%s@%v", r.name, r.Loc()) }
 
 // InBounds reports whether [off, off+n) lies inside the region.
 func (r *Region) InBounds(off, n uint64) bool {

@@ -128,8 +128,13 @@ func (b back) give() {
 }
 
 // Free is a LIFO free list of a backend's machines, so that the steady
-// state of a run allocates none.
+// state of a run allocates none. It keeps FreeCap machines at most: a
+// kernel whose warps all issue at once (EP512 LL dispatch: 800 k) leaves
+// that many, which the next kernel, and the memory peak, need not carry.
 type Free[T any] struct{ list []*T }
+
+// FreeCap is the most machines a Free keeps.
+const FreeCap = 4096
 
 // Get returns a machine from the list, or a new zero one.
 func (f *Free[T]) Get() *T {
@@ -141,8 +146,13 @@ func (f *Free[T]) Get() *T {
 	return new(T)
 }
 
-// Put returns m to the list.
-func (f *Free[T]) Put(m *T) { f.list = append(f.list, m) }
+// Put returns m to the list (or to the garbage collector when the list
+// holds FreeCap).
+func (f *Free[T]) Put(m *T) {
+	if len(f.list) < FreeCap {
+		f.list = append(f.list, m)
+	}
+}
 
 // Recycle ends run r of machine m, which embeds it: m goes back on the
 // list (the continuation may reuse it) and the group is handed back.
