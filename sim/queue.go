@@ -543,7 +543,12 @@ func insertionSort(k []uint64) {
 // used before, is dominated by far-future timers in network models: a
 // retransmission timer milliseconds out made buckets microseconds wide,
 // and then nearly every event a model scheduled fell into the current
-// bucket's span and went through the near heap.) The calendar has at most
+// bucket's span and went through the near heap. Below coarseMin events
+// the nearest quarter, at most frontEvents, sizes the buckets: a World's
+// partition holds a few hundred to a few thousand events, RC timers
+// milliseconds out among them, and the frontEvents-th nearest (the
+// farthest, in a queue of fewer than 1 024) made buckets milliseconds
+// wide.) The calendar has at most
 // as many buckets as the overflow has events, and at least minBuckets so
 // that a handful of events with short delays does not rebuild it every few
 // events; events beyond its end stay in the overflow for the next rebuild.
@@ -556,6 +561,9 @@ func (q *queue) rebuild(now Time) {
 	per := float64(perCoarse)
 	if n < coarseMin {
 		per = perBucket // small enough to stay in cache as one rung
+		// Sized by the nearest quarter: in a small queue (a World's
+		// partition) the frontEvents nearest include far timers.
+		k = max(min(n/4, frontEvents), 1)
 	}
 	gap := float64(q.kthDistance(far, now, int(k))) * per / float64(k)
 	shift := uint(0)
