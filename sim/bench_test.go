@@ -208,3 +208,62 @@ func BenchmarkPingPong(b *testing.B) {
 		<-done
 	})
 }
+
+// smallQueue is the load of one partition of a World: a few hundred
+// pending events, most of them rescheduling themselves a fraction of a
+// microsecond to a few microseconds ahead, some in bursts at one instant
+// (a packet's events, events delivered at a window's start), beside
+// retransmission-like timers a millisecond out that re-arm when they fire.
+type smallQueue struct {
+	d []Duration // hot delays, drawn in advance
+	i int
+}
+
+func (m *smallQueue) Handle(s *Sim, arg uint64) {
+	if arg == 1 {
+		s.Post(s.Now().Add(Millisecond+Duration(m.i&1023)*Nanosecond), m, 1)
+		return
+	}
+	m.i = (m.i + 1) & (len(m.d) - 1)
+	s.Post(s.Now().Add(m.d[m.i]), m, 0)
+}
+
+// BenchmarkQueueSmall is the queue at the sizes of a World's partitions:
+// a third of the pending events are timers a millisecond out, the rest
+// hot events with delays of a few hundred nanoseconds to microseconds, a
+// quarter of them tied with the previous one.
+func BenchmarkQueueSmall(b *testing.B) {
+	for _, n := range []int{50, 200, 500, 2000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r := NewRand(1, "small")
+			m := &smallQueue{d: make([]Duration, 1<<16)}
+			for i := range m.d {
+				switch {
+				case i > 0 && r.IntN(4) == 0:
+					m.d[i] = m.d[i-1]
+				case r.IntN(5) == 0:
+					m.d[i] = Duration(r.ExpFloat64() * float64(4*Microsecond))
+				default:
+					m.d[i] = Duration(r.ExpFloat64() * float64(500*Nanosecond))
+				}
+			}
+			s := New(Config{Seed: 1, StallLimit: -1})
+			for i := range n {
+				if i%3 == 0 {
+					s.Post(Time(Millisecond)+Time(i)*Time(Nanosecond), m, 1)
+				} else {
+					s.Post(Time(m.d[i]), m, 0)
+				}
+			}
+			for range 200 * n {
+				s.Step()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				s.Step()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/event")
+		})
+	}
+}
