@@ -115,7 +115,14 @@ func (qp *QP) trySendReq(now sim.Time) (bool, sim.Time) {
 	}
 	qp.pumpReads(now)
 	if qp.rseq == qp.sseq {
-		qp.txUntil = qp.pumpUntil
+		if qp.pumpUntil == 0 && qp.readBlocked {
+			// Nothing read, and the read budget is spent: the same answer
+			// while it stays spent (see below). Alone it drops the QP
+			// from the scheduler; it matters when a response waits too.
+			qp.txBudget = true
+		} else {
+			qp.txUntil = qp.pumpUntil
+		}
 		return false, sim.MaxTime
 	}
 	if rdy := qp.rdy[qp.sseq%uint64(len(qp.rdy))]; rdy.Add(n.cfg.TxLatency) > now {
