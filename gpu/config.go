@@ -239,8 +239,8 @@ const (
 	// MutFenceNoWait: a system-scope fence neither waits for the group's
 	// posted writes to land nor costs anything.
 	MutFenceNoWait Mutations = 1 << iota
-	// MutParallelDropLast: a coop's Parallel fan-out of n > 1 items skips
-	// the last item.
+	// MutParallelDropLast: a coop's Parallel (or ParallelThen) fan-out of
+	// n > 1 items skips the last item.
 	MutParallelDropLast
 	// MutStoreUndrained: a local 8-byte store (Store64) lingers on its way
 	// to L2 for StoreLinger, and no fence waits for it: a release fence no

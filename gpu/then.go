@@ -245,6 +245,9 @@ func (t *Group) ParallelThen(n int, body func(th *Group, i int, h sim.Handler, a
 	if t.th != nil {
 		panic(fmt.Sprintf("gpu %s: t=%v: group %q starts an operation while one is in flight", t.g.name, t.Now(), t.Name()))
 	}
+	if n > 1 && t.g.cfg.Mutations&MutParallelDropLast != 0 {
+		n--
+	}
 	if n <= 0 {
 		h.Handle(t.g.s, arg)
 		return
