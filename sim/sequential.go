@@ -26,15 +26,13 @@ func (w *World) runSequential() error {
 		limit := w.end - 1
 		for h := w.order; h[0].next <= limit; {
 			s := h[0]
-			if !s.fireNext(limit) {
-				s.next = MaxTime // cannot happen: next said an event was due
-			} else if s.stopped || s.failErr != nil {
+			s.fireNext(limit) // s.next <= limit: an event is due
+			if err := s.stuck(); err != nil && s.failErr == nil {
+				s.failErr = err
+			}
+			s.next = s.nextAt()
+			if s.failErr != nil {
 				s.next = MaxTime // Fail ends the partition's window
-			} else if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
-				s.failErr = s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
-				s.next = MaxTime
-			} else {
-				s.next = s.nextAt()
 			}
 			w.down(0)
 		}

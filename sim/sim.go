@@ -382,11 +382,20 @@ func (s *Sim) RunUntil(limit Time) error {
 				return s.watchdog("event budget of %d events spent", s.cfg.EventBudget)
 			}
 		}
-		if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
-			return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+		if err := s.stuck(); err != nil {
+			return err
 		}
 	}
 	return s.failErr
+}
+
+// stuck returns the watchdog's error once StallLimit events in a row have
+// fired at one instant, else nil.
+func (s *Sim) stuck() error {
+	if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
+		return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+	}
+	return nil
 }
 
 // WatchdogError reports a run stopped by the watchdog: the event budget was

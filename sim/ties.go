@@ -86,8 +86,8 @@ func (s *Sim) runTies(limit Time) error {
 				return s.watchdog("event budget of %d events spent", s.cfg.EventBudget)
 			}
 		}
-		if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
-			return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+		if err := s.stuck(); err != nil {
+			return err
 		}
 	}
 	return s.failErr
@@ -138,19 +138,7 @@ func (s *Sim) stepTies(limit Time) bool {
 	t.pool = slices.Delete(t.pool, i, i+1)
 	s.q.release(&e)
 	s.q.live--
-	if e.at == s.now {
-		s.stalled++
-	} else {
-		s.stalled = 0
-	}
-	s.now = e.at
-	s.fired++
-	r := &s.hist[s.fired%historyLen]
-	r.At, r.Seq, r.Handler, r.Arg = e.at, e.seq, e.h, e.arg
-	if s.tracer != nil {
-		s.tracer(*r)
-	}
-	e.h.Handle(s, e.arg)
+	s.dispatch(e.at, e.seq, e.h, e.arg)
 	return true
 }
 

@@ -380,11 +380,9 @@ func (w *World) runPart(i int) {
 	s.next = s.nextAt() // here, on the partition's worker, not after the barrier
 }
 
-// nextAt returns the time of s's earliest pending event, or MaxTime.
+// nextAt returns the time of partition s's earliest pending event, or
+// MaxTime. (A partition has no perturbed ties: SetTies refuses it.)
 func (s *Sim) nextAt() Time {
-	if s.ties != nil && len(s.ties.pool) > 0 {
-		return s.ties.at
-	}
 	t := MaxTime
 	if e := s.q.front(s.now); e != nil {
 		t = e.at
@@ -419,17 +417,9 @@ func (s *Sim) fireNext(limit Time) bool {
 // after the window); Fail ends the window at once.
 func (s *Sim) runWindow(limit Time) error {
 	s.stopped = false
-	if s.ties != nil {
-		for !s.stopped && s.stepTies(limit) {
-			if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
-				return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
-			}
-		}
-		return s.failErr
-	}
 	for !s.stopped && s.fireNext(limit) {
-		if s.cfg.StallLimit > 0 && s.stalled >= s.cfg.StallLimit {
-			return s.watchdog("time stopped advancing: %d events in a row at the same instant", s.stalled)
+		if err := s.stuck(); err != nil {
+			return err
 		}
 	}
 	return s.failErr
