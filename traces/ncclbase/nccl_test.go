@@ -70,15 +70,16 @@ func ncclRun(t *testing.T, tr *traces.Trace, nvlink bool, cfg Config, before fun
 	sp := firstStep(tr)
 	st, err := workload.NewStep(tr, sp[0], sp[1])
 	require.NoError(t, err)
-	s := sim.New(sim.Config{Seed: 1})
-	m, err := machine.Build(s, spec, nodes)
+	w := sim.NewWorld(sim.Config{Seed: 1}, nodes, machine.Lookahead(spec, nodes))
+	w.SetSequential(true)
+	m, err := machine.BuildWorld(w, spec, nodes, nil)
 	require.NoError(t, err)
 	h := tr.Header()
 	hidden := h.Model.Hidden
 	if mod, err := traces.ModelByName(h.Model.Name); err == nil && mod.Hidden == hidden {
 		hidden = mod.DeepEPHidden()
 	}
-	e := workload.NewEnv(s, m, st, workload.Config{Backend: workload.BackendNCCL, NVLink: nvlink}, workload.DefaultParams(), h, hidden)
+	e := workload.NewEnv(w, m, st, workload.Config{Backend: workload.BackendNCCL, NVLink: nvlink}, workload.DefaultParams(), h, hidden)
 	r := &ncclRunResult{e: e, w: &Workload{e: e, cfg: cfg}}
 	if before != nil {
 		before(r)

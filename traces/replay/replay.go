@@ -491,7 +491,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 	if err != nil {
 		return stepOut{}, err
 	}
-	s, m, w, err := newMachine(spec, nodes, opt)
+	m, w, err := newMachine(spec, nodes, opt)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -509,7 +509,7 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 		p.HTSMs = opt.SMs
 	}
 	cfg := workload.Config{Backend: opt.Backend, NVLink: opt.NVLink}
-	e := workload.NewEnv(s, m, st, cfg, p, tr.Header(), hidden)
+	e := workload.NewEnv(w, m, st, cfg, p, tr.Header(), hidden)
 	so := newStepObs(m, w)
 	e.Obs = so.bus
 	snap := &snapshotter{m: m}
@@ -631,13 +631,13 @@ func runStep(tr *traces.Trace, spec machine.Spec, nodes, hidden, iter, layer int
 var serialBelow uint64 = sim.DefaultSerialBelow
 
 // newMachine builds one step's machine on a World of one partition per
-// node (s its partition 0), run by the sequential kernel with
-// opt.Sequential. The caller sets the World's Exec.
-func newMachine(spec machine.Spec, nodes int, opt *Options) (s *sim.Sim, m *machine.Machine, w *sim.World, err error) {
-	w = sim.NewWorld(sim.Config{Seed: opt.Seed}, nodes, machine.Lookahead(spec, nodes))
+// node, run by the sequential kernel with opt.Sequential. The caller sets
+// the World's Exec.
+func newMachine(spec machine.Spec, nodes int, opt *Options) (*machine.Machine, *sim.World, error) {
+	w := sim.NewWorld(sim.Config{Seed: opt.Seed}, nodes, machine.Lookahead(spec, nodes))
 	w.SetSequential(opt.Sequential)
-	m, err = machine.BuildWorld(w, spec, nodes, opt.Tune)
-	return w.Part(0), m, w, err
+	m, err := machine.BuildWorld(w, spec, nodes, opt.Tune)
+	return m, w, err
 }
 
 // installTaps taps, for pcap, the chosen ranks' NIC ports (the packets'

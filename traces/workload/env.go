@@ -17,15 +17,14 @@ import (
 // Env is one step's simulation: the machine, the routing, the workload's
 // parameters and the accounting of the phase running now.
 //
-// The machine runs on a lone Sim or on a sim.World of partitions (World
-// set). A rank's work runs on its partition, SimOf(rank), and touches only
-// state of that partition: the phase accounting is per rank (Phase.Sent,
+// The machine runs on a sim.World of partitions. A rank's work runs on
+// its partition, SimOf(rank), and touches only state of that partition: the phase accounting is per rank (Phase.Sent,
 // Done, Left, Last, BWBytes) or per partition (the ranks still running),
 // merged after the run or at window ends.
 type Env struct {
-	// Sim is the lone Sim, or partition 0 of World.
+	// Sim is partition 0 of World.
 	Sim *sim.Sim
-	// World is the World the machine runs on (nil: the lone Sim).
+	// World is the World the machine runs on.
 	World  *sim.World
 	M      *machine.Machine
 	Step   *Step
@@ -49,8 +48,7 @@ type Env struct {
 	// deadlock report describes (NewComm's maker appends them).
 	Comms []*gin.Comm
 
-	sims  []*sim.Sim // per rank of M: its GPU's Sim (a partition of World)
-	parts int        // partitions (1 on a lone Sim)
+	sims []*sim.Sim // per rank of M: its GPU's Sim (a partition of World)
 }
 
 // Backends a Config names.
@@ -64,10 +62,10 @@ const (
 // context per local expert, four per communicator.
 const CtxsPerComm = 4
 
-// NewEnv returns the Env of one step: st's routing on m, driven by s. The
-// caller sets NewComm.
-func NewEnv(s *sim.Sim, m *machine.Machine, st *Step, cfg Config, p Params, hdr traces.Header, hidden int) *Env {
-	e := &Env{Sim: s, M: m, Step: st, Cfg: cfg, P: p, Hdr: hdr, Hidden: hidden, parts: 1}
+// NewEnv returns the Env of one step: st's routing on m, which runs on w.
+// The caller sets NewComm.
+func NewEnv(w *sim.World, m *machine.Machine, st *Step, cfg Config, p Params, hdr traces.Header, hidden int) *Env {
+	e := &Env{Sim: w.Part(0), World: w, M: m, Step: st, Cfg: cfg, P: p, Hdr: hdr, Hidden: hidden}
 	e.EPRank = make([]int, len(m.NICs))
 	e.sims = make([]*sim.Sim, len(m.Ranks))
 	for r, rk := range m.Ranks {
@@ -76,38 +74,29 @@ func NewEnv(s *sim.Sim, m *machine.Machine, st *Step, cfg Config, p Params, hdr 
 		}
 		e.sims[r] = rk.GPU.Sim()
 	}
-	if w := s.World(); w != nil {
-		e.World, e.Sim, e.parts = w, w.Part(0), w.Parts()
-		// The phase ends at the end of the window in which its last
-		// rank finished: the partitions count their ranks, the sum is
-		// taken here, between windows.
-		w.OnWindow(func(sim.Time) {
-			if e.Ph != nil && e.Ph.running && e.Ph.RanksLeft() == 0 {
-				e.Ph.running = false
-				e.Sim.Stop()
-			}
-		})
-	}
+	// The phase ends at the end of the window in which its last rank
+	// finished: the partitions count their ranks, the sum is taken here,
+	// between windows.
+	w.OnWindow(func(sim.Time) {
+		if e.Ph != nil && e.Ph.running && e.Ph.RanksLeft() == 0 {
+			e.Ph.running = false
+			e.Sim.Stop()
+		}
+	})
 	return e
 }
 
-// SimOf returns the Sim rank r's work runs on: its partition of the World,
-// or the lone Sim.
+// SimOf returns the Sim rank r's work runs on: its partition of the World.
 func (e *Env) SimOf(r int) *sim.Sim { return e.sims[r] }
 
 // ObsOf returns the bus rank r's work emits into and asks LastOp of (nil:
-// not observed): the step's bus on a lone Sim.
+// not observed): its partition's bus of the step's split bus.
 func (e *Env) ObsOf(r int) *obs.Bus {
 	return e.Obs.Of(e.sims[r])
 }
 
 // Now returns the time of the step between runs (every partition's clock).
-func (e *Env) Now() sim.Time {
-	if e.World != nil {
-		return e.World.Now()
-	}
-	return e.Sim.Now()
-}
+func (e *Env) Now() sim.Time { return e.World.Now() }
 
 // Config is what a workload reads of the replay options.
 type Config struct {
@@ -193,7 +182,7 @@ func (e *Env) Saw(from, to int, reg *mem.Region, off uint64) Seen {
 func (e *Env) Begin(ph *Phase, name string, receivers []int) {
 	ep := e.Step.EP
 	*ph = Phase{Name: name, Start: e.Now(), Left: receivers, Done: make([]sim.Time, ep), Sent: make([]Counts, ep),
-		BWBytes: make([]int64, ep), Last: make([]Seen, ep), left: make([]int, e.parts), running: true}
+		BWBytes: make([]int64, ep), Last: make([]Seen, ep), left: make([]int, e.World.Parts()), running: true}
 	for r, n := range receivers {
 		if n == 0 {
 			ph.Done[r] = ph.Start
@@ -228,29 +217,20 @@ func (e *Env) ReceiverDone(r int, seen Seen) {
 	if ph.Left[r] == 0 {
 		ph.Done[r] = now
 		p := s.Part()
-		ph.left[p]--
-		if ph.left[p] == 0 && e.World == nil {
-			s.Stop() // a lone Sim stops at once; a World at the window's end (NewEnv)
-		}
+		ph.left[p]-- // the World stops at the window's end (NewEnv)
 	}
 }
 
 // Run runs the simulation until every rank's receivers are done.
 func (e *Env) Run() error {
-	var err error
-	var blocked func() []*sim.Proc
-	if e.World != nil {
-		err, blocked = e.World.Run(), e.World.Blocked
-	} else {
-		err, blocked = e.Sim.Run(), e.Sim.Blocked
-	}
+	err := e.World.Run()
 	e.Ph.running = false
 	if err != nil {
 		return fmt.Errorf("workload: %s: %w", e.Ph.Name, err)
 	}
 	if left := e.Ph.RanksLeft(); left > 0 {
 		return fmt.Errorf("workload: %s: deadlock at t=%v (the last event; the last rank done at t=%v): %d ranks never finished%s",
-			e.Ph.Name, e.Now(), e.Ph.End(), left, e.waits(blocked()))
+			e.Ph.Name, e.Now(), e.Ph.End(), left, e.waits(e.World.Blocked()))
 	}
 	return nil
 }
