@@ -347,3 +347,32 @@ func (kd *parallelKid) Handle(s *sim.Sim, _ uint64) {
 		s.Post(s.Now(), p, 0)
 	}
 }
+
+// ParallelWait is Parallel for a group with a process whose items are
+// written as Then operations: the section runs as ParallelThen, and the
+// process parks until it is done and resumes inside the event that ends
+// it, where Parallel's last child would wake it, so the section's events
+// are Parallel's; the children need no process.
+func (t *Group) ParallelWait(n int, body func(th *Group, i int, h sim.Handler, arg uint64)) {
+	rs := &resume{p: t.Proc()}
+	t.ParallelThen(n, body, rs, 0)
+	if !rs.done {
+		rs.parked = true
+		t.Proc().Park("coop threads")
+	}
+}
+
+// resume is the continuation of ParallelWait's section: it resumes the
+// parked process, or (a section done at once) notes that it is done.
+type resume struct {
+	p            *sim.Proc
+	done, parked bool
+}
+
+// Handle implements sim.Handler.
+func (x *resume) Handle(s *sim.Sim, _ uint64) {
+	x.done = true
+	if x.parked {
+		x.p.Handle(s, 0)
+	}
+}

@@ -350,7 +350,7 @@ func (w *Hybrid) nvlBarrier(t *gpu.Group, r int) {
 func (w *Hybrid) railBarrier(t *gpu.Group, r int) {
 	me := r / w.U
 	ph := w.e.Ph.Count(r)
-	parallel(t, w.S, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	t.ParallelWait(w.S, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		ph.Sigs++
 		if i == me {
 			reg, off := w.dc.Backend().SignalWord(w.dc, r, 0, me)

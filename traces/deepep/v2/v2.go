@@ -421,7 +421,7 @@ func (w *Direct) barrier(t *gpu.Group, r, le int) {
 		return
 	}
 	ph := e.Ph.Count(r)
-	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	t.ParallelWait(R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		ph.Sigs++
 		if i == r {
 			// NCCL signals its own rank through a loopback QP; the model's
@@ -638,7 +638,7 @@ func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	})
 	// Expert counts: per-element stores inside one NVLink domain,
 	// otherwise a bulk put of E/EP × 8 B to every rank (NVLink peers too).
-	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	t.ParallelWait(R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		src := uint64(8 * (R + i*L))
 		switch {
 		case i == r:
@@ -655,7 +655,7 @@ func (w *Direct) notify(t *gpu.Group, r, sm int) {
 	})
 	t.Sync()
 	// Wait for every rank's counts, then clear them for the next use.
-	parallel(t, R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
+	t.ParallelWait(R, func(th *gpu.Group, i int, h sim.Handler, arg uint64) {
 		c := &countWait{th: th, r: ws.Region(r), rank: rankOff(i), exp: expOff(i) + 8*uint64(L-1), h: h, arg: arg}
 		c.Handle(nil, 0)
 	})

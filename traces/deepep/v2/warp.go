@@ -30,9 +30,10 @@ import (
 // without a process (gin.ThenBackend: GDAKI and Proxy); Setup refuses any
 // other. The direct mode's flush warps are machines too. The barrier
 // groups and the notify warps, a few per rank, run on processes; their
-// per-peer loops run on children without a process (parallel) where gin
-// and gpu have a Then form of every operation in the loop body (signals,
-// puts, word waits and stores: not put_value or waitSignalMeetShadow).
+// per-peer loops run on children without a process
+// (gpu.Group.ParallelWait) where gin and gpu have a Then form of every
+// operation in the loop body (signals, puts, word waits and stores: not
+// put_value or waitSignalMeetShadow).
 
 // needThen says why the V2 kernels cannot run on dc's backend, if they
 // cannot.
@@ -175,34 +176,5 @@ func (g *gridSync) Handle(_ *sim.Sim, _ uint64) {
 		default:
 			g.h.Handle(t.GPU().Sim(), 0)
 		}
-	}
-}
-
-// parallel is gpu.Group.Parallel for a group with a process whose items
-// are written as Then operations (gpu.Group.ParallelThen): the process
-// parks until the section is done and resumes inside the event that ends
-// it, where Parallel's last child would wake it, so the section's events
-// are Parallel's; its children need no process.
-func parallel(t *gpu.Group, n int, body func(th *gpu.Group, i int, h sim.Handler, arg uint64)) {
-	rs := &resume{p: t.Proc()}
-	t.ParallelThen(n, body, rs, 0)
-	if !rs.done {
-		rs.parked = true
-		t.Proc().Park("coop threads")
-	}
-}
-
-// resume is the continuation of parallel's section: it resumes the
-// parked process, or (a section done at once) notes that it is done.
-type resume struct {
-	p            *sim.Proc
-	done, parked bool
-}
-
-// Handle implements sim.Handler.
-func (x *resume) Handle(s *sim.Sim, _ uint64) {
-	x.done = true
-	if x.parked {
-		x.p.Handle(s, 0)
 	}
 }
