@@ -82,7 +82,9 @@ func TestParallelThenMatchesParallel(t *testing.T) {
 	for _, size := range []int{1, 4, 32} {
 		for _, n := range []int{0, 1, 3, 10} {
 			t.Run(fmt.Sprintf("size%d-n%d", size, n), func(t *testing.T) {
-				run := func(then bool) parResult {
+				// mode 0: Parallel; 1: ParallelThen on a machine;
+				// 2: ParallelWait on a process.
+				run := func(mode int) parResult {
 					nd := newNode(t, 2)
 					g := nd.gpus[0]
 					loc := g.Alloc("ctr", 128, true)
@@ -92,11 +94,20 @@ func TestParallelThenMatchesParallel(t *testing.T) {
 					finish := func() {
 						res.end, res.busy, res.posted, res.acked = grp.Now(), grp.Busy(), grp.posted, grp.acked
 					}
-					if then {
+					switch mode {
+					case 1:
 						m := &parMachine{n: n, loc: loc, peer: peer, finish: finish}
 						grp = g.LaunchHandler("p", size, m, 0)
 						m.t = grp
-					} else {
+					case 2:
+						m := &parMachine{n: n, loc: loc, peer: peer}
+						grp = g.Launch("p", size, func(tg *Group) {
+							tg.Cycles(7)
+							tg.ParallelWait(n, m.item)
+							tg.Cycles(3)
+							finish()
+						})
+					default:
 						grp = g.Launch("p", size, func(tg *Group) {
 							tg.Cycles(7)
 							tg.Parallel(n, func(th *Group, i int) {
@@ -120,7 +131,9 @@ func TestParallelThenMatchesParallel(t *testing.T) {
 					res.groups, res.childs = len(g.groups), g.made-len(g.groups)
 					return res
 				}
-				require.Equal(t, run(false), run(true))
+				want := run(0)
+				require.Equal(t, want, run(1), "ParallelThen")
+				require.Equal(t, want, run(2), "ParallelWait")
 			})
 		}
 	}
